@@ -1,0 +1,304 @@
+// Package config is the one configuration struct shared by `kobe dev`, `kobe server` and
+// `kobe worker`: registered as flags, overridable by KOBE_* environment variables, and
+// validated before anything starts so that a bad setting fails with one clear line.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Mode says which process the configuration is for; each mode uses a subset of the fields.
+type Mode string
+
+const (
+	ModeDev    Mode = "dev"
+	ModeServer Mode = "server"
+	ModeWorker Mode = "worker"
+)
+
+// DefaultTaskQueue is the Temporal task queue shared by all kobe workers for host-independent work.
+const DefaultTaskQueue = "kobe"
+
+// Config holds every setting of a kobe process.
+type Config struct {
+	// StateDir holds the embedded Temporal database, kobe's SQLite store and instance data (dev only).
+	StateDir string
+	// Ephemeral keeps everything in memory (dev only).
+	Ephemeral bool
+
+	APIAddress     string // server and dev
+	MetricsAddress string // worker: /metrics and /healthz of a worker-only process
+
+	TemporalPort int // dev: gRPC port of the embedded Temporal frontend
+	UIPort       int // dev: Temporal Web UI port; 0 disables it
+
+	Temporal TemporalConfig
+
+	// Store is the DSN of kobe's own store: postgres://… or sqlite:///path (sqlite://:memory: for tests).
+	Store string
+
+	LogFormat string
+	LogLevel  string
+}
+
+// TemporalConfig locates an external Temporal service.
+type TemporalConfig struct {
+	Address   string
+	Namespace string
+	TaskQueue string
+	// mTLS. CertFile and KeyFile go together; CAFile alone enables server-verified TLS.
+	TLSCertFile   string
+	TLSKeyFile    string
+	TLSCAFile     string
+	TLSServerName string
+}
+
+// TLSEnabled reports whether any TLS setting was given.
+func (t TemporalConfig) TLSEnabled() bool {
+	return t.TLSCertFile != "" || t.TLSKeyFile != "" || t.TLSCAFile != "" || t.TLSServerName != ""
+}
+
+// Default returns the defaults documented in --help.
+func Default() Config {
+	return Config{
+		StateDir:       DefaultStateDir(),
+		APIAddress:     "127.0.0.1:8080",
+		MetricsAddress: "127.0.0.1:9090",
+		TemporalPort:   7233,
+		UIPort:         8233,
+		Temporal: TemporalConfig{
+			Address:   "127.0.0.1:7233",
+			Namespace: "default",
+			TaskQueue: DefaultTaskQueue,
+		},
+		LogFormat: "console",
+		LogLevel:  "info",
+	}
+}
+
+// DefaultStateDir follows the XDG base directory spec: $XDG_STATE_HOME/kobe or ~/.local/state/kobe.
+func DefaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "kobe")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "kobe-state")
+	}
+	return filepath.Join(home, ".local", "state", "kobe")
+}
+
+// AddFlags registers the flags that matter in mode, bound to c's fields (c should hold Default()).
+func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: console or json")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	switch mode {
+	case ModeDev:
+		fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for the embedded Temporal database, the store and cluster data")
+		fs.BoolVar(&c.Ephemeral, "ephemeral", c.Ephemeral, "keep everything in memory; nothing is written to disk")
+		fs.StringVar(&c.APIAddress, "api-address", c.APIAddress, "address of the kobe API server")
+		fs.IntVar(&c.TemporalPort, "temporal-port", c.TemporalPort, "gRPC port of the embedded Temporal server (loopback)")
+		fs.IntVar(&c.UIPort, "ui-port", c.UIPort, "port of the Temporal Web UI (loopback); 0 disables the UI")
+		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN (default: SQLite file in --state-dir, in memory with --ephemeral)")
+	case ModeServer, ModeWorker:
+		if mode == ModeServer {
+			fs.StringVar(&c.APIAddress, "api-address", c.APIAddress, "address of the kobe API server")
+		} else {
+			fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "address serving /metrics and /healthz of this worker")
+		}
+		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN: postgres://user@host/db or sqlite:///path/kobe.db (required)")
+		fs.StringVar(&c.Temporal.Address, "temporal-address", c.Temporal.Address, "host:port of the Temporal frontend")
+		fs.StringVar(&c.Temporal.Namespace, "temporal-namespace", c.Temporal.Namespace, "Temporal namespace")
+		fs.StringVar(&c.Temporal.TaskQueue, "task-queue", c.Temporal.TaskQueue, "Temporal task queue of kobe workers")
+		fs.StringVar(&c.Temporal.TLSCertFile, "temporal-tls-cert", "", "client certificate for mTLS to Temporal (PEM)")
+		fs.StringVar(&c.Temporal.TLSKeyFile, "temporal-tls-key", "", "client private key for mTLS to Temporal (PEM)")
+		fs.StringVar(&c.Temporal.TLSCAFile, "temporal-tls-ca", "", "CA bundle that signs the Temporal server certificate (PEM)")
+		fs.StringVar(&c.Temporal.TLSServerName, "temporal-tls-server-name", "", "server name to verify in the Temporal certificate")
+	}
+}
+
+// EnvName is the environment variable that sets a flag: --temporal-address → KOBE_TEMPORAL_ADDRESS.
+func EnvName(flag string) string {
+	return "KOBE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// ApplyEnv sets every flag not given on the command line from its KOBE_* variable.
+// Flags win over the environment so that a one-off override on the command line works.
+func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		v, ok := lookup(EnvName(f.Name))
+		if !ok {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v", EnvName(f.Name), v, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Validate checks the settings used by mode and returns an error naming the first bad one.
+func (c *Config) Validate(mode Mode) error {
+	if c.LogFormat != "console" && c.LogFormat != "json" {
+		return fmt.Errorf("--log-format %q: must be console or json", c.LogFormat)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("--log-level %q: must be one of debug, info, warn, error", c.LogLevel)
+	}
+	switch mode {
+	case ModeDev:
+		if !c.Ephemeral && c.StateDir == "" {
+			return errors.New("--state-dir must not be empty (or use --ephemeral)")
+		}
+		if err := validateHostPort("--api-address", c.APIAddress); err != nil {
+			return err
+		}
+		if err := validatePort("--temporal-port", c.TemporalPort, false); err != nil {
+			return err
+		}
+		if err := validatePort("--ui-port", c.UIPort, true); err != nil {
+			return err
+		}
+		if c.UIPort != 0 && c.UIPort == c.TemporalPort {
+			return fmt.Errorf("--ui-port and --temporal-port are both %d", c.UIPort)
+		}
+		if c.Store != "" {
+			if _, err := ParseStoreDSN(c.Store); err != nil {
+				return err
+			}
+		}
+	case ModeServer, ModeWorker:
+		if mode == ModeServer {
+			if err := validateHostPort("--api-address", c.APIAddress); err != nil {
+				return err
+			}
+		} else if err := validateHostPort("--metrics-address", c.MetricsAddress); err != nil {
+			return err
+		}
+		if c.Store == "" {
+			return fmt.Errorf("--store is required for kobe %s (postgres://user@host:5432/kobe or sqlite:///path/kobe.db; env %s)", mode, EnvName("store"))
+		}
+		if _, err := ParseStoreDSN(c.Store); err != nil {
+			return err
+		}
+		if err := validateHostPort("--temporal-address", c.Temporal.Address); err != nil {
+			return err
+		}
+		if c.Temporal.Namespace == "" {
+			return errors.New("--temporal-namespace must not be empty")
+		}
+		if c.Temporal.TaskQueue == "" {
+			return errors.New("--task-queue must not be empty")
+		}
+		if (c.Temporal.TLSCertFile == "") != (c.Temporal.TLSKeyFile == "") {
+			return errors.New("--temporal-tls-cert and --temporal-tls-key must be given together")
+		}
+		for flag, path := range map[string]string{
+			"--temporal-tls-cert": c.Temporal.TLSCertFile,
+			"--temporal-tls-key":  c.Temporal.TLSKeyFile,
+			"--temporal-tls-ca":   c.Temporal.TLSCAFile,
+		} {
+			if path == "" {
+				continue
+			}
+			if _, err := os.Stat(path); err != nil {
+				return fmt.Errorf("%s: %v", flag, err)
+			}
+		}
+	default:
+		return fmt.Errorf("unknown mode %q", mode)
+	}
+	return nil
+}
+
+func validateHostPort(flag, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: want host:port (%v)", flag, addr, err)
+	}
+	_ = host
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%s %q: port must be a number between 0 and 65535", flag, addr)
+	}
+	return nil
+}
+
+func validatePort(flag string, port int, zeroOK bool) error {
+	if port == 0 && zeroOK {
+		return nil
+	}
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("%s %d: must be between 1 and 65535", flag, port)
+	}
+	return nil
+}
+
+// StoreDSN is a parsed --store value.
+type StoreDSN struct {
+	Driver string // "sqlite" or "postgres"
+	// Path is the SQLite file, or ":memory:".
+	Path string
+	// URL is the PostgreSQL connection URL, as given.
+	URL string
+}
+
+// ParseStoreDSN accepts postgres://…, postgresql://…, sqlite:///abs/path, sqlite://rel/path and sqlite://:memory:.
+func ParseStoreDSN(dsn string) (StoreDSN, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return StoreDSN{}, fmt.Errorf("--store: not a valid postgres URL: %v", RedactDSNError(err, dsn))
+		}
+		if u.Host == "" {
+			return StoreDSN{}, fmt.Errorf("--store %s: missing host", RedactDSN(dsn))
+		}
+		return StoreDSN{Driver: "postgres", URL: dsn}, nil
+	case strings.HasPrefix(dsn, "sqlite://"):
+		p := strings.TrimPrefix(dsn, "sqlite://")
+		if i := strings.IndexByte(p, '?'); i >= 0 {
+			return StoreDSN{}, fmt.Errorf("--store %s: sqlite DSN takes no options", dsn)
+		}
+		if p == "" {
+			return StoreDSN{}, fmt.Errorf("--store %s: missing file path (sqlite:///path/kobe.db)", dsn)
+		}
+		return StoreDSN{Driver: "sqlite", Path: p}, nil
+	default:
+		return StoreDSN{}, fmt.Errorf("--store %s: unsupported scheme; use postgres://… or sqlite:///path", RedactDSN(dsn))
+	}
+}
+
+// passwordInURL matches the password part of scheme://user:password@host.
+var passwordInURL = regexp.MustCompile(`(://[^:/@]*:)([^@]*)@`)
+
+// RedactDSN hides the password of a URL-shaped DSN so that it can appear in logs and errors.
+func RedactDSN(dsn string) string {
+	return passwordInURL.ReplaceAllString(dsn, "${1}xxxxx@")
+}
+
+// RedactDSNError removes the DSN's password from an error message that may quote it.
+func RedactDSNError(err error, dsn string) string {
+	msg := err.Error()
+	if m := passwordInURL.FindStringSubmatch(dsn); m != nil && m[2] != "" {
+		msg = strings.ReplaceAll(msg, m[2], "xxxxx")
+		msg = strings.ReplaceAll(msg, url.QueryEscape(m[2]), "xxxxx")
+	}
+	return msg
+}

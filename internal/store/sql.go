@@ -1,0 +1,500 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// sqlStore implements Store for both drivers. The SQL is written once with "?" placeholders;
+// rebind turns them into $1, $2… for PostgreSQL. Both engines accept INSERT … ON CONFLICT and RETURNING.
+type sqlStore struct {
+	db     *sql.DB
+	driver string
+}
+
+func (s *sqlStore) Driver() string { return s.driver }
+
+func (s *sqlStore) Close() error { return s.db.Close() }
+
+func (s *sqlStore) rebind(q string) string {
+	if s.driver != "postgres" {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (s *sqlStore) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	res, err := s.db.ExecContext(ctx, s.rebind(q), args...)
+	return res, s.wrap(err)
+}
+
+func (s *sqlStore) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+	return rows, s.wrap(err)
+}
+
+func (s *sqlStore) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return s.db.QueryRowContext(ctx, s.rebind(q), args...)
+}
+
+// wrap maps the engines' "append-only" trigger errors to ErrAppendOnly.
+func (s *sqlStore) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if strings.Contains(err.Error(), "audit events are append-only") {
+		return fmt.Errorf("%w: %v", ErrAppendOnly, err)
+	}
+	return err
+}
+
+// dbTime scans a timestamp from either engine: pgx returns time.Time; modernc returns
+// time.Time for TIMESTAMP columns but a string for expressions.
+type dbTime struct {
+	t time.Time
+}
+
+func (d *dbTime) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		d.t = time.Time{}
+	case time.Time:
+		d.t = x.UTC()
+	case string:
+		return d.parse(x)
+	case []byte:
+		return d.parse(string(x))
+	default:
+		return fmt.Errorf("cannot scan %T into a time", v)
+	}
+	return nil
+}
+
+func (d *dbTime) parse(s string) error {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			d.t = t.UTC()
+			return nil
+		}
+	}
+	return fmt.Errorf("cannot parse time %q", s)
+}
+
+// ts normalises a time for storage: UTC, microsecond precision (PostgreSQL's resolution),
+// so that what is read back equals what was written on both engines.
+func ts(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+func nullTS(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return ts(t)
+}
+
+func jsonOrEmpty(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	return string(raw)
+}
+
+// now is the store's clock for created/updated stamps.
+func now() time.Time { return ts(time.Now()) }
+
+// ---- pools ----
+
+func (s *sqlStore) UpsertPool(ctx context.Context, p Pool) error {
+	if p.Name == "" {
+		return errors.New("pool name is empty")
+	}
+	t := now()
+	_, err := s.exec(ctx, `INSERT INTO pools (name, backend, spec, generation, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET backend = excluded.backend, spec = excluded.spec,
+			generation = excluded.generation, updated_at = excluded.updated_at`,
+		p.Name, p.Backend, jsonOrEmpty(p.Spec), p.Generation, t, t)
+	return err
+}
+
+const poolColumns = `name, backend, spec, generation, created_at, updated_at`
+
+func scanPool(sc interface{ Scan(...any) error }) (Pool, error) {
+	var p Pool
+	var spec string
+	var created, updated dbTime
+	if err := sc.Scan(&p.Name, &p.Backend, &spec, &p.Generation, &created, &updated); err != nil {
+		return Pool{}, err
+	}
+	p.Spec = json.RawMessage(spec)
+	p.CreatedAt, p.UpdatedAt = created.t, updated.t
+	return p, nil
+}
+
+func (s *sqlStore) GetPool(ctx context.Context, name string) (Pool, error) {
+	p, err := scanPool(s.queryRow(ctx, `SELECT `+poolColumns+` FROM pools WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Pool{}, fmt.Errorf("pool %q: %w", name, ErrNotFound)
+	}
+	return p, err
+}
+
+func (s *sqlStore) ListPools(ctx context.Context) ([]Pool, error) {
+	rows, err := s.query(ctx, `SELECT `+poolColumns+` FROM pools ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Pool
+	for rows.Next() {
+		p, err := scanPool(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func (s *sqlStore) DeletePool(ctx context.Context, name string) error {
+	return s.deleteOne(ctx, `DELETE FROM pools WHERE name = ?`, "pool", name)
+}
+
+func (s *sqlStore) deleteOne(ctx context.Context, q, kind, id string) error {
+	res, err := s.exec(ctx, q, id)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%s %q: %w", kind, id, ErrNotFound)
+	}
+	return nil
+}
+
+// ---- instances ----
+
+func (s *sqlStore) UpsertInstance(ctx context.Context, in Instance) error {
+	if in.ID == "" {
+		return errors.New("instance id is empty")
+	}
+	t := now()
+	_, err := s.exec(ctx, `INSERT INTO instances (id, pool, backend, host, phase, lease_id, endpoint, data, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET pool = excluded.pool, backend = excluded.backend, host = excluded.host,
+			phase = excluded.phase, lease_id = excluded.lease_id, endpoint = excluded.endpoint,
+			data = excluded.data, updated_at = excluded.updated_at`,
+		in.ID, in.Pool, in.Backend, in.Host, in.Phase, in.LeaseID, in.Endpoint, jsonOrEmpty(in.Data), t, t)
+	return err
+}
+
+const instanceColumns = `id, pool, backend, host, phase, lease_id, endpoint, data, created_at, updated_at`
+
+func scanInstance(sc interface{ Scan(...any) error }) (Instance, error) {
+	var in Instance
+	var data string
+	var created, updated dbTime
+	if err := sc.Scan(&in.ID, &in.Pool, &in.Backend, &in.Host, &in.Phase, &in.LeaseID, &in.Endpoint, &data, &created, &updated); err != nil {
+		return Instance{}, err
+	}
+	in.Data = json.RawMessage(data)
+	in.CreatedAt, in.UpdatedAt = created.t, updated.t
+	return in, nil
+}
+
+func (s *sqlStore) GetInstance(ctx context.Context, id string) (Instance, error) {
+	in, err := scanInstance(s.queryRow(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Instance{}, fmt.Errorf("instance %q: %w", id, ErrNotFound)
+	}
+	return in, err
+}
+
+func (s *sqlStore) ListInstances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
+	var where []string
+	var args []any
+	for col, v := range map[string]string{"pool": f.Pool, "phase": f.Phase, "host": f.Host} {
+		if v != "" {
+			where = append(where, col+" = ?")
+			args = append(args, v)
+		}
+	}
+	rows, err := s.query(ctx, `SELECT `+instanceColumns+` FROM instances`+whereClause(where)+` ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
+
+func whereClause(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+func (s *sqlStore) DeleteInstance(ctx context.Context, id string) error {
+	return s.deleteOne(ctx, `DELETE FROM instances WHERE id = ?`, "instance", id)
+}
+
+// ---- leases ----
+
+func (s *sqlStore) UpsertLease(ctx context.Context, l Lease) error {
+	if l.ID == "" {
+		return errors.New("lease id is empty")
+	}
+	meta, err := json.Marshal(l.Metadata)
+	if err != nil {
+		return fmt.Errorf("lease metadata: %w", err)
+	}
+	if l.Metadata == nil {
+		meta = []byte("{}")
+	}
+	t := now()
+	_, err = s.exec(ctx, `INSERT INTO leases (id, pool, principal, phase, instance_id, alias, idempotency_key, ttl_ms,
+			expires_at, metadata, reason, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET pool = excluded.pool, principal = excluded.principal, phase = excluded.phase,
+			instance_id = excluded.instance_id, alias = excluded.alias, idempotency_key = excluded.idempotency_key,
+			ttl_ms = excluded.ttl_ms, expires_at = excluded.expires_at, metadata = excluded.metadata,
+			reason = excluded.reason, updated_at = excluded.updated_at`,
+		l.ID, l.Pool, l.Principal, l.Phase, l.InstanceID, l.Alias, l.IdempotencyKey, l.TTL.Milliseconds(),
+		nullTS(l.ExpiresAt), string(meta), l.Reason, t, t)
+	return err
+}
+
+const leaseColumns = `id, pool, principal, phase, instance_id, alias, idempotency_key, ttl_ms, expires_at, metadata, reason, created_at, updated_at`
+
+func scanLease(sc interface{ Scan(...any) error }) (Lease, error) {
+	var l Lease
+	var ttlMS int64
+	var meta string
+	var expires, created, updated dbTime
+	if err := sc.Scan(&l.ID, &l.Pool, &l.Principal, &l.Phase, &l.InstanceID, &l.Alias, &l.IdempotencyKey, &ttlMS,
+		&expires, &meta, &l.Reason, &created, &updated); err != nil {
+		return Lease{}, err
+	}
+	l.TTL = time.Duration(ttlMS) * time.Millisecond
+	l.ExpiresAt, l.CreatedAt, l.UpdatedAt = expires.t, created.t, updated.t
+	if meta != "" && meta != "{}" {
+		if err := json.Unmarshal([]byte(meta), &l.Metadata); err != nil {
+			return Lease{}, fmt.Errorf("lease %s metadata: %w", l.ID, err)
+		}
+	}
+	return l, nil
+}
+
+func (s *sqlStore) GetLease(ctx context.Context, id string) (Lease, error) {
+	l, err := scanLease(s.queryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Lease{}, fmt.Errorf("lease %q: %w", id, ErrNotFound)
+	}
+	return l, err
+}
+
+func (s *sqlStore) ListLeases(ctx context.Context, f LeaseFilter) ([]Lease, error) {
+	var where []string
+	var args []any
+	if f.Pool != "" {
+		where, args = append(where, "pool = ?"), append(args, f.Pool)
+	}
+	if f.Principal != "" {
+		where, args = append(where, "principal = ?"), append(args, f.Principal)
+	}
+	if f.Alias != "" {
+		where, args = append(where, "alias = ?"), append(args, f.Alias)
+	}
+	if len(f.Phases) > 0 {
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(f.Phases)), ", ")
+		where = append(where, "phase IN ("+marks+")")
+		for _, p := range f.Phases {
+			args = append(args, p)
+		}
+	}
+	rows, err := s.query(ctx, `SELECT `+leaseColumns+` FROM leases`+whereClause(where)+` ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Lease
+	for rows.Next() {
+		l, err := scanLease(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// ---- quotas ----
+
+func (s *sqlStore) SetQuota(ctx context.Context, q Quota) error {
+	if q.Subject == "" {
+		return errors.New("quota subject is empty")
+	}
+	if q.MaxConcurrentLeases < 0 {
+		return fmt.Errorf("quota %q: maxConcurrentLeases must not be negative", q.Subject)
+	}
+	_, err := s.exec(ctx, `INSERT INTO quotas (subject, max_concurrent_leases, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (subject) DO UPDATE SET max_concurrent_leases = excluded.max_concurrent_leases, updated_at = excluded.updated_at`,
+		q.Subject, q.MaxConcurrentLeases, now())
+	return err
+}
+
+func scanQuota(sc interface{ Scan(...any) error }) (Quota, error) {
+	var q Quota
+	var updated dbTime
+	if err := sc.Scan(&q.Subject, &q.MaxConcurrentLeases, &updated); err != nil {
+		return Quota{}, err
+	}
+	q.UpdatedAt = updated.t
+	return q, nil
+}
+
+func (s *sqlStore) GetQuota(ctx context.Context, subject string) (Quota, error) {
+	q, err := scanQuota(s.queryRow(ctx, `SELECT subject, max_concurrent_leases, updated_at FROM quotas WHERE subject = ?`, subject))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Quota{}, fmt.Errorf("quota %q: %w", subject, ErrNotFound)
+	}
+	return q, err
+}
+
+func (s *sqlStore) ListQuotas(ctx context.Context) ([]Quota, error) {
+	rows, err := s.query(ctx, `SELECT subject, max_concurrent_leases, updated_at FROM quotas ORDER BY subject`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Quota
+	for rows.Next() {
+		q, err := scanQuota(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, rows.Err()
+}
+
+func (s *sqlStore) DeleteQuota(ctx context.Context, subject string) error {
+	return s.deleteOne(ctx, `DELETE FROM quotas WHERE subject = ?`, "quota", subject)
+}
+
+// ---- audit events ----
+
+func (s *sqlStore) AppendEvent(ctx context.Context, e Event) (Event, error) {
+	if e.Actor == "" || e.Action == "" {
+		return Event{}, errors.New("audit event needs an actor and an action")
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	e.Time = ts(e.Time)
+	if len(e.Detail) == 0 {
+		e.Detail = json.RawMessage("{}")
+	}
+	err := s.queryRow(ctx, `INSERT INTO events (at, actor, action, target, result, request_id, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		e.Time, e.Actor, e.Action, e.Target, e.Result, e.RequestID, string(e.Detail)).Scan(&e.ID)
+	if err != nil {
+		return Event{}, s.wrap(err)
+	}
+	return e, nil
+}
+
+func (s *sqlStore) ListEvents(ctx context.Context, f EventFilter) ([]Event, error) {
+	var where []string
+	var args []any
+	if !f.Since.IsZero() {
+		where, args = append(where, "at >= ?"), append(args, ts(f.Since))
+	}
+	if f.AfterID > 0 {
+		where, args = append(where, "id > ?"), append(args, f.AfterID)
+	}
+	if f.Actor != "" {
+		where, args = append(where, "actor = ?"), append(args, f.Actor)
+	}
+	if f.Action != "" {
+		where, args = append(where, "action = ?"), append(args, f.Action)
+	}
+	if f.Target != "" {
+		where, args = append(where, "target = ?"), append(args, f.Target)
+	}
+	q := `SELECT id, at, actor, action, target, result, request_id, detail FROM events` + whereClause(where) + ` ORDER BY id`
+	if f.Limit > 0 {
+		q += ` LIMIT ` + strconv.Itoa(f.Limit)
+	}
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var at dbTime
+		var detail string
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Result, &e.RequestID, &detail); err != nil {
+			return nil, err
+		}
+		e.Time, e.Detail = at.t, json.RawMessage(detail)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ---- probes ----
+
+func (s *sqlStore) WriteProbe(ctx context.Context, id string, at time.Time) error {
+	_, err := s.exec(ctx, `INSERT INTO probes (id, written_at) VALUES (?, ?)
+		ON CONFLICT (id) DO UPDATE SET written_at = excluded.written_at`, id, ts(at))
+	return err
+}
+
+func (s *sqlStore) ReadProbe(ctx context.Context, id string) (time.Time, error) {
+	var t dbTime
+	err := s.queryRow(ctx, `SELECT written_at FROM probes WHERE id = ?`, id).Scan(&t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, fmt.Errorf("probe %q: %w", id, ErrNotFound)
+	}
+	return t.t, err
+}
+
+func (s *sqlStore) DeleteProbe(ctx context.Context, id string) error {
+	_, err := s.exec(ctx, `DELETE FROM probes WHERE id = ?`, id)
+	return err
+}
+
+func (s *sqlStore) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	err := s.queryRow(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v)
+	return int(v.Int64), err
+}

@@ -1,0 +1,167 @@
+// Package store is kobe's own record of pools, instances, leases, quotas and audit events.
+//
+// The workflows are the authority for every transition; they write here through idempotent
+// activities (upserts keyed by domain id), and the API reads from here for lists, status and
+// audit. One interface, two drivers: SQLite (pure Go, the embedded default) and PostgreSQL (pgx).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned by Get* and Delete* for an id that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrAppendOnly is returned when something tries to change or remove an audit event.
+var ErrAppendOnly = errors.New("audit events are append-only")
+
+// Pool is a declared pool of clusters.
+type Pool struct {
+	Name    string
+	Backend string
+	// Spec is the validated ClusterPool manifest, as JSON.
+	Spec       json.RawMessage
+	Generation int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Instance is one cluster created by a backend.
+type Instance struct {
+	ID      string
+	Pool    string
+	Backend string
+	// Host is the kobe worker host that owns the instance (for host-local backends).
+	Host    string
+	Phase   string
+	LeaseID string
+	// Endpoint is the instance's API server URL. Credentials are never stored here.
+	Endpoint string
+	// Data is backend-specific, non-secret state.
+	Data      json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Lease is a principal's claim on an instance of a pool.
+type Lease struct {
+	ID             string
+	Pool           string
+	Principal      string
+	Phase          string
+	InstanceID     string
+	Alias          string
+	IdempotencyKey string
+	TTL            time.Duration
+	// ExpiresAt is zero until the lease is bound.
+	ExpiresAt time.Time
+	Metadata  map[string]string
+	// Reason is the reason code of a failed or ended lease (e.g. pool_exhausted).
+	Reason    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Quota limits what a subject (a principal or a role, e.g. "role:ci") may hold at once.
+type Quota struct {
+	Subject             string
+	MaxConcurrentLeases int
+	UpdatedAt           time.Time
+}
+
+// Event is one entry of the append-only audit log.
+type Event struct {
+	ID        int64
+	Time      time.Time
+	Actor     string
+	Action    string
+	Target    string
+	Result    string
+	RequestID string
+	Detail    json.RawMessage
+}
+
+// InstanceFilter selects instances; empty fields match everything.
+type InstanceFilter struct {
+	Pool  string
+	Phase string
+	Host  string
+}
+
+// LeaseFilter selects leases; empty fields match everything.
+type LeaseFilter struct {
+	Pool      string
+	Principal string
+	Alias     string
+	Phases    []string
+}
+
+// EventFilter selects audit events, oldest first; empty fields match everything.
+type EventFilter struct {
+	Since   time.Time
+	AfterID int64
+	Actor   string
+	Action  string
+	Target  string
+	Limit   int
+}
+
+// Store is implemented by the SQLite and PostgreSQL drivers.
+// Every Upsert is idempotent: writing the same record twice leaves one row.
+type Store interface {
+	// Driver names the driver: "sqlite" or "postgres".
+	Driver() string
+
+	UpsertPool(ctx context.Context, p Pool) error
+	GetPool(ctx context.Context, name string) (Pool, error)
+	ListPools(ctx context.Context) ([]Pool, error)
+	DeletePool(ctx context.Context, name string) error
+
+	UpsertInstance(ctx context.Context, in Instance) error
+	GetInstance(ctx context.Context, id string) (Instance, error)
+	ListInstances(ctx context.Context, f InstanceFilter) ([]Instance, error)
+	DeleteInstance(ctx context.Context, id string) error
+
+	UpsertLease(ctx context.Context, l Lease) error
+	GetLease(ctx context.Context, id string) (Lease, error)
+	ListLeases(ctx context.Context, f LeaseFilter) ([]Lease, error)
+
+	SetQuota(ctx context.Context, q Quota) error
+	GetQuota(ctx context.Context, subject string) (Quota, error)
+	ListQuotas(ctx context.Context) ([]Quota, error)
+	DeleteQuota(ctx context.Context, subject string) error
+
+	// AppendEvent records an audit event and returns it with its id and time set.
+	AppendEvent(ctx context.Context, e Event) (Event, error)
+	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+
+	// WriteProbe, ReadProbe and DeleteProbe let health checks and `kobe doctor` prove that the
+	// store accepts writes and that two processes see the same data.
+	WriteProbe(ctx context.Context, id string, at time.Time) error
+	ReadProbe(ctx context.Context, id string) (time.Time, error)
+	DeleteProbe(ctx context.Context, id string) error
+
+	// SchemaVersion is the highest migration applied.
+	SchemaVersion(ctx context.Context) (int, error)
+
+	Close() error
+}
+
+// CheckWritable writes, reads back and removes a probe row: what /readyz means by "store writable".
+func CheckWritable(ctx context.Context, s Store, id string) error {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if err := s.WriteProbe(ctx, id, now); err != nil {
+		return err
+	}
+	got, err := s.ReadProbe(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !got.Equal(now) {
+		return errors.New("store returned a different probe value than was written")
+	}
+	return s.DeleteProbe(ctx, id)
+}

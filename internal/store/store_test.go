@@ -1,0 +1,341 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/testsuite"
+)
+
+// driverCase opens a fresh store and can open a raw SQL connection to the same database,
+// which the tests use to prove that the database itself enforces what the Go code promises.
+type driverCase struct {
+	name   string
+	dsn    func(t *testing.T) string
+	rawSQL func(t *testing.T, dsn string) *sql.DB
+}
+
+func drivers() []driverCase {
+	return []driverCase{
+		{
+			name: "sqlite",
+			dsn: func(t *testing.T) string {
+				return "sqlite://" + filepath.Join(t.TempDir(), "kobe.db")
+			},
+			rawSQL: func(t *testing.T, dsn string) *sql.DB {
+				db, err := sql.Open("sqlite", "file:"+dsn[len("sqlite://"):]+"?_pragma=busy_timeout(5000)")
+				require.NoError(t, err)
+				t.Cleanup(func() { db.Close() })
+				return db
+			},
+		},
+		{
+			name: "postgres",
+			dsn:  func(t *testing.T) string { return testsuite.PostgresDSN(t) },
+			rawSQL: func(t *testing.T, dsn string) *sql.DB {
+				db, err := sql.Open("pgx", dsn)
+				require.NoError(t, err)
+				t.Cleanup(func() { db.Close() })
+				return db
+			},
+		},
+	}
+}
+
+// TestStore runs the same suite against every driver.
+func TestStore(t *testing.T) {
+	for _, d := range drivers() {
+		t.Run(d.name, func(t *testing.T) {
+			dsn := d.dsn(t)
+			ctx := context.Background()
+			s, err := store.Open(ctx, dsn)
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			require.Equal(t, d.name, s.Driver())
+
+			t.Run("pools", func(t *testing.T) { testPools(t, s) })
+			t.Run("instances", func(t *testing.T) { testInstances(t, s) })
+			t.Run("leases", func(t *testing.T) { testLeases(t, s) })
+			t.Run("quotas", func(t *testing.T) { testQuotas(t, s) })
+			t.Run("events", func(t *testing.T) { testEvents(t, s, d.rawSQL(t, dsn)) })
+			t.Run("probes", func(t *testing.T) { testProbes(t, s) })
+			t.Run("concurrent writers", func(t *testing.T) { testConcurrent(t, s) })
+			t.Run("reopen keeps data and schema", func(t *testing.T) { testReopen(t, s, dsn) })
+		})
+	}
+}
+
+func testPools(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	p := store.Pool{Name: "dev", Backend: "local", Spec: json.RawMessage(`{"size":2}`), Generation: 1}
+	require.NoError(t, s.UpsertPool(ctx, p))
+	require.NoError(t, s.UpsertPool(ctx, p), "upsert is idempotent")
+
+	got, err := s.GetPool(ctx, "dev")
+	require.NoError(t, err)
+	assert.Equal(t, "local", got.Backend)
+	assert.JSONEq(t, `{"size":2}`, string(got.Spec))
+	assert.False(t, got.CreatedAt.IsZero())
+	created := got.CreatedAt
+
+	p.Spec, p.Generation = json.RawMessage(`{"size":3}`), 2
+	require.NoError(t, s.UpsertPool(ctx, p))
+	got, err = s.GetPool(ctx, "dev")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), got.Generation)
+	assert.JSONEq(t, `{"size":3}`, string(got.Spec))
+	assert.True(t, got.CreatedAt.Equal(created), "an update keeps the creation time")
+
+	require.NoError(t, s.UpsertPool(ctx, store.Pool{Name: "ci", Backend: "k3s"}))
+	pools, err := s.ListPools(ctx)
+	require.NoError(t, err)
+	require.Len(t, pools, 2)
+	assert.Equal(t, "ci", pools[0].Name, "sorted by name")
+
+	require.NoError(t, s.DeletePool(ctx, "ci"))
+	assert.ErrorIs(t, s.DeletePool(ctx, "ci"), store.ErrNotFound)
+	_, err = s.GetPool(ctx, "ci")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.Error(t, s.UpsertPool(ctx, store.Pool{}), "empty name is refused")
+}
+
+func testInstances(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for i, phase := range []string{"Creating", "Ready", "Ready"} {
+		require.NoError(t, s.UpsertInstance(ctx, store.Instance{
+			ID: fmt.Sprintf("instance-%d", i), Pool: "dev", Backend: "local", Host: "h1", Phase: phase,
+			Data: json.RawMessage(`{"port":6443}`),
+		}))
+	}
+	require.NoError(t, s.UpsertInstance(ctx, store.Instance{ID: "other", Pool: "ci", Backend: "k3s", Phase: "Ready"}))
+
+	ready, err := s.ListInstances(ctx, store.InstanceFilter{Pool: "dev", Phase: "Ready"})
+	require.NoError(t, err)
+	assert.Len(t, ready, 2)
+	all, err := s.ListInstances(ctx, store.InstanceFilter{})
+	require.NoError(t, err)
+	assert.Len(t, all, 4)
+
+	in := ready[0]
+	in.Phase, in.LeaseID, in.Endpoint = "Leased", "lease-1", "https://127.0.0.1:6443"
+	require.NoError(t, s.UpsertInstance(ctx, in))
+	got, err := s.GetInstance(ctx, in.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "Leased", got.Phase)
+	assert.Equal(t, "lease-1", got.LeaseID)
+	assert.JSONEq(t, `{"port":6443}`, string(got.Data))
+
+	require.NoError(t, s.DeleteInstance(ctx, in.ID))
+	_, err = s.GetInstance(ctx, in.ID)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, s.DeleteInstance(ctx, in.ID), store.ErrNotFound)
+}
+
+func testLeases(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	l := store.Lease{
+		ID: "lease-a", Pool: "dev", Principal: "alice", Phase: "Pending", TTL: 90 * time.Minute,
+		Alias: "mine", IdempotencyKey: "k1", Metadata: map[string]string{"job": "e2e"},
+	}
+	require.NoError(t, s.UpsertLease(ctx, l))
+	got, err := s.GetLease(ctx, "lease-a")
+	require.NoError(t, err)
+	assert.True(t, got.ExpiresAt.IsZero(), "a pending lease has no expiry")
+	assert.Equal(t, 90*time.Minute, got.TTL)
+	assert.Equal(t, map[string]string{"job": "e2e"}, got.Metadata)
+
+	l.Phase, l.InstanceID, l.ExpiresAt = "Bound", "instance-1", exp
+	require.NoError(t, s.UpsertLease(ctx, l))
+	got, err = s.GetLease(ctx, "lease-a")
+	require.NoError(t, err)
+	assert.Equal(t, "Bound", got.Phase)
+	assert.True(t, got.ExpiresAt.Equal(exp), "expiry round-trips: %v vs %v", got.ExpiresAt, exp)
+
+	require.NoError(t, s.UpsertLease(ctx, store.Lease{ID: "lease-b", Pool: "dev", Principal: "bob", Phase: "Released", Reason: "released"}))
+	require.NoError(t, s.UpsertLease(ctx, store.Lease{ID: "lease-c", Pool: "ci", Principal: "alice", Phase: "Pending"}))
+
+	active, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "alice", Phases: []string{"Pending", "Bound"}})
+	require.NoError(t, err)
+	assert.Len(t, active, 2)
+	byAlias, err := s.ListLeases(ctx, store.LeaseFilter{Alias: "mine"})
+	require.NoError(t, err)
+	require.Len(t, byAlias, 1)
+	assert.Equal(t, "lease-a", byAlias[0].ID)
+	devs, err := s.ListLeases(ctx, store.LeaseFilter{Pool: "dev"})
+	require.NoError(t, err)
+	assert.Len(t, devs, 2)
+
+	_, err = s.GetLease(ctx, "nope")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testQuotas(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	require.NoError(t, s.SetQuota(ctx, store.Quota{Subject: "role:ci", MaxConcurrentLeases: 5}))
+	require.NoError(t, s.SetQuota(ctx, store.Quota{Subject: "role:ci", MaxConcurrentLeases: 7}))
+	q, err := s.GetQuota(ctx, "role:ci")
+	require.NoError(t, err)
+	assert.Equal(t, 7, q.MaxConcurrentLeases)
+	assert.Error(t, s.SetQuota(ctx, store.Quota{Subject: "x", MaxConcurrentLeases: -1}))
+	all, err := s.ListQuotas(ctx)
+	require.NoError(t, err)
+	assert.Len(t, all, 1)
+	require.NoError(t, s.DeleteQuota(ctx, "role:ci"))
+	_, err = s.GetQuota(ctx, "role:ci")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testEvents(t *testing.T, s store.Store, raw *sql.DB) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Minute)
+	var ids []int64
+	for i := 0; i < 5; i++ {
+		actor := "alice"
+		if i%2 == 1 {
+			actor = "bob"
+		}
+		e, err := s.AppendEvent(ctx, store.Event{
+			Time: t0.Add(time.Duration(i) * time.Second), Actor: actor, Action: "lease.create",
+			Target: fmt.Sprintf("lease-%d", i), Result: "ok", RequestID: fmt.Sprintf("req-%d", i),
+			Detail: json.RawMessage(`{"pool":"dev"}`),
+		})
+		require.NoError(t, err)
+		ids = append(ids, e.ID)
+	}
+	for i := 1; i < len(ids); i++ {
+		assert.Greater(t, ids[i], ids[i-1], "ids increase")
+	}
+	bobs, err := s.ListEvents(ctx, store.EventFilter{Actor: "bob"})
+	require.NoError(t, err)
+	assert.Len(t, bobs, 2)
+	recent, err := s.ListEvents(ctx, store.EventFilter{Since: t0.Add(3 * time.Second)})
+	require.NoError(t, err)
+	assert.Len(t, recent, 2)
+	after, err := s.ListEvents(ctx, store.EventFilter{AfterID: ids[2], Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, after, 1)
+	assert.Equal(t, ids[3], after[0].ID)
+	assert.JSONEq(t, `{"pool":"dev"}`, string(after[0].Detail))
+
+	_, err = s.AppendEvent(ctx, store.Event{Action: "x"})
+	assert.Error(t, err, "an event needs an actor")
+
+	// The database refuses edits even from a client that bypasses kobe.
+	_, err = raw.ExecContext(ctx, `UPDATE events SET result = 'forged' WHERE actor = 'alice'`)
+	assert.ErrorContains(t, err, "append-only")
+	_, err = raw.ExecContext(ctx, `DELETE FROM events`)
+	assert.ErrorContains(t, err, "append-only")
+	all, err := s.ListEvents(ctx, store.EventFilter{})
+	require.NoError(t, err)
+	assert.Len(t, all, 5)
+	for _, e := range all {
+		assert.Equal(t, "ok", e.Result)
+	}
+}
+
+func testProbes(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	require.NoError(t, store.CheckWritable(ctx, s, "readyz"))
+	_, err := s.ReadProbe(ctx, "readyz")
+	assert.ErrorIs(t, err, store.ErrNotFound, "CheckWritable cleans up after itself")
+}
+
+func testConcurrent(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for w := 0; w < 20; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				id := fmt.Sprintf("c-%d", i) // the same 10 ids from every writer: contended upserts
+				if err := s.UpsertInstance(ctx, store.Instance{ID: id, Pool: "conc", Backend: "local", Phase: fmt.Sprintf("w%d", w)}); err != nil {
+					errs <- err
+				}
+				if _, err := s.AppendEvent(ctx, store.Event{Actor: fmt.Sprintf("w%d", w), Action: "conc"}); err != nil {
+					errs <- err
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	ins, err := s.ListInstances(ctx, store.InstanceFilter{Pool: "conc"})
+	require.NoError(t, err)
+	assert.Len(t, ins, 10, "contended upserts leave one row per id")
+	evs, err := s.ListEvents(ctx, store.EventFilter{Action: "conc"})
+	require.NoError(t, err)
+	assert.Len(t, evs, 200, "no event is lost")
+}
+
+func testReopen(t *testing.T, s store.Store, dsn string) {
+	ctx := context.Background()
+	v, err := s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, v, 1)
+
+	// Two processes starting together (server and worker) both migrate: neither may fail.
+	var wg sync.WaitGroup
+	opened := make([]store.Store, 2)
+	errs := make([]error, 2)
+	for i := range opened {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			opened[i], errs[i] = store.Open(ctx, dsn)
+		}(i)
+	}
+	wg.Wait()
+	for i := range opened {
+		require.NoError(t, errs[i])
+		defer opened[i].Close()
+		v2, err := opened[i].SchemaVersion(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, v, v2)
+		_, err = opened[i].GetPool(ctx, "dev")
+		assert.NoError(t, err, "data written before is visible after reopening")
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	_, err := store.Open(ctx, "mysql://x")
+	assert.ErrorContains(t, err, "unsupported scheme")
+
+	_, err = store.Open(ctx, "postgres://kobe:s3cret@127.0.0.1:1/kobe?connect_timeout=2")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cannot connect")
+	assert.NotContains(t, err.Error(), "s3cret", "the password never appears in errors")
+
+	_, err = store.Open(ctx, "sqlite:///proc/definitely/not/writable/kobe.db")
+	assert.Error(t, err)
+}
+
+func TestMemoryStoresAreSeparate(t *testing.T) {
+	ctx := context.Background()
+	a, err := store.Open(ctx, "sqlite://:memory:")
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := store.Open(ctx, "sqlite://:memory:")
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, a.UpsertPool(ctx, store.Pool{Name: "only-in-a", Backend: "local"}))
+	_, err = b.GetPool(ctx, "only-in-a")
+	assert.True(t, errors.Is(err, store.ErrNotFound))
+}
