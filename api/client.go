@@ -1,0 +1,150 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client is the typed Go client of the kobe API, used by the CLI and by tests.
+type Client struct {
+	BaseURL    string
+	Token      string
+	HTTPClient *http.Client
+}
+
+// NewClient returns a client for the API at baseURL (e.g. http://127.0.0.1:8080).
+func NewClient(baseURL string) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server %q: want a URL such as http://127.0.0.1:8080", baseURL)
+	}
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), HTTPClient: &http.Client{Timeout: 90 * time.Second}}, nil
+}
+
+// Error is a non-2xx answer, carrying the API's error envelope.
+type Error struct {
+	StatusCode int
+	Body       ErrorBody
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s (HTTP %d", e.Body.Error, e.StatusCode)
+	if e.Body.Reason != "" {
+		msg += ", reason " + e.Body.Reason
+	}
+	msg += ")"
+	if e.Body.Detail != "" {
+		msg += ": " + e.Body.Detail
+	}
+	return msg
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the kobe API at %s: %w", c.BaseURL, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		apiErr := &Error{StatusCode: resp.StatusCode}
+		if json.Unmarshal(data, &apiErr.Body) != nil || apiErr.Body.Error == "" {
+			apiErr.Body.Error = strings.TrimSpace(string(data))
+			if apiErr.Body.Error == "" {
+				apiErr.Body.Error = http.StatusText(resp.StatusCode)
+			}
+		}
+		return apiErr
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("unexpected answer from %s%s: %w", c.BaseURL, path, err)
+	}
+	return nil
+}
+
+func unwrapURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// Healthz calls /healthz and returns the round-trip time.
+func (c *Client) Healthz(ctx context.Context) (time.Duration, error) {
+	t0 := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/healthz", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.HTTPClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("cannot reach the kobe API at %s: %w", c.BaseURL, unwrapURLError(err))
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s/healthz answered %s", c.BaseURL, resp.Status)
+	}
+	return time.Since(t0), nil
+}
+
+// Status calls GET /v1/status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &st)
+	return st, err
+}
+
+// StartDoctor calls POST /v1/doctor.
+func (c *Client) StartDoctor(ctx context.Context, hold time.Duration) (DoctorStarted, error) {
+	var out DoctorStarted
+	req := DoctorRequest{}
+	if hold > 0 {
+		req.Hold = hold.String()
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/doctor", req, &out)
+	return out, err
+}
+
+// GetDoctor calls GET /v1/doctor/{id}, long-polling up to wait for completion.
+func (c *Client) GetDoctor(ctx context.Context, id string, wait time.Duration) (DoctorReport, error) {
+	var out DoctorReport
+	path := "/v1/doctor/" + url.PathEscape(id)
+	if wait > 0 {
+		path += "?wait=" + wait.String()
+	}
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}

@@ -1,0 +1,123 @@
+// Package api is kobe's REST API: HTTP handlers, the error envelope, and a typed Go client.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/kunobi-ninja/kobe/internal/buildinfo"
+	"github.com/kunobi-ninja/kobe/internal/store"
+)
+
+// Server serves the API. It reads the store and starts or queries workflows; it never changes
+// cluster state itself.
+type Server struct {
+	Temporal        client.Client
+	TemporalAddress string
+	Namespace       string
+	TaskQueue       string
+	Store           store.Store
+	Logger          *zap.Logger
+	// Registry is what /metrics serves; NewRegistry builds the standard one.
+	Registry *prometheus.Registry
+	// Backends lists the backends compiled in (for /v1/status).
+	Backends []string
+	// InstanceName distinguishes this process in probes (host/pid).
+	InstanceName string
+}
+
+// NewRegistry returns a registry with Go runtime, process and build metrics, plus extra collectors
+// (the Temporal SDK collector in particular).
+func NewRegistry(extra ...prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	bi := buildinfo.Get()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kobe_build_info",
+		Help: "Build information of the running kobe binary; always 1.",
+	}, []string{"version", "commit", "goversion"})
+	build.WithLabelValues(bi.Version, bi.Commit, bi.GoVersion).Set(1)
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		build,
+	)
+	for _, c := range extra {
+		reg.MustRegister(c)
+	}
+	return reg
+}
+
+// Handler returns the API's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	mux.HandleFunc("GET /livez", s.handleHealthz)
+	mux.HandleFunc("GET /readyz", s.handleReadyz)
+	reg := s.Registry
+	if reg == nil {
+		reg = NewRegistry()
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	mux.HandleFunc("POST /v1/doctor", s.handleDoctorStart)
+	mux.HandleFunc("GET /v1/doctor/{id}", s.handleDoctorGet)
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, ReasonNotFound, "No such endpoint", r.Method+" "+r.URL.Path)
+	})
+	return s.withRequestLog(mux)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// withRequestLog gives every request an id (honouring a caller's X-Request-Id) and logs it.
+func (s *Server) withRequestLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 128 {
+			id = newID("req-")
+		}
+		w.Header().Set("X-Request-Id", id)
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		start := time.Now()
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		if s.Logger != nil && r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && r.URL.Path != "/livez" {
+			s.Logger.Debug("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+				zap.Int("status", rec.status), zap.Duration("took", time.Since(start)), zap.String("requestId", id))
+		}
+	})
+}
+
+type requestIDKey struct{}
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// WorkerHandler serves what a worker-only process exposes: /healthz, /livez and /metrics.
+func WorkerHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	ok := func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) }
+	mux.HandleFunc("GET /healthz", ok)
+	mux.HandleFunc("GET /livez", ok)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}

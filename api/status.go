@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/kunobi-ninja/kobe/internal/buildinfo"
+	"github.com/kunobi-ninja/kobe/internal/store"
+)
+
+// Status is the body of GET /v1/status. Field names are camelCase, as upstream.
+type Status struct {
+	Version   string          `json:"version"`
+	Commit    string          `json:"commit,omitempty"`
+	GoVersion string          `json:"goVersion"`
+	Backends  []string        `json:"backends"`
+	Temporal  TemporalHealth  `json:"temporal"`
+	Store     StoreHealth     `json:"store"`
+	Auth      AuthInfo        `json:"auth"`
+	Pools     []PoolSummary   `json:"pools"`
+	Workers   []WorkerSummary `json:"workers"`
+}
+
+// TemporalHealth says whether the API reaches Temporal.
+type TemporalHealth struct {
+	Address   string  `json:"address"`
+	Namespace string  `json:"namespace"`
+	TaskQueue string  `json:"taskQueue"`
+	Healthy   bool    `json:"healthy"`
+	LatencyMs float64 `json:"latencyMs"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// StoreHealth says whether the store accepts writes.
+type StoreHealth struct {
+	Driver        string  `json:"driver"`
+	SchemaVersion int     `json:"schemaVersion"`
+	Healthy       bool    `json:"healthy"`
+	LatencyMs     float64 `json:"latencyMs"`
+	Error         string  `json:"error,omitempty"`
+}
+
+// AuthInfo describes authentication; until tokens exist every caller is anonymous.
+type AuthInfo struct {
+	Methods  []string `json:"methods"`
+	Sessions []string `json:"sessions"`
+}
+
+// PoolSummary is one pool in /v1/status.
+type PoolSummary struct {
+	Name    string `json:"name"`
+	Backend string `json:"backend"`
+}
+
+// WorkerSummary is one worker polling kobe's task queue.
+type WorkerSummary struct {
+	Identity       string    `json:"identity"`
+	LastAccessTime time.Time `json:"lastAccessTime"`
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (s *Server) checkTemporal(ctx context.Context) TemporalHealth {
+	h := TemporalHealth{Address: s.TemporalAddress, Namespace: s.Namespace, TaskQueue: s.TaskQueue}
+	t0 := time.Now()
+	_, err := s.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+	h.LatencyMs = ms(time.Since(t0))
+	if err != nil {
+		h.Error = err.Error()
+		return h
+	}
+	h.Healthy = true
+	return h
+}
+
+func (s *Server) checkStore(ctx context.Context) StoreHealth {
+	h := StoreHealth{Driver: s.Store.Driver()}
+	t0 := time.Now()
+	err := store.CheckWritable(ctx, s.Store, "readyz-"+s.InstanceName)
+	h.LatencyMs = ms(time.Since(t0))
+	if err != nil {
+		h.Error = err.Error()
+		return h
+	}
+	h.Healthy = true
+	if v, err := s.Store.SchemaVersion(ctx); err == nil {
+		h.SchemaVersion = v
+	}
+	return h
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// handleReadyz answers 200 only when Temporal is reachable and the store is writable.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	var th TemporalHealth
+	var sh StoreHealth
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); th = s.checkTemporal(ctx) }()
+	go func() { defer wg.Done(); sh = s.checkStore(ctx) }()
+	wg.Wait()
+	body := map[string]any{"temporal": th, "store": sh}
+	if th.Healthy && sh.Healthy {
+		body["status"] = "ready"
+		writeJSON(w, http.StatusOK, body)
+		return
+	}
+	body["status"] = "not ready"
+	writeJSON(w, http.StatusServiceUnavailable, body)
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	bi := buildinfo.Get()
+	st := Status{
+		Version:   bi.Version,
+		Commit:    bi.Commit,
+		GoVersion: bi.GoVersion,
+		Backends:  append([]string{}, s.Backends...),
+		Auth:      AuthInfo{Methods: []string{"none"}, Sessions: []string{}},
+		Pools:     []PoolSummary{},
+		Workers:   []WorkerSummary{},
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); st.Temporal = s.checkTemporal(ctx) }()
+	go func() { defer wg.Done(); st.Store = s.checkStore(ctx) }()
+	wg.Wait()
+	if st.Store.Healthy {
+		if pools, err := s.Store.ListPools(ctx); err == nil {
+			for _, p := range pools {
+				st.Pools = append(st.Pools, PoolSummary{Name: p.Name, Backend: p.Backend})
+			}
+		}
+	}
+	if st.Temporal.Healthy {
+		st.Workers = s.workers(ctx)
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// workers lists the processes polling kobe's task queue: a status that shows "no workers" is
+// the quickest explanation of a lease that never binds.
+func (s *Server) workers(ctx context.Context) []WorkerSummary {
+	out := []WorkerSummary{}
+	resp, err := s.Temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+		Namespace:     s.Namespace,
+		TaskQueue:     &taskqueuepb.TaskQueue{Name: s.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		TaskQueueType: enumspb.TASK_QUEUE_TYPE_WORKFLOW,
+	})
+	if err != nil {
+		return out
+	}
+	for _, p := range resp.GetPollers() {
+		out = append(out, WorkerSummary{Identity: p.GetIdentity(), LastAccessTime: p.GetLastAccessTime().AsTime()})
+	}
+	return out
+}

@@ -1,0 +1,19 @@
+// Command kobe is the single kobe binary: dev mode, server, worker and the CLI.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cmd/root"
+)
+
+func main() {
+	f := factory.New()
+	if err := root.NewCmdRoot(f).Execute(); err != nil {
+		// One line that names the problem, and a non-zero exit: scripts and people both rely on it.
+		fmt.Fprintf(os.Stderr, "kobe: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,204 @@
+// Package doctor implements `kobe doctor`.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+)
+
+// Options of `kobe doctor`.
+type Options struct {
+	Factory *factory.Factory
+	Hold    time.Duration
+	Timeout time.Duration
+	ID      string
+	Output  string
+	// Poll is the pause between retries when the API is unreachable (tests shorten it).
+	Poll time.Duration
+}
+
+// NewCmdDoctor builds the command; runF replaces the behaviour in tests.
+func NewCmdDoctor(f *factory.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{Factory: f, Poll: time.Second}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the whole chain: CLI → API → Temporal → worker → store, with each hop's latency",
+		Long: `Start a diagnostic workflow through the API and report every hop it crosses:
+the API, Temporal, a worker running an activity, the store written by the worker and read
+back by the API. With --hold the workflow waits in a durable timer between two probes: kill
+and restart any kobe process meanwhile and the run still completes (the CLI keeps waiting,
+or pick it up again later with --id).`,
+		Example: `  kobe doctor
+  kobe doctor --hold 30s
+  kobe doctor --id doctor-1a2b3c4d5e6f7a8b
+  kobe doctor -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Output != "table" && opts.Output != "json" {
+				return fmt.Errorf("-o %q: must be table or json", opts.Output)
+			}
+			if opts.Hold < 0 || opts.Hold > api.MaxDoctorHold {
+				return fmt.Errorf("--hold %s: must be between 0s and %s", opts.Hold, api.MaxDoctorHold)
+			}
+			if opts.ID != "" && cmd.Flags().Changed("hold") {
+				return errors.New("--hold and --id cannot be used together: --id follows a run that was already started")
+			}
+			if opts.Timeout == 0 {
+				opts.Timeout = opts.Hold + 2*time.Minute
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return doctorRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.Hold, "hold", 0, "wait this long in a durable timer between two probes (e.g. 30s)")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "give up after this long (default: hold + 2m)")
+	cmd.Flags().StringVar(&opts.ID, "id", "", "follow an existing doctor run instead of starting one")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+// Result is what `kobe doctor -o json` prints.
+type Result struct {
+	ID     string    `json:"id"`
+	Status string    `json:"status"`
+	Error  string    `json:"error,omitempty"`
+	Hops   []api.Hop `json:"hops"`
+}
+
+func doctorRun(ctx context.Context, opts *Options) error {
+	io := opts.Factory.IOStreams
+	c, err := opts.Factory.APIClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+
+	res := Result{ID: opts.ID}
+	rtt, err := c.Healthz(ctx)
+	if err != nil {
+		return err
+	}
+	res.Hops = append(res.Hops, api.Hop{Name: "cli → api", OK: true, LatencyMs: msOf(rtt), Detail: c.BaseURL})
+
+	if res.ID == "" {
+		started, err := c.StartDoctor(ctx, opts.Hold)
+		if err != nil {
+			return err
+		}
+		res.ID = started.ID
+		res.Hops = append(res.Hops, api.Hop{Name: "api → temporal: start workflow", OK: true, LatencyMs: started.StartMs})
+		fmt.Fprintf(io.ErrOut, "started %s\n", res.ID)
+	}
+
+	report, err := waitForReport(ctx, c, res.ID, opts)
+	if err != nil {
+		return fmt.Errorf("doctor run %s: %w (follow it later with: kobe doctor --id %s)", res.ID, err, res.ID)
+	}
+	res.Status, res.Error = report.Status, report.Error
+	res.Hops = append(res.Hops, report.Hops...)
+
+	if opts.Output == "json" {
+		enc := json.NewEncoder(io.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		printTable(io.Out, res, report.TotalMs)
+	}
+	if res.Status != "Completed" {
+		return fmt.Errorf("doctor run %s %s: %s", res.ID, strings.ToLower(res.Status), res.Error)
+	}
+	for _, h := range res.Hops {
+		if !h.OK {
+			return fmt.Errorf("doctor run %s: hop %q failed: %s", res.ID, h.Name, h.Detail)
+		}
+	}
+	return nil
+}
+
+// waitForReport long-polls until the run finishes. An unreachable API is retried: during a
+// --hold the operator may be restarting kobe on purpose.
+func waitForReport(ctx context.Context, c *api.Client, id string, opts *Options) (api.DoctorReport, error) {
+	io := opts.Factory.IOStreams
+	lastStage := ""
+	for {
+		// Ask once without waiting so that the stage (e.g. holding) shows at once, then long-poll.
+		wait := 20 * time.Second
+		if lastStage == "" {
+			wait = 0
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+time.Second {
+			wait = max(time.Until(dl)-time.Second, 0)
+		}
+		report, err := c.GetDoctor(ctx, id, wait)
+		if err != nil {
+			var apiErr *api.Error
+			if errors.As(err, &apiErr) && apiErr.StatusCode < 500 {
+				return report, err
+			}
+			if ctx.Err() != nil {
+				return report, fmt.Errorf("gave up after --timeout %s: %v", opts.Timeout, err)
+			}
+			if lastStage != "unreachable" {
+				fmt.Fprintf(io.ErrOut, "API unreachable, retrying: %v\n", err)
+				lastStage = "unreachable"
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(opts.Poll):
+			}
+			continue
+		}
+		if report.Status != "Running" {
+			return report, nil
+		}
+		stage := report.Stage
+		if stage == "holding" && !report.HoldUntil.IsZero() {
+			stage = fmt.Sprintf("holding in a durable timer until %s", report.HoldUntil.Local().Format("15:04:05"))
+		}
+		if stage != lastStage && stage != "" {
+			fmt.Fprintf(io.ErrOut, "%s: %s\n", id, stage)
+			lastStage = stage
+		}
+		if ctx.Err() != nil {
+			return report, fmt.Errorf("still running after --timeout %s", opts.Timeout)
+		}
+	}
+}
+
+func printTable(w interface{ Write([]byte) (int, error) }, res Result, totalMs float64) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "HOP\tRESULT\tLATENCY\tDETAIL\n")
+	for _, h := range res.Hops {
+		result := "ok"
+		if !h.OK {
+			result = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", h.Name, result, fmtMs(h.LatencyMs), h.Detail)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%s: %s (workflow ran %s)\n", res.ID, res.Status, fmtMs(totalMs))
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func fmtMs(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%.2f s", v/1000)
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}

@@ -1,0 +1,149 @@
+// Package serve implements the long-running commands: `kobe dev`, `kobe server` and `kobe worker`.
+package serve
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/kunobi-ninja/kobe/internal/buildinfo"
+	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/config"
+	"github.com/kunobi-ninja/kobe/internal/logging"
+	"github.com/kunobi-ninja/kobe/internal/service"
+)
+
+// Options of the serve commands.
+type Options struct {
+	Factory *factory.Factory
+	Mode    config.Mode
+	Config  config.Config
+}
+
+// NewCmdDev builds `kobe dev`.
+func NewCmdDev(f *factory.Factory, runF func(*Options) error) *cobra.Command {
+	return newCmd(f, config.ModeDev, runF, &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything in one process: embedded Temporal + Web UI, worker, API and store",
+		Long: `Run kobe on this machine with nothing else installed.
+
+One process serves, on loopback:
+  - a real Temporal server (SQLite in --state-dir, namespace "default") on --temporal-port,
+  - the Temporal Web UI on --ui-port,
+  - the kobe worker and the kobe API on --api-address,
+  - kobe's store (SQLite in --state-dir, or --store).
+
+Starting again on the same --state-dir resumes every workflow that was in flight.
+Every flag can also be set with a KOBE_* environment variable (--api-address → KOBE_API_ADDRESS).`,
+		Example: `  kobe dev
+  kobe dev --state-dir /tmp/kobe --api-address 127.0.0.1:9080
+  kobe dev --ephemeral --log-format json`,
+	})
+}
+
+// NewCmdServer builds `kobe server`.
+func NewCmdServer(f *factory.Factory, runF func(*Options) error) *cobra.Command {
+	return newCmd(f, config.ModeServer, runF, &cobra.Command{
+		Use:   "server",
+		Short: "Run the kobe API server against an external Temporal and store",
+		Long: `Run only the kobe API server. It starts workflows on, and reads from, an external
+Temporal service (--temporal-address) and store (--store). Run one or more "kobe worker"
+processes beside it. Every flag can also be set with a KOBE_* environment variable.`,
+		Example: `  kobe server --temporal-address temporal:7233 --store postgres://kobe@db:5432/kobe
+  KOBE_STORE=postgres://kobe@db/kobe KOBE_TEMPORAL_ADDRESS=temporal:7233 kobe server`,
+	})
+}
+
+// NewCmdWorker builds `kobe worker`.
+func NewCmdWorker(f *factory.Factory, runF func(*Options) error) *cobra.Command {
+	return newCmd(f, config.ModeWorker, runF, &cobra.Command{
+		Use:   "worker",
+		Short: "Run a kobe worker (workflows and activities) against an external Temporal and store",
+		Long: `Run only the kobe worker: it polls kobe's Temporal task queue and runs the workflows and
+activities that provision, lease and tear down clusters. It serves /healthz and /metrics on
+--metrics-address. Every flag can also be set with a KOBE_* environment variable.`,
+		Example: `  kobe worker --temporal-address temporal:7233 --store postgres://kobe@db:5432/kobe
+  kobe worker --temporal-address temporal.example:7233 --temporal-tls-cert c.pem --temporal-tls-key k.pem --temporal-tls-ca ca.pem`,
+	})
+}
+
+func newCmd(f *factory.Factory, mode config.Mode, runF func(*Options) error, cmd *cobra.Command) *cobra.Command {
+	opts := &Options{Factory: f, Mode: mode, Config: config.Default()}
+	cmd.Args = cobra.NoArgs
+	opts.Config.AddFlags(cmd.Flags(), mode)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := config.ApplyEnv(cmd.Flags(), os.LookupEnv); err != nil {
+			return err
+		}
+		if err := opts.Config.Validate(mode); err != nil {
+			return err
+		}
+		if runF != nil {
+			return runF(opts)
+		}
+		return serveRun(opts)
+	}
+	return cmd
+}
+
+func serveRun(opts *Options) error {
+	logger, err := logging.New(opts.Config.LogFormat, opts.Config.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	p, err := service.Start(ctx, opts.Config, opts.Mode, logger)
+	if err != nil {
+		return err
+	}
+	printBanner(opts.Factory.IOStreams.Out, opts, p)
+	logger.Info("kobe started", zap.String("mode", string(opts.Mode)), zap.Duration("startup", p.StartupTime))
+
+	select {
+	case <-ctx.Done():
+	case err = <-p.HTTPDone():
+		logger.Error("HTTP server stopped", zap.Error(err))
+	}
+	stop() // a second Ctrl-C now kills the process the default way
+	logger.Info("shutting down")
+	t0 := time.Now()
+	p.Stop()
+	logger.Info("stopped", zap.Duration("took", time.Since(t0)))
+	return err
+}
+
+func printBanner(w io.Writer, opts *Options, p *service.Process) {
+	bi := buildinfo.Get()
+	fmt.Fprintf(w, "kobe %s — %s mode, started in %s\n", bi.Version, opts.Mode, p.StartupTime.Round(time.Millisecond))
+	if p.APIURL != "" {
+		fmt.Fprintf(w, "  API        %s\n", p.APIURL)
+	}
+	if p.MetricsURL != "" {
+		fmt.Fprintf(w, "  Metrics    %s/metrics\n", p.MetricsURL)
+	}
+	fmt.Fprintf(w, "  Temporal   %s\n", p.TemporalAddress)
+	if p.UIURL != "" {
+		fmt.Fprintf(w, "  Web UI     %s\n", p.UIURL)
+	}
+	fmt.Fprintf(w, "  Store      %s\n", p.StoreDSN)
+	switch {
+	case opts.Mode == config.ModeDev && opts.Config.Ephemeral:
+		fmt.Fprintf(w, "  State      in memory (--ephemeral): nothing is kept\n")
+	case p.StateDir != "":
+		fmt.Fprintf(w, "  State      %s\n", p.StateDir)
+	}
+	if opts.Mode != config.ModeWorker {
+		fmt.Fprintf(w, "Try: kobe status   kobe doctor        (Ctrl-C stops)\n")
+	}
+}

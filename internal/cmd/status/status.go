@@ -1,0 +1,99 @@
+// Package status implements `kobe status`.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+)
+
+// Options of `kobe status`.
+type Options struct {
+	Factory *factory.Factory
+	Output  string
+}
+
+// NewCmdStatus builds the command; runF replaces the behaviour in tests.
+func NewCmdStatus(f *factory.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the health of a kobe server: version, Temporal, store, workers, backends",
+		Example: `  kobe status
+  kobe status -o json
+  kobe status --server http://kobe.internal:8080`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Output != "table" && opts.Output != "json" {
+				return fmt.Errorf("-o %q: must be table or json", opts.Output)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return statusRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func statusRun(ctx context.Context, opts *Options) error {
+	c, err := opts.Factory.APIClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	out := opts.Factory.IOStreams.Out
+	if opts.Output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Server\t%s\t%s\n", c.BaseURL, st.Version)
+	fmt.Fprintf(tw, "Temporal\t%s\t%s\n", health(st.Temporal.Healthy, st.Temporal.LatencyMs, st.Temporal.Error),
+		fmt.Sprintf("%s namespace %s, task queue %s", st.Temporal.Address, st.Temporal.Namespace, st.Temporal.TaskQueue))
+	fmt.Fprintf(tw, "Store\t%s\t%s schema v%d\n", health(st.Store.Healthy, st.Store.LatencyMs, st.Store.Error), st.Store.Driver, st.Store.SchemaVersion)
+	workers := "none polling — start `kobe worker` (leases will not progress)"
+	if len(st.Workers) > 0 {
+		var ids []string
+		for _, w := range st.Workers {
+			ids = append(ids, w.Identity)
+		}
+		workers = fmt.Sprintf("%d: %s", len(st.Workers), strings.Join(ids, ", "))
+	}
+	fmt.Fprintf(tw, "Workers\t%s\t\n", workers)
+	backends := "none compiled in"
+	if len(st.Backends) > 0 {
+		backends = strings.Join(st.Backends, ", ")
+	}
+	fmt.Fprintf(tw, "Backends\t%s\t\n", backends)
+	fmt.Fprintf(tw, "Pools\t%d\t\n", len(st.Pools))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !st.Temporal.Healthy || !st.Store.Healthy {
+		return fmt.Errorf("kobe at %s is not healthy", c.BaseURL)
+	}
+	return nil
+}
+
+func health(ok bool, latencyMs float64, errMsg string) string {
+	if ok {
+		return fmt.Sprintf("ok (%.1f ms)", latencyMs)
+	}
+	return "FAILING: " + errMsg
+}
+

@@ -1,0 +1,269 @@
+// Package devserver runs a real Temporal server and its Web UI inside the kobe process, for
+// `kobe dev` and for integration tests. It uses only the server's public packages.
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/membership/static"
+	"go.temporal.io/server/common/metrics"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"go.uber.org/zap"
+)
+
+// TemporalOptions configures the embedded server.
+type TemporalOptions struct {
+	// DatabaseFile is the SQLite file; empty means in memory (nothing written).
+	DatabaseFile string
+	// IP to bind; defaults to 127.0.0.1.
+	IP string
+	// FrontendPort is the gRPC port clients use; 0 picks a free one.
+	FrontendPort int
+	// Namespaces are registered before the server starts; "default" when empty.
+	Namespaces []string
+	// SearchAttributes are custom search attributes registered in every namespace.
+	SearchAttributes map[string]enumspb.IndexedValueType
+	// Logger receives the server's logs; nil discards them.
+	Logger *zap.Logger
+}
+
+// Temporal is a running embedded Temporal server.
+type Temporal struct {
+	server       temporal.Server
+	frontendAddr string
+	namespaces   []string
+}
+
+const clusterName = "active"
+
+// StartTemporal creates the schema if the database is new, registers the namespaces and starts
+// all four services (frontend, history, matching, worker) with static membership.
+//
+// Static membership matters: with the default ringpop membership, a server restarted quickly on
+// the same SQLite file waits ~60 s for stale membership rows to expire before it serves workflows.
+func StartTemporal(opts TemporalOptions) (*Temporal, error) {
+	if opts.IP == "" {
+		opts.IP = "127.0.0.1"
+	}
+	if len(opts.Namespaces) == 0 {
+		opts.Namespaces = []string{"default"}
+	}
+	var logger log.Logger = log.NewNoopLogger()
+	if opts.Logger != nil {
+		logger = log.NewZapLogger(opts.Logger)
+	}
+
+	frontendPort := opts.FrontendPort
+	if frontendPort == 0 {
+		p, err := FreePort(opts.IP)
+		if err != nil {
+			return nil, err
+		}
+		frontendPort = p
+	}
+	if err := CheckPortFree(opts.IP, frontendPort); err != nil {
+		return nil, fmt.Errorf("temporal port: %w", err)
+	}
+	// history, matching, worker, metrics and the frontend's HTTP API, all picked fresh each start:
+	// with static membership nothing remembers the previous addresses.
+	ports, err := freePorts(opts.IP, 5)
+	if err != nil {
+		return nil, err
+	}
+	svcPorts := map[primitives.ServiceName]int{
+		primitives.FrontendService: frontendPort,
+		primitives.HistoryService:  ports[0],
+		primitives.MatchingService: ports[1],
+		primitives.WorkerService:   ports[2],
+	}
+	metricsPort := ports[3]
+	// The frontend's HTTP API (and Nexus) needs a port of its own; without one the server warns at every start.
+	httpPort := ports[4]
+
+	sqlCfg := &config.SQL{
+		PluginName:        sqliteplugin.PluginName,
+		ConnectAttributes: map[string]string{},
+	}
+	if opts.DatabaseFile == "" {
+		// The plugin keeps one shared connection per DSN for the whole process, so an in-memory
+		// database lives as long as the process; the name keeps two embedded servers apart.
+		sqlCfg.DatabaseName = fmt.Sprintf("kobe-temporal-%d-%d", os.Getpid(), time.Now().UnixNano())
+		sqlCfg.ConnectAttributes["mode"] = "memory"
+		sqlCfg.ConnectAttributes["cache"] = "shared"
+	} else {
+		if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o700); err != nil {
+			return nil, err
+		}
+		sqlCfg.DatabaseName = opts.DatabaseFile
+		sqlCfg.ConnectAttributes["mode"] = "rwc"
+		// No leading underscore: the plugin turns unknown keys into pragmas itself.
+		sqlCfg.ConnectAttributes["journal_mode"] = "wal"
+		sqlCfg.ConnectAttributes["synchronous"] = "1" // NORMAL: durable at checkpoints, fast commits
+		sqlCfg.ConnectAttributes["busy_timeout"] = "10000"
+		sqlCfg.MaxConns = 4
+		sqlCfg.MaxIdleConns = 4
+		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
+			if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
+				return nil, fmt.Errorf("temporal: creating schema in %s: %w", opts.DatabaseFile, err)
+			}
+		}
+	}
+
+	var nsConfigs []*sqliteschema.NamespaceConfig
+	for _, ns := range opts.Namespaces {
+		c, err := sqliteschema.NewNamespaceConfig(clusterName, ns, false, opts.SearchAttributes)
+		if err != nil {
+			return nil, fmt.Errorf("temporal: namespace %s: %w", ns, err)
+		}
+		nsConfigs = append(nsConfigs, c)
+	}
+	if err := sqliteschema.CreateNamespaces(sqlCfg, nsConfigs...); err != nil {
+		return nil, fmt.Errorf("temporal: registering namespaces: %w", err)
+	}
+
+	frontendAddr := net.JoinHostPort(opts.IP, strconv.Itoa(frontendPort))
+	cfg := &config.Config{
+		Global: config.Global{
+			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: opts.IP},
+			Metrics: &metrics.Config{Prometheus: &metrics.PrometheusConfig{
+				ListenAddress: net.JoinHostPort(opts.IP, strconv.Itoa(metricsPort)),
+				HandlerPath:   "/metrics",
+			}},
+		},
+		Persistence: config.Persistence{
+			DefaultStore:     sqliteplugin.PluginName,
+			VisibilityStore:  sqliteplugin.PluginName,
+			NumHistoryShards: 1,
+			DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
+		},
+		ClusterMetadata: &cluster.Config{
+			EnableGlobalNamespace:    false,
+			FailoverVersionIncrement: 10,
+			MasterClusterName:        clusterName,
+			CurrentClusterName:       clusterName,
+			ClusterInformation: map[string]cluster.ClusterInformation{
+				clusterName: {Enabled: true, InitialFailoverVersion: 1, RPCAddress: frontendAddr},
+			},
+		},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services:            map[string]config.Service{},
+		Archival: config.Archival{
+			History:    config.HistoryArchival{State: "disabled"},
+			Visibility: config.VisibilityArchival{State: "disabled"},
+		},
+		NamespaceDefaults: config.NamespaceDefaults{Archival: config.ArchivalNamespaceDefaults{
+			History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
+			Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
+		}},
+		PublicClient: config.PublicClient{HostPort: frontendAddr},
+	}
+	hosts := map[primitives.ServiceName]static.Hosts{}
+	for svc, port := range svcPorts {
+		rpc := config.RPC{GRPCPort: port, BindOnIP: opts.IP}
+		if svc == primitives.FrontendService {
+			rpc.HTTPPort = httpPort
+		}
+		cfg.Services[string(svc)] = config.Service{RPC: rpc}
+		hosts[svc] = static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(port)))
+	}
+
+	dyn := dynamicconfig.StaticClient{
+		// Search attributes registered just now must be usable at once.
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+		// Eager start lets an in-process worker take a new workflow's first task without a poll round trip.
+		dynamicconfig.EnableEagerWorkflowStart.Key():              true,
+		dynamicconfig.FrontendEnableUpdateWorkflowExecution.Key(): true,
+		// A dev box holds thousands, not millions, of workflows: a smaller history cache keeps RSS low.
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key(): 4096,
+	}
+
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(cfg),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(hosts),
+		temporal.WithLogger(logger),
+		temporal.WithDynamicConfigClient(dyn),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("temporal: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("temporal: start: %w", err)
+	}
+	return &Temporal{server: srv, frontendAddr: frontendAddr, namespaces: opts.Namespaces}, nil
+}
+
+// FrontendAddress is the host:port of the gRPC frontend.
+func (t *Temporal) FrontendAddress() string { return t.frontendAddr }
+
+// Stop stops all services. It is safe to call once.
+func (t *Temporal) Stop() error { return t.server.Stop() }
+
+// CheckPortFree returns a clear error when ip:port is already taken.
+func CheckPortFree(ip string, port int) error {
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s is already in use (is another kobe or Temporal running?)", addr)
+	}
+	return l.Close()
+}
+
+// FreePort asks the kernel for a free TCP port on ip.
+func FreePort(ip string) (int, error) {
+	ps, err := freePorts(ip, 1)
+	if err != nil {
+		return 0, err
+	}
+	return ps[0], nil
+}
+
+func freePorts(ip string, n int) ([]int, error) {
+	// Hold all listeners until every port is chosen so the kernel does not hand out one twice.
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// WaitReady blocks until the frontend accepts connections or ctx ends.
+func WaitReady(ctx context.Context, addr string) error {
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("temporal frontend %s did not come up: %w", addr, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

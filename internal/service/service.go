@@ -1,0 +1,316 @@
+// Package service assembles a kobe process from its parts: the store, the Temporal client (and,
+// in dev mode, the embedded Temporal server and Web UI), the worker and the API server.
+package service
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/kunobi-ninja/kobe/activities"
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/config"
+	"github.com/kunobi-ninja/kobe/internal/devserver"
+	"github.com/kunobi-ninja/kobe/internal/logging"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/worker"
+)
+
+// Process is a started kobe process. Stop it with Stop.
+type Process struct {
+	Mode config.Mode
+	// APIURL is the base URL of the API (server and dev), MetricsURL that of a worker's metrics.
+	APIURL     string
+	MetricsURL string
+	// TemporalAddress is the Temporal frontend in use; UIURL the embedded Web UI (dev), if any.
+	TemporalAddress string
+	UIURL           string
+	StoreDSN        string
+	StateDir        string
+	StartupTime     time.Duration
+
+	Store    store.Store
+	Temporal client.Client
+
+	logger   *zap.Logger
+	stops    []func() // run in reverse order by Stop
+	httpDone chan error
+}
+
+// Start brings up everything mode needs and returns once it all serves. On error, whatever was
+// started is stopped again, so a failed start leaves nothing running.
+func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap.Logger) (p *Process, err error) {
+	t0 := time.Now()
+	if err := cfg.Validate(mode); err != nil {
+		return nil, err
+	}
+	p = &Process{Mode: mode, logger: logger, httpDone: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			p.Stop()
+			p = nil
+		}
+	}()
+
+	// Bind our own port first: "address in use" is the most common start-up error and the
+	// cheapest to report before anything heavy starts.
+	listenAddr := cfg.APIAddress
+	if mode == config.ModeWorker {
+		listenAddr = cfg.MetricsAddress
+	}
+	ln, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		flag := "--api-address"
+		if mode == config.ModeWorker {
+			flag = "--metrics-address"
+		}
+		return nil, fmt.Errorf("%s %s is already in use or not available: %v", flag, listenAddr, cleanNetErr(err))
+	}
+	p.stops = append(p.stops, func() { _ = ln.Close() })
+	baseURL := "http://" + ln.Addr().String()
+
+	temporalAddr := cfg.Temporal.Address
+	namespace := cfg.Temporal.Namespace
+	taskQueue := cfg.Temporal.TaskQueue
+	storeDSN := cfg.Store
+
+	if mode == config.ModeDev {
+		namespace, taskQueue = "default", config.DefaultTaskQueue
+		if !cfg.Ephemeral {
+			if err := p.lockStateDir(cfg.StateDir); err != nil {
+				return nil, err
+			}
+			p.StateDir = cfg.StateDir
+		}
+		if err := devserver.CheckPortFree("127.0.0.1", cfg.TemporalPort); err != nil {
+			return nil, fmt.Errorf("--temporal-port: %w", err)
+		}
+		if cfg.UIPort != 0 {
+			if err := devserver.CheckPortFree("127.0.0.1", cfg.UIPort); err != nil {
+				return nil, fmt.Errorf("--ui-port: %w", err)
+			}
+		}
+		if storeDSN == "" {
+			storeDSN = "sqlite://:memory:"
+			if !cfg.Ephemeral {
+				storeDSN = "sqlite://" + filepath.Join(cfg.StateDir, "kobe.db")
+			}
+		}
+	}
+
+	st, err := store.Open(ctx, storeDSN)
+	if err != nil {
+		return nil, err
+	}
+	p.Store, p.StoreDSN = st, config.RedactDSN(storeDSN)
+	p.stops = append(p.stops, func() { _ = st.Close() })
+
+	serverLogger := quiet(logger.Named("temporal"), cfg.LogLevel)
+	if mode == config.ModeDev {
+		dbFile := ""
+		if !cfg.Ephemeral {
+			dbFile = filepath.Join(cfg.StateDir, "temporal.db")
+		}
+		ts, err := devserver.StartTemporal(devserver.TemporalOptions{
+			DatabaseFile: dbFile,
+			FrontendPort: cfg.TemporalPort,
+			Logger:       serverLogger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		p.stops = append(p.stops, func() { _ = ts.Stop() })
+		temporalAddr = ts.FrontendAddress()
+	}
+	p.TemporalAddress = temporalAddr
+
+	sdkMetrics := metrics.NewSDKCollector()
+	c, err := dialTemporal(ctx, cfg.Temporal, temporalAddr, namespace, string(mode), serverLogger, sdkMetrics)
+	if err != nil {
+		return nil, err
+	}
+	p.Temporal = c
+	p.stops = append(p.stops, c.Close)
+
+	if mode == config.ModeDev || mode == config.ModeWorker {
+		acts := activities.New(st, logger.Named("activities"))
+		w := worker.New(c, taskQueue, acts)
+		if err := w.Start(); err != nil {
+			return nil, fmt.Errorf("starting the worker on task queue %s: %w", taskQueue, err)
+		}
+		p.stops = append(p.stops, w.Stop)
+	}
+
+	if mode == config.ModeDev && cfg.UIPort != 0 {
+		ui, err := devserver.StartUI("127.0.0.1", cfg.UIPort, temporalAddr, namespace)
+		if err != nil {
+			return nil, err
+		}
+		p.UIURL = ui.URL()
+		p.stops = append(p.stops, ui.Stop)
+	}
+
+	host, _ := os.Hostname()
+	apiServer := &api.Server{
+		Temporal:        c,
+		TemporalAddress: temporalAddr,
+		Namespace:       namespace,
+		TaskQueue:       taskQueue,
+		Store:           st,
+		Logger:          logger.Named("api"),
+		Registry:        api.NewRegistry(sdkMetrics),
+		Backends:        backends.Names(),
+		InstanceName:    fmt.Sprintf("%s-%d", host, os.Getpid()),
+	}
+	var handler http.Handler = apiServer.Handler()
+	if mode == config.ModeWorker {
+		handler = api.WorkerHandler(apiServer.Registry)
+		p.MetricsURL = baseURL
+	} else {
+		p.APIURL = baseURL
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { p.httpDone <- srv.Serve(ln) }()
+	p.stops = append(p.stops, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	p.StartupTime = time.Since(t0)
+	return p, nil
+}
+
+// Stop stops every part in the reverse order of starting. It is safe to call more than once.
+func (p *Process) Stop() {
+	for i := len(p.stops) - 1; i >= 0; i-- {
+		p.stops[i]()
+	}
+	p.stops = nil
+}
+
+// HTTPDone reports when the HTTP server stops serving (with its error).
+func (p *Process) HTTPDone() <-chan error { return p.httpDone }
+
+// lockStateDir takes an exclusive lock so that two `kobe dev` never share one state directory.
+func (p *Process) lockStateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--state-dir %s: %v", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "kobe.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("--state-dir %s: %v", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		owner, _ := os.ReadFile(f.Name())
+		_ = f.Close()
+		return fmt.Errorf("--state-dir %s is in use by another kobe (pid %s); stop it or pick another --state-dir",
+			dir, strings.TrimSpace(string(owner)))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
+	p.stops = append(p.stops, func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	})
+	return nil
+}
+
+// quiet raises a component logger to warn unless the user asked for debug logs: the Temporal
+// server and SDK are chatty at info level.
+func quiet(l *zap.Logger, level string) *zap.Logger {
+	if strings.EqualFold(level, "debug") {
+		return l
+	}
+	return l.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+}
+
+func dialTemporal(ctx context.Context, tc config.TemporalConfig, addr, namespace, role string, logger *zap.Logger, m *metrics.SDKCollector) (client.Client, error) {
+	host, _ := os.Hostname()
+	opts := client.Options{
+		HostPort:       addr,
+		Namespace:      namespace,
+		Identity:       fmt.Sprintf("kobe-%s@%s:%d", role, host, os.Getpid()),
+		Logger:         logging.NewSDKLogger(logger),
+		MetricsHandler: m.Handler(),
+	}
+	if tc.TLSEnabled() {
+		tlsCfg, err := temporalTLS(tc)
+		if err != nil {
+			return nil, err
+		}
+		opts.ConnectionOptions.TLS = tlsCfg
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s: %s", addr, shortGRPCError(err))
+	}
+	_, err = c.WorkflowService().DescribeNamespace(dctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	if err != nil {
+		c.Close()
+		var nf *serviceerror.NamespaceNotFound
+		if errors.As(err, &nf) {
+			return nil, fmt.Errorf("Temporal at %s has no namespace %q (create it, or set --temporal-namespace)", addr, namespace)
+		}
+		return nil, fmt.Errorf("Temporal at %s: describing namespace %q: %s", addr, namespace, shortGRPCError(err))
+	}
+	return c, nil
+}
+
+func temporalTLS(tc config.TemporalConfig) (*tls.Config, error) {
+	cfg := &tls.Config{ServerName: tc.TLSServerName, MinVersion: tls.VersionTLS12}
+	if tc.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(tc.TLSCertFile, tc.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--temporal-tls-cert/--temporal-tls-key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if tc.TLSCAFile != "" {
+		pem, err := os.ReadFile(tc.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--temporal-tls-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--temporal-tls-ca %s: no PEM certificates found", tc.TLSCAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// shortGRPCError keeps the useful tail of gRPC's long connection errors on one line.
+func shortGRPCError(err error) string {
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	if i := strings.Index(msg, "desc = "); i >= 0 {
+		msg = msg[i+len("desc = "):]
+	}
+	return msg
+}
+
+func cleanNetErr(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,25 @@
+// Package worker wires kobe's workflows and activities onto Temporal task queues.
+package worker
+
+import (
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/kunobi-ninja/kobe/activities"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+// Register adds every kobe workflow and activity to w. Tests use it too, so that what is
+// tested is exactly what runs.
+func Register(w sdkworker.Registry, acts *activities.Activities) {
+	w.RegisterWorkflowWithOptions(workflows.Doctor, workflow.RegisterOptions{Name: workflows.DoctorWorkflowName})
+	w.RegisterActivity(acts)
+}
+
+// New creates (but does not start) the worker for taskQueue.
+func New(c client.Client, taskQueue string, acts *activities.Activities) sdkworker.Worker {
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
+	Register(w, acts)
+	return w
+}
