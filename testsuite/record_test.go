@@ -1,0 +1,57 @@
+package testsuite_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+// TestRecordHistories records real workflow histories for the replay tests in workflows/.
+// It runs only with KOBE_RECORD_HISTORIES=1, when a workflow gains a new version:
+// keep the old files (they prove old runs still replay) and add new ones.
+func TestRecordHistories(t *testing.T) {
+	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
+		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into workflows/testdata/histories")
+	}
+	tmp := testsuite.StartTemporal(t)
+	s := testsuite.NewStore(t, "sqlite")
+	testsuite.StartWorker(t, tmp.Client, "record", s)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	for name, in := range map[string]workflows.DoctorInput{
+		"doctor-v1.json":      {ProbeID: "rec-1"},
+		"doctor-hold-v1.json": {ProbeID: "rec-2", Hold: 2 * time.Second},
+	} {
+		id := "record-" + name
+		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "record"}, workflows.DoctorWorkflowName, in)
+		require.NoError(t, err)
+		require.NoError(t, run.Get(ctx, nil))
+		writeHistory(t, ctx, tmp.Client, id, filepath.Join("..", "workflows", "testdata", "histories", name))
+	}
+}
+
+func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
+	iter := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var h historypb.History
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	t.Logf("recorded %s (%d events)", path, len(h.Events))
+}
