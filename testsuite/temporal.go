@@ -73,4 +73,3 @@ func StartWorker(t testing.TB, c client.Client, taskQueue string, s store.Store)
 	t.Cleanup(w.Stop)
 	return acts
 }
-

@@ -3,8 +3,8 @@ package worker
 
 import (
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/workflow"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/workflows"

@@ -56,16 +56,15 @@ type Process struct {
 
 // Start brings up everything mode needs and returns once it all serves. On error, whatever was
 // started is stopped again, so a failed start leaves nothing running.
-func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap.Logger) (p *Process, err error) {
+func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap.Logger) (_ *Process, err error) {
 	t0 := time.Now()
 	if err := cfg.Validate(mode); err != nil {
 		return nil, err
 	}
-	p = &Process{Mode: mode, logger: logger, httpDone: make(chan error, 1)}
+	p := &Process{Mode: mode, logger: logger, httpDone: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			p.Stop()
-			p = nil
 		}
 	}()
 

@@ -45,7 +45,7 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.db.Close()
-		return nil, fmt.Errorf("store %s: migrating schema: %s", config.RedactDSN(dsn), config.RedactDSNError(err, dsn))
+		return nil, fmt.Errorf("store %s: migrating schema: %s", config.RedactDSN(dsn), oneLine(config.RedactDSNError(err, dsn)))
 	}
 	return s, nil
 }
@@ -100,7 +100,7 @@ func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("store %s: cannot connect: %s", config.RedactDSN(url), config.RedactDSNError(err, url))
+		return nil, fmt.Errorf("store %s: cannot connect: %s", config.RedactDSN(url), oneLine(config.RedactDSNError(err, url)))
 	}
 	return &sqlStore{db: db, driver: "postgres"}, nil
 }
@@ -191,4 +191,20 @@ func (s *sqlStore) applyMigration(ctx context.Context, m migration) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// oneLine folds a multi-line driver error (pgx lists one line per address tried) into one line,
+// dropping repeats, so that start-up failures stay one readable line.
+func oneLine(msg string) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		seen[l] = true
+		parts = append(parts, l)
+	}
+	return strings.Join(parts, " ")
 }

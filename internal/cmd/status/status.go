@@ -96,4 +96,3 @@ func health(ok bool, latencyMs float64, errMsg string) string {
 	}
 	return "FAILING: " + errMsg
 }
-

@@ -1,0 +1,121 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestValidateNamesTheBadSetting(t *testing.T) {
+	cases := []struct {
+		name string
+		mode Mode
+		edit func(*Config)
+		want string
+	}{
+		{"bad log format", ModeDev, func(c *Config) { c.LogFormat = "xml" }, "--log-format"},
+		{"bad log level", ModeDev, func(c *Config) { c.LogLevel = "loud" }, "--log-level"},
+		{"bad api address", ModeDev, func(c *Config) { c.APIAddress = "8080" }, "--api-address"},
+		{"bad temporal port", ModeDev, func(c *Config) { c.TemporalPort = 70000 }, "--temporal-port"},
+		{"ui and temporal clash", ModeDev, func(c *Config) { c.UIPort = c.TemporalPort }, "--ui-port"},
+		{"dev bad store", ModeDev, func(c *Config) { c.Store = "mysql://x" }, "--store"},
+		{"server needs store", ModeServer, func(c *Config) {}, "--store is required"},
+		{"server bad store", ModeServer, func(c *Config) { c.Store = "postgres:///nohost" }, "missing host"},
+		{"worker bad temporal", ModeWorker, func(c *Config) { c.Store = "sqlite:///tmp/x.db"; c.Temporal.Address = "nohostport" }, "--temporal-address"},
+		{"tls half", ModeServer, func(c *Config) { c.Store = "sqlite:///tmp/x.db"; c.Temporal.TLSCertFile = "/c.pem" }, "must be given together"},
+		{"tls missing file", ModeServer, func(c *Config) {
+			c.Store = "sqlite:///tmp/x.db"
+			c.Temporal.TLSCAFile = "/definitely/missing/ca.pem"
+		}, "--temporal-tls-ca"},
+		{"empty namespace", ModeWorker, func(c *Config) { c.Store = "sqlite:///tmp/x.db"; c.Temporal.Namespace = "" }, "--temporal-namespace"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			tc.edit(&c)
+			err := c.Validate(tc.mode)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "\n", "one line")
+		})
+	}
+	ok := Default()
+	require.NoError(t, ok.Validate(ModeDev))
+	ok.Store = "postgres://kobe@db:5432/kobe"
+	require.NoError(t, ok.Validate(ModeServer))
+	require.NoError(t, ok.Validate(ModeWorker))
+}
+
+func TestEnvironmentSetsFlagsButFlagsWin(t *testing.T) {
+	c := Default()
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	c.AddFlags(fs, ModeServer)
+	require.NoError(t, fs.Parse([]string{"--temporal-namespace", "from-flag"}))
+	env := map[string]string{
+		"KOBE_TEMPORAL_ADDRESS":   "temporal:7233",
+		"KOBE_TEMPORAL_NAMESPACE": "from-env",
+		"KOBE_STORE":              "postgres://kobe@db/kobe",
+	}
+	require.NoError(t, ApplyEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	assert.Equal(t, "temporal:7233", c.Temporal.Address)
+	assert.Equal(t, "from-flag", c.Temporal.Namespace)
+	assert.Equal(t, "postgres://kobe@db/kobe", c.Store)
+
+	fs2 := pflag.NewFlagSet("dev", pflag.ContinueOnError)
+	c2 := Default()
+	c2.AddFlags(fs2, ModeDev)
+	err := ApplyEnv(fs2, func(k string) (string, bool) {
+		if k == "KOBE_TEMPORAL_PORT" {
+			return "seventy", true
+		}
+		return "", false
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "KOBE_TEMPORAL_PORT")
+}
+
+func TestFlagsPerMode(t *testing.T) {
+	has := func(mode Mode, name string) bool {
+		c := Default()
+		fs := pflag.NewFlagSet(string(mode), pflag.ContinueOnError)
+		c.AddFlags(fs, mode)
+		return fs.Lookup(name) != nil
+	}
+	for _, f := range []string{"state-dir", "api-address", "temporal-port", "ui-port", "ephemeral", "log-format", "log-level"} {
+		assert.True(t, has(ModeDev, f), f)
+	}
+	for _, f := range []string{"temporal-address", "temporal-namespace", "temporal-tls-cert", "temporal-tls-key", "temporal-tls-ca", "store", "api-address"} {
+		assert.True(t, has(ModeServer, f), f)
+	}
+	assert.True(t, has(ModeWorker, "metrics-address"))
+	assert.False(t, has(ModeWorker, "api-address"))
+}
+
+func TestParseStoreDSN(t *testing.T) {
+	d, err := ParseStoreDSN("sqlite:///var/lib/kobe/kobe.db")
+	require.NoError(t, err)
+	assert.Equal(t, StoreDSN{Driver: "sqlite", Path: "/var/lib/kobe/kobe.db"}, d)
+	d, err = ParseStoreDSN("postgresql://kobe:pw@db:5432/kobe?sslmode=disable")
+	require.NoError(t, err)
+	assert.Equal(t, "postgres", d.Driver)
+	for _, bad := range []string{"", "sqlite://", "sqlite:///x?mode=ro", "redis://x", "postgres://"} {
+		_, err := ParseStoreDSN(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+func TestRedactDSN(t *testing.T) {
+	assert.Equal(t, "postgres://kobe:xxxxx@db:5432/kobe", RedactDSN("postgres://kobe:hunter2@db:5432/kobe"))
+	assert.Equal(t, "postgres://kobe@db/kobe", RedactDSN("postgres://kobe@db/kobe"))
+	_, err := ParseStoreDSN("postgres://kobe:p%zz@db/kobe")
+	require.Error(t, err)
+	assert.False(t, strings.Contains(err.Error(), "p%zz"), err.Error())
+}
+
+func TestDefaultStateDirFollowsXDG(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/srv/state")
+	assert.Equal(t, "/srv/state/kobe", DefaultStateDir())
+}

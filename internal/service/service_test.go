@@ -1,0 +1,292 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/config"
+	"github.com/kunobi-ninja/kobe/internal/devserver"
+	"github.com/kunobi-ninja/kobe/internal/service"
+	"github.com/kunobi-ninja/kobe/testsuite"
+)
+
+func freePort(t *testing.T) int {
+	p, err := devserver.FreePort("127.0.0.1")
+	require.NoError(t, err)
+	return p
+}
+
+func devConfig(t *testing.T) config.Config {
+	c := config.Default()
+	c.Ephemeral = true
+	c.APIAddress = "127.0.0.1:0"
+	c.TemporalPort = freePort(t)
+	c.UIPort = freePort(t)
+	return c
+}
+
+func start(t *testing.T, c config.Config, mode config.Mode) *service.Process {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := service.Start(ctx, c, mode, zap.NewNop())
+	require.NoError(t, err)
+	t.Cleanup(p.Stop)
+	return p
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func runDoctor(t *testing.T, apiURL string, hold time.Duration) api.DoctorReport {
+	t.Helper()
+	c, err := api.NewClient(apiURL)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+hold)
+	defer cancel()
+	started, err := c.StartDoctor(ctx, hold)
+	require.NoError(t, err)
+	for {
+		rep, err := c.GetDoctor(ctx, started.ID, 10*time.Second)
+		require.NoError(t, err)
+		if rep.Status != "Running" {
+			return rep
+		}
+	}
+}
+
+func requireAllHopsOK(t *testing.T, rep api.DoctorReport) {
+	t.Helper()
+	require.Equal(t, "Completed", rep.Status, rep.Error)
+	require.NotEmpty(t, rep.Hops)
+	for _, h := range rep.Hops {
+		assert.True(t, h.OK, "hop %s: %s", h.Name, h.Detail)
+	}
+}
+
+// TestDevModeServesEverything starts `kobe dev` in memory and checks every endpoint the issue names.
+func TestDevModeServesEverything(t *testing.T) {
+	p := start(t, devConfig(t), config.ModeDev)
+
+	code, body := get(t, p.APIURL+"/healthz")
+	assert.Equal(t, 200, code)
+	assert.Equal(t, "ok\n", body)
+
+	code, body = get(t, p.APIURL+"/readyz")
+	assert.Equal(t, 200, code, body)
+
+	code, body = get(t, p.APIURL+"/v1/status")
+	require.Equal(t, 200, code)
+	var st api.Status
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	assert.True(t, st.Temporal.Healthy)
+	assert.Equal(t, "default", st.Temporal.Namespace)
+	assert.True(t, st.Store.Healthy)
+	assert.Equal(t, "sqlite", st.Store.Driver)
+	assert.Equal(t, 1, st.Store.SchemaVersion)
+	assert.NotEmpty(t, st.Version)
+	assert.NotNil(t, st.Backends)
+
+	code, body = get(t, p.UIURL+"/")
+	assert.Equal(t, 200, code)
+	assert.Contains(t, strings.ToLower(body), "<!doctype html>")
+
+	rep := runDoctor(t, p.APIURL, 0)
+	requireAllHopsOK(t, rep)
+	names := ""
+	for _, h := range rep.Hops {
+		names += h.Name + ";"
+	}
+	assert.Contains(t, names, "workflow → worker activity")
+	assert.Contains(t, names, "api → store read of the worker's probe")
+
+	// After a workflow ran, the SDK's worker and client metrics are on /metrics beside kobe's own.
+	code, body = get(t, p.APIURL+"/metrics")
+	require.Equal(t, 200, code)
+	assert.Contains(t, body, "kobe_build_info{")
+	assert.Contains(t, body, "temporal_workflow_completed")
+	assert.Contains(t, body, "temporal_activity_execution_latency")
+	assert.Contains(t, body, "go_goroutines")
+
+	code, body = get(t, p.APIURL+"/v1/nope")
+	assert.Equal(t, 404, code)
+	assert.Contains(t, body, `"reason": "not_found"`)
+}
+
+func TestDoctorAPIValidatesInput(t *testing.T) {
+	p := start(t, devConfig(t), config.ModeDev)
+	for _, body := range []string{`{"hold":"forever"}`, `{"hold":"-1s"}`, `{"hold":"2h"}`, `{"unknown":1}`, `not json`} {
+		resp, err := http.Post(p.APIURL+"/v1/doctor", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, 400, resp.StatusCode, body)
+		var e api.ErrorBody
+		require.NoError(t, json.Unmarshal(b, &e))
+		assert.Equal(t, api.ReasonInvalidRequest, e.Reason, body)
+	}
+	code, _ := get(t, p.APIURL+"/v1/doctor/doctor-doesnotexist")
+	assert.Equal(t, 404, code)
+	code, _ = get(t, p.APIURL+"/v1/doctor/lease-123")
+	assert.Equal(t, 404, code)
+}
+
+// TestServerAndWorkerShareExternalTemporalAndPostgres runs the production layout: an external
+// Temporal, a PostgreSQL store, and separate server and worker processes (here: two Process values).
+func TestServerAndWorkerShareExternalTemporalAndPostgres(t *testing.T) {
+	tmp := testsuite.StartTemporal(t)
+	dsn := testsuite.PostgresDSN(t)
+
+	c := config.Default()
+	c.Store = dsn
+	c.Temporal.Address = tmp.Address
+	c.Temporal.TaskQueue = "kobe-prod-layout"
+	c.APIAddress = "127.0.0.1:0"
+	c.MetricsAddress = "127.0.0.1:0"
+
+	srv := start(t, c, config.ModeServer)
+	wrk := start(t, c, config.ModeWorker)
+	require.Equal(t, "postgres", srv.Store.Driver())
+
+	code, body := get(t, srv.APIURL+"/readyz")
+	require.Equal(t, 200, code, body)
+
+	rep := runDoctor(t, srv.APIURL, 0)
+	requireAllHopsOK(t, rep)
+	assert.Equal(t, "postgres", rep.Hops[1].Detail, "the worker wrote to PostgreSQL")
+
+	code, body = get(t, wrk.MetricsURL+"/metrics")
+	require.Equal(t, 200, code)
+	assert.Contains(t, body, "temporal_activity_execution_latency", "the worker's own metrics show its activity")
+	code, _ = get(t, wrk.MetricsURL+"/healthz")
+	assert.Equal(t, 200, code)
+
+	var st api.Status
+	_, body = get(t, srv.APIURL+"/v1/status")
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	require.NotEmpty(t, st.Workers, "status lists the worker polling the task queue")
+}
+
+// TestStartFailsFastAndLeavesNothing covers the bad configurations an operator meets first.
+func TestStartFailsFastAndLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	tmp := testsuite.StartTemporal(t)
+	apiPort := freePort(t)
+	base := config.Default()
+	base.Store = "sqlite://" + t.TempDir() + "/kobe.db"
+	base.Temporal.Address = tmp.Address
+	base.APIAddress = fmt.Sprintf("127.0.0.1:%d", apiPort)
+
+	closed := freePort(t) // nothing listens here
+	cases := []struct {
+		name string
+		edit func(*config.Config)
+		want string
+	}{
+		{"unreachable temporal", func(c *config.Config) { c.Temporal.Address = fmt.Sprintf("127.0.0.1:%d", closed) },
+			fmt.Sprintf("cannot reach Temporal at 127.0.0.1:%d", closed)},
+		{"unknown namespace", func(c *config.Config) { c.Temporal.Namespace = "nope" }, `has no namespace "nope"`},
+		{"unreachable postgres", func(c *config.Config) { c.Store = fmt.Sprintf("postgres://kobe:secret@127.0.0.1:%d/kobe", closed) },
+			"cannot connect"},
+		{"bad store scheme", func(c *config.Config) { c.Store = "mongodb://x" }, "unsupported scheme"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.edit(&c)
+			t0 := time.Now()
+			_, err := service.Start(ctx, c, config.ModeServer, zap.NewNop())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "\n")
+			assert.NotContains(t, err.Error(), "secret", "no password in errors")
+			assert.Less(t, time.Since(t0), 20*time.Second, "fails fast, not after minutes")
+			// Nothing is left behind: the API port is free again.
+			l, err := net.Listen("tcp", c.APIAddress)
+			require.NoError(t, err, "the API port was released")
+			l.Close()
+		})
+	}
+
+	t.Run("port in use", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		c := base
+		c.APIAddress = l.Addr().String()
+		_, err = service.Start(ctx, c, config.ModeServer, zap.NewNop())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "--api-address "+l.Addr().String()+" is already in use")
+
+		d := devConfig(t)
+		tl, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", d.TemporalPort))
+		require.NoError(t, err)
+		defer tl.Close()
+		_, err = service.Start(ctx, d, config.ModeDev, zap.NewNop())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "--temporal-port")
+		assert.Contains(t, err.Error(), "already in use")
+	})
+}
+
+// TestDevRestartResumesInFlightWorkflows stops `kobe dev` while a doctor run waits in its durable
+// timer and starts it again on the same state directory: the run completes.
+// (The kill -9 variant runs the real binary: see testsuite/e2e.)
+func TestDevRestartResumesInFlightWorkflows(t *testing.T) {
+	dir := t.TempDir()
+	c := devConfig(t)
+	c.Ephemeral = false
+	c.StateDir = dir
+	c.UIPort = 0
+
+	ctx := context.Background()
+	p1, err := service.Start(ctx, c, config.ModeDev, zap.NewNop())
+	require.NoError(t, err)
+
+	// A second kobe on the same state dir is refused while the first runs.
+	c2 := devConfig(t)
+	c2.Ephemeral, c2.StateDir, c2.UIPort = false, dir, 0
+	_, err = service.Start(ctx, c2, config.ModeDev, zap.NewNop())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is in use by another kobe")
+
+	client, err := api.NewClient(p1.APIURL)
+	require.NoError(t, err)
+	started, err := client.StartDoctor(ctx, 3*time.Second)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		rep, err := client.GetDoctor(ctx, started.ID, 0)
+		return err == nil && rep.Stage == "holding"
+	}, 30*time.Second, 50*time.Millisecond)
+	p1.Stop()
+
+	c.APIAddress = "127.0.0.1:0"
+	p2 := start(t, c, config.ModeDev)
+	client, err = api.NewClient(p2.APIURL)
+	require.NoError(t, err)
+	var rep api.DoctorReport
+	require.Eventually(t, func() bool {
+		rep, err = client.GetDoctor(ctx, started.ID, 5*time.Second)
+		return err == nil && rep.Status != "Running"
+	}, time.Minute, 100*time.Millisecond)
+	requireAllHopsOK(t, rep)
+}
