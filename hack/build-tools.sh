@@ -69,17 +69,28 @@ check_pin() { # <module dir> <module path> <version>
 
 # go build into a temporary folder, then rename: an interrupted build never
 # leaves a half-written file that a later run would take for a finished one.
-# build_into <dest dir> <module dir> <ldflags> <package>...
+# build_into <dest dir> <module dir> <ldflags> <name=package>...
+# Each binary is named explicitly: go would call go.etcd.io/etcd/server/v3 "server".
 build_into() {
   local dest=$1 dir=$2 ldflags=$3; shift 3
   local tmp; tmp=$(mktemp -d "$OUT/.build.XXXXXX")
-  if ! (cd "$dir" && go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/" "$@"); then
+  local arg pkgs=()
+  for arg in "$@"; do pkgs+=("${arg#*=}"); done
+  if ! (cd "$dir" && go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"); then
     rm -rf "$tmp"
-    die "go build of $* in $dir failed (see the compiler output above)"
+    die "go build of ${pkgs[*]} in $dir failed (see the compiler output above)"
   fi
+  # With several packages go build writes each under its default name, so
+  # build all of them at once (shared compile work), then rename.
   mkdir -p "$dest"
-  local f
-  for f in "$tmp"/*; do mv -f "$f" "$dest/"; done
+  local name pkg default
+  for arg in "$@"; do
+    name=${arg%%=*} pkg=${arg#*=}
+    default=$(basename "$pkg")
+    [[ $default =~ ^v[0-9]+$ ]] && default=$(basename "$(dirname "$pkg")")
+    [[ -f $tmp/$default ]] || { rm -rf "$tmp"; die "go build of $pkg produced no $default binary"; }
+    mv -f "$tmp/$default" "$dest/$name"
+  done
   rm -rf "$tmp"
 }
 
@@ -113,7 +124,7 @@ build_kubernetes() {
   log "kubernetes $KUBERNETES_VERSION: building $todo(cold: ~8 min on 2 cores)"
   local t0; t0=$(now)
   local pkgs=() b
-  for b in $todo; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  for b in $todo; do pkgs+=("$b=k8s.io/kubernetes/cmd/$b"); done
   # One go build for all three shares the compile of the common packages.
   build_into "$dest" "$TOOLS_SRC/kubernetes" "$(kube_ldflags "$KUBERNETES_VERSION")" "${pkgs[@]}"
   log "kubernetes $KUBERNETES_VERSION: done in $(since "$t0")"
@@ -125,10 +136,8 @@ build_etcd() {
   if [[ -x $dest/etcd ]]; then log "etcd $ETCD_VERSION: up to date"; return; fi
   log "etcd $ETCD_VERSION: building etcd (cold: ~1 min)"
   local t0; t0=$(now)
-  # The server module's root package is `main`; go build names it after the
-  # last path element (v3), hence the explicit rename.
-  build_into "$dest.tmp" "$TOOLS_SRC/etcd" "-s -w" go.etcd.io/etcd/server/v3
-  mkdir -p "$dest" && mv -f "$dest.tmp/v3" "$dest/etcd" && rm -rf "$dest.tmp"
+  # The server module's root package is etcd's `main`.
+  build_into "$dest" "$TOOLS_SRC/etcd" "-s -w" etcd=go.etcd.io/etcd/server/v3
   log "etcd $ETCD_VERSION: done in $(since "$t0")"
 }
 
@@ -157,7 +166,8 @@ build_kwok() {
   local moddir
   moddir=$(cd "$NOMOD" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | awk -F'"' '$2=="Dir" {print $4}')
   [[ -d $moddir/kustomize/stage ]] || die "kwok module $KWOK_VERSION has no kustomize/stage folder (looked in '$moddir')"
-  rm -rf "$dest/stages.tmp" && mkdir -p "$dest/stages.tmp"
+  rm -rf "$dest/stages.tmp"
+  mkdir -p "$dest/stages.tmp"
   # Copy only the Stage objects (not kustomization.yaml, testdata, RBAC or
   # StorageClass), keeping the folder layout: it names the profile, e.g.
   # node/fast/node-initialize.yaml, node/heartbeat-with-lease/..., pod/general/...
@@ -168,7 +178,8 @@ build_kwok() {
     mkdir -p "$dest/stages.tmp/$(dirname "$rel")"
     install -m 0644 "$f" "$dest/stages.tmp/$rel"
   done < <(find "$moddir/kustomize/stage" -name '*.yaml' -not -path '*/testdata/*' | sort)
-  rm -rf "$dest/stages" && mv "$dest/stages.tmp" "$dest/stages"
+  rm -rf "$dest/stages"
+  mv "$dest/stages.tmp" "$dest/stages"
   log "kwok $KWOK_VERSION: done in $(since "$t0")"
 }
 
@@ -277,7 +288,8 @@ main() {
   mkdir -p "$OUT"
   # Keep the cache out of git without touching the repo's own .gitignore.
   [[ -f $OUT/.gitignore ]] || printf '*\n' >"$OUT/.gitignore"
-  rm -rf "$OUT"/.build.* "$OUT"/*.tmp
+  # Leftovers of an interrupted run.
+  rm -rf "$OUT"/.build.* "$OUT"/*/stages.tmp
 
   local t0; t0=$(now)
   build_kubernetes

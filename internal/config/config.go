@@ -141,7 +141,8 @@ func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 			return
 		}
 		v, ok := lookup(EnvName(f.Name))
-		if !ok {
+		if !ok || v == "" {
+			// An empty variable counts as unset, as shells and compose files often leave them.
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
