@@ -62,7 +62,8 @@ kube_ldflags() {
 # which would otherwise build one version into a folder named after another.
 check_pin() { # <module dir> <module path> <version>
   local dir=$1 mod=$2 want=$3 have
-  have=$(cd "$dir" && go mod edit -json | awk -v m="\"$mod\"" '$1=="\"Path\":" && $2==m"," {getline; gsub(/[",]/,"",$2); print $2; exit}')
+  have=$(cd "$dir" && go mod edit -json | awk -v m="\"$mod\"" '$1=="\"Path\":" && $2==m"," && !found {getline; gsub(/[",]/,"",$2); print $2; found=1}') ||
+    die "cannot read $dir/go.mod"
   [[ $have == "$want" ]] || die "$dir/go.mod requires $mod ${have:-<none>}, but build-tools.sh says $want.
        Run: hack/build-tools.sh sync"
 }
@@ -164,7 +165,8 @@ build_kwok() {
   # readiness, deletion...). The stock Stages ship in the module's
   # kustomize/stage folder; copy them next to the binary so tests can apply them.
   local moddir
-  moddir=$(cd "$NOMOD" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | awk -F'"' '$2=="Dir" {print $4}')
+  moddir=$(cd "$NOMOD" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | awk -F'"' '$2=="Dir" {print $4}') ||
+    die "go mod download sigs.k8s.io/kwok@$KWOK_VERSION failed"
   [[ -d $moddir/kustomize/stage ]] || die "kwok module $KWOK_VERSION has no kustomize/stage folder (looked in '$moddir')"
   rm -rf "$dest/stages.tmp"
   mkdir -p "$dest/stages.tmp"
@@ -215,7 +217,8 @@ sync_kubernetes() {
   local staging_version=v0.${KUBERNETES_VERSION#v1.}
   log "sync $dir: k8s.io/kubernetes $KUBERNETES_VERSION, staging modules at $staging_version"
   local gomod
-  gomod=$(cd "$NOMOD" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | awk -F'"' '$2=="GoMod" {print $4}')
+  gomod=$(cd "$NOMOD" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | awk -F'"' '$2=="GoMod" {print $4}') ||
+    die "could not download k8s.io/kubernetes@$KUBERNETES_VERSION from the module proxy"
   [[ -f $gomod ]] || die "could not download k8s.io/kubernetes@$KUBERNETES_VERSION from the module proxy"
   # sample-cli-plugin and sample-controller are not on the proxy and no
   # binary we build needs them, so they are left out.

@@ -303,7 +303,7 @@ func shortGRPCError(err error) string {
 	if i := strings.Index(msg, "desc = "); i >= 0 {
 		msg = msg[i+len("desc = "):]
 	}
-	return msg
+	return strings.Trim(msg, `"`)
 }
 
 func cleanNetErr(err error) string {
