@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -29,6 +30,11 @@ import (
 var kobeBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped with -short (builds and runs the real binary)")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "kobe-e2e-bin")
 	if err != nil {
 		panic(err)
@@ -45,7 +51,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	p, err := devserver.FreePort("127.0.0.1")
 	require.NoError(t, err)
 	return p
@@ -59,7 +65,7 @@ type proc struct {
 	done   chan struct{}
 }
 
-func startKobe(t *testing.T, env []string, args ...string) *proc {
+func startKobe(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
 	dir := t.TempDir()
 	out, err := os.Create(filepath.Join(dir, "stdout"))
@@ -79,7 +85,7 @@ func startKobe(t *testing.T, env []string, args ...string) *proc {
 	return p
 }
 
-func (p *proc) output(t *testing.T) (string, string) {
+func (p *proc) output(t testing.TB) (string, string) {
 	o, err := os.ReadFile(p.stdout.Name())
 	require.NoError(t, err)
 	e, err := os.ReadFile(p.stderr.Name())
@@ -87,7 +93,7 @@ func (p *proc) output(t *testing.T) (string, string) {
 	return string(o), string(e)
 }
 
-func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+func (p *proc) wait(t testing.TB, timeout time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -99,7 +105,7 @@ func (p *proc) wait(t *testing.T, timeout time.Duration) int {
 	}
 }
 
-func waitReady(t *testing.T, apiURL string, timeout time.Duration) time.Duration {
+func waitReady(t testing.TB, apiURL string, timeout time.Duration) time.Duration {
 	t.Helper()
 	t0 := time.Now()
 	for time.Since(t0) < timeout {
@@ -118,7 +124,7 @@ func waitReady(t *testing.T, apiURL string, timeout time.Duration) time.Duration
 
 type devPorts struct{ api, temporal, ui int }
 
-func newDevPorts(t *testing.T) devPorts {
+func newDevPorts(t testing.TB) devPorts {
 	return devPorts{api: freePort(t), temporal: freePort(t), ui: freePort(t)}
 }
 

@@ -1,0 +1,61 @@
+# kobe — run it with `make dev`, test it with `make test`.
+# Needs only Go (see go.mod for the version); everything else is built or started by these targets.
+
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= v0.1.0-dev
+COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS := -s -w -X github.com/kunobi-ninja/kobe/internal/buildinfo.Version=$(VERSION) \
+           -X github.com/kunobi-ninja/kobe/internal/buildinfo.Commit=$(COMMIT)
+# Flags for `make dev`, e.g. make dev ARGS="--ephemeral"
+ARGS ?=
+# Tests: the whole suite with the race detector. The suite starts real Temporal servers,
+# real stores and the real binary; PostgreSQL must be reachable (see `make postgres`).
+TEST_FLAGS ?= -race -count=1 -timeout 45m
+BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
+
+.PHONY: all build dev test test-short bench lint tools postgres-check postgres clean help
+
+all: build
+
+help:
+	@echo "make dev         run kobe: embedded Temporal + Web UI, worker, API and store (ARGS=... for flags)"
+	@echo "make test        the whole test suite (needs PostgreSQL on 127.0.0.1:5432 or KOBE_TEST_POSTGRES)"
+	@echo "make test-short  fast tests only (no PostgreSQL, no real binary)"
+	@echo "make bench       benchmarks, printing their figures"
+	@echo "make lint        gofmt and go vet"
+	@echo "make build       bin/kobe"
+	@echo "make tools       build kube-apiserver, etcd, kine, kwok… into .cache/tools (cached by version)"
+	@echo "make postgres    install and start Debian's PostgreSQL for the tests (root; what CI does)"
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/kobe ./cmd/kobe
+
+dev: build
+	./bin/kobe dev $(ARGS)
+
+test: postgres-check
+	KOBE_TEST_REQUIRE_POSTGRES=1 $(GO) test $(TEST_FLAGS) ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+bench: postgres-check
+	$(GO) test $(BENCH_FLAGS) ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+tools:
+	hack/build-tools.sh
+
+# Says clearly what `make test` needs instead of failing deep inside a test.
+postgres-check:
+	@hack/postgres.sh check
+
+postgres:
+	hack/postgres.sh ensure
+
+clean:
+	rm -rf bin
