@@ -1,22 +1,51 @@
-// Package backends defines the runtime backend contract and the registry of backends compiled
-// into this binary. A pool names its backend with spec.backend.type.
 package backends
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 )
 
+// Factory creates a backend. Backends register one from their package's init.
+type Factory struct {
+	Name        string
+	Description string
+	// New builds the backend for a host; env carries host-level settings (state dir, tools).
+	New func(env Environment) (RuntimeBackend, error)
+	// Prototype is a zero-cost value of the backend type, used to read its capabilities
+	// without starting anything.
+	Prototype RuntimeBackend
+}
+
+// Environment is what a backend gets from the process that runs it.
+type Environment struct {
+	// StateDir is where host-local backends keep instance data.
+	StateDir string
+	// HostID names this kobe host.
+	HostID string
+}
+
 var (
 	mu       sync.RWMutex
-	registry = map[string]struct{}{}
+	registry = map[string]Factory{}
 )
 
-// RegisterName records that a backend is compiled in. Backend packages call it from init.
-func RegisterName(name string) {
+// Register adds a backend factory; registering a name twice panics (a programming error).
+func Register(f Factory) {
 	mu.Lock()
 	defer mu.Unlock()
-	registry[name] = struct{}{}
+	if _, dup := registry[f.Name]; dup {
+		panic(fmt.Sprintf("backend %q registered twice", f.Name))
+	}
+	registry[f.Name] = f
+}
+
+// Lookup returns the factory of a backend by name.
+func Lookup(name string) (Factory, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	f, ok := registry[name]
+	return f, ok
 }
 
 // Names lists the backends compiled in, sorted.
@@ -28,5 +57,38 @@ func Names() []string {
 		out = append(out, n)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Capabilities of a backend, for the matrix.
+type Capabilities struct {
+	Backend     string `json:"backend"`
+	Contract    string `json:"contract"`
+	Description string `json:"description"`
+	Sleep       bool   `json:"sleep"`
+	Snapshot    bool   `json:"snapshot"`
+	CertRotate  bool   `json:"certRotation"`
+	Migrate     bool   `json:"migration"`
+	HostBound   bool   `json:"hostBound"`
+}
+
+// CapabilitiesOf reads a backend's optional capabilities from the interfaces it implements.
+func CapabilitiesOf(name, description string, b RuntimeBackend) Capabilities {
+	c := Capabilities{Backend: name, Contract: ContractVersion, Description: description}
+	_, c.Sleep = b.(Sleeper)
+	_, c.Snapshot = b.(Snapshotter)
+	_, c.CertRotate = b.(CertManager)
+	_, c.Migrate = b.(Migrator)
+	_, c.HostBound = b.(HostBound)
+	return c
+}
+
+// Matrix returns the capabilities of every backend compiled in, sorted by name.
+func Matrix() []Capabilities {
+	var out []Capabilities
+	for _, n := range Names() {
+		f, _ := Lookup(n)
+		out = append(out, CapabilitiesOf(f.Name, f.Description, f.Prototype))
+	}
 	return out
 }

@@ -205,6 +205,7 @@ KWOK_VERSION=$KWOK_VERSION
 KWOK=$OUT/kwok-$KWOK_VERSION/kwok
 KWOK_STAGES_DIR=$OUT/kwok-$KWOK_VERSION/stages
 EOF
+  chmod 0644 "$tmp"
   mv -f "$tmp" "$OUT/versions.env"
   log "manifest: $OUT/versions.env"
 }
@@ -303,4 +304,7 @@ main() {
   log "all tools ready in $(since "$t0") ($OUT)"
 }
 
-main "$@"
+# `exit` on the same line: bash reads a script as it runs, so without it an
+# edit to this file during a long build would execute whatever text now
+# follows the old end of file.
+main "$@"; exit

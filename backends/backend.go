@@ -1,0 +1,128 @@
+// Package backends defines the runtime backend contract (v1) that every kind of cluster kobe
+// manages implements, the optional capabilities a backend may add, and the registry of the
+// backends compiled into this binary. A pool names its backend with spec.backend.type.
+//
+// The contract is small on purpose, as Cluster API's provider contract: what every backend must
+// do is in RuntimeBackend; what only some can do (sleep, snapshot, certificate rotation,
+// migration) is a separate interface discovered at run time with a type assertion, and shown in
+// the capability matrix (`kobe backends`). testsuite/conformance checks every backend against it.
+package backends
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ContractVersion is the version of RuntimeBackend; a backend states the one it implements.
+const ContractVersion = "v1"
+
+// Phase of an instance as its backend sees it.
+type Phase string
+
+const (
+	PhaseCreating  Phase = "Creating"
+	PhaseReady     Phase = "Ready"
+	PhaseUnhealthy Phase = "Unhealthy" // it existed and worked, and now does not (e.g. a process died)
+	PhaseFailed    Phase = "Failed"    // it never became ready
+	PhaseSleeping  Phase = "Sleeping"
+	PhaseGone      Phase = "Gone" // nothing of it remains
+)
+
+// ErrNotFound is returned for an instance id the backend has no trace of.
+var ErrNotFound = errors.New("instance not found")
+
+// InstanceSpec is what a backend needs to create one instance.
+type InstanceSpec struct {
+	// ID is unique across kobe and is the idempotency key of Create.
+	ID string `json:"id"`
+	// Pool names the pool the instance belongs to (labels, naming).
+	Pool string `json:"pool"`
+	// KubernetesVersion is spec.cluster.version of the pool.
+	KubernetesVersion string `json:"kubernetesVersion"`
+	// Options is the backend's own section of the pool spec (spec.backend.<type>), as JSON.
+	Options json.RawMessage `json:"options,omitempty"`
+}
+
+// InstanceStatus is what a backend reports about one instance.
+type InstanceStatus struct {
+	ID       string `json:"id"`
+	Phase    Phase  `json:"phase"`
+	Endpoint string `json:"endpoint,omitempty"`
+	// Host is where the instance runs, for backends bound to one host (see HostBound).
+	Host      string    `json:"host,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	CreatedAt time.Time `json:"createdAt,omitempty"`
+}
+
+// CredentialRequest asks for a kubeconfig. An empty User asks for the instance's admin
+// credential; otherwise a per-lease credential for User, valid for TTL (the lease's TTL).
+type CredentialRequest struct {
+	User string        `json:"user,omitempty"`
+	TTL  time.Duration `json:"ttl,omitempty"`
+}
+
+// Credential is a kubeconfig and what kobe needs to track it. Kubeconfig holds secret material:
+// it must not be logged nor stored in workflow history in plain text.
+type Credential struct {
+	Kubeconfig []byte    `json:"-"`
+	User       string    `json:"user"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	// ID identifies the credential (e.g. a certificate serial) for audit and revocation.
+	ID string `json:"id"`
+}
+
+// RuntimeBackend is the v1 contract.
+type RuntimeBackend interface {
+	// Name is the value of spec.backend.type that selects this backend.
+	Name() string
+	// Validate checks a spec without side effects; errors name the offending field.
+	Validate(spec InstanceSpec) error
+	// Create starts creating the instance and returns without waiting for it to be ready.
+	// Calling it again with the same ID neither duplicates nor disturbs the instance.
+	Create(ctx context.Context, spec InstanceSpec) (InstanceStatus, error)
+	// Status reports the instance's state now; ErrNotFound if the backend has no trace of it.
+	Status(ctx context.Context, id string) (InstanceStatus, error)
+	// WaitReady blocks until the instance is Ready, has failed, or ctx ends. It calls progress
+	// (if not nil) now and then, so that a heartbeating activity can report liveness.
+	WaitReady(ctx context.Context, id string, progress func(InstanceStatus)) (InstanceStatus, error)
+	// Credentials issues a kubeconfig (admin, or per-lease when req.User is set).
+	Credentials(ctx context.Context, id string, req CredentialRequest) (Credential, error)
+	// RevokeCredentials makes a per-lease credential stop working before it expires.
+	RevokeCredentials(ctx context.Context, id, user string) error
+	// Delete removes the instance and verifies that nothing of it remains. Deleting an
+	// instance that is already gone succeeds.
+	Delete(ctx context.Context, id string) error
+}
+
+// Sleeper is a backend that can stop an instance's compute and start it again with its data.
+type Sleeper interface {
+	Sleep(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+}
+
+// Snapshotter is a backend that can save an instance's state as a golden image and create
+// instances from it.
+type Snapshotter interface {
+	Snapshot(ctx context.Context, id, snapshotName string) error
+	CreateFromSnapshot(ctx context.Context, spec InstanceSpec, snapshotName string) (InstanceStatus, error)
+}
+
+// CertManager is a backend that knows when an instance's certificates expire and can re-issue them.
+type CertManager interface {
+	CertificatesExpireAt(ctx context.Context, id string) (time.Time, error)
+	RotateCertificates(ctx context.Context, id string) error
+}
+
+// Migrator is a backend that can move an instance between hosts.
+type Migrator interface {
+	Export(ctx context.Context, id string) ([]byte, error)
+	Import(ctx context.Context, spec InstanceSpec, data []byte) (InstanceStatus, error)
+}
+
+// HostBound is implemented by backends whose instances live on one kobe host (the local
+// backend): their activities must run on that host's task queue.
+type HostBound interface {
+	HostID() string
+}

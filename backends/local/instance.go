@@ -1,0 +1,524 @@
+package local
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/kubeconfig"
+	"github.com/kunobi-ninja/kobe/internal/pki"
+)
+
+// certValidity is the lifetime of an instance's CA, serving and admin certificates. Instances
+// are ephemeral; a pool recycles members long before this (and CertManager can rotate).
+const certValidity = 30 * 24 * time.Hour
+
+// record is the instance's persistent description (instance.json). Everything needed to
+// re-adopt, restart or delete the instance is here or derivable from the directory.
+type record struct {
+	ID                string    `json:"id"`
+	Pool              string    `json:"pool"`
+	Host              string    `json:"host"`
+	KubernetesVersion string    `json:"kubernetesVersion"`
+	Components        []string  `json:"components"`
+	Nodes             int       `json:"nodes"`
+	APIPort           int       `json:"apiPort"`
+	KinePort          int       `json:"kinePort"`
+	CreatedAt         time.Time `json:"createdAt"`
+	// ReadyOnce is set when the API server first answered /readyz.
+	ReadyOnce bool `json:"readyOnce"`
+	// Sleeping is set while the instance is stopped on purpose (Sleeper).
+	Sleeping bool `json:"sleeping"`
+}
+
+type instance struct {
+	dir string
+
+	mu       sync.Mutex
+	rec      record
+	procs    []*process // in start order
+	failure  string     // set when start failed
+	stopping bool
+	// starting is set from start until the API-server-dependent components run.
+	starting bool
+	client   *http.Client
+}
+
+func (in *instance) path(parts ...string) string {
+	return filepath.Join(append([]string{in.dir}, parts...)...)
+}
+
+func (in *instance) endpoint() string {
+	return "https://127.0.0.1:" + strconv.Itoa(in.rec.APIPort)
+}
+
+// newInstance writes the directory, PKI and record of a new instance. The record is written
+// last: a directory without one is debris of an interrupted Create and is removed at adoption.
+func newInstance(dir string, spec backends.InstanceSpec, opts Options, host string) (*instance, error) {
+	for _, d := range []string{"pki", "data", "logs", "kubeconfigs"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	cp, err := pki.NewClusterPKI(spec.ID, nil, nil, certValidity)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{
+		"pki/ca.crt":        cp.CA.CertPEM,
+		"pki/ca.key":        cp.CA.KeyPEM,
+		"pki/apiserver.crt": cp.Serving.CertPEM,
+		"pki/apiserver.key": cp.Serving.KeyPEM,
+		"pki/sa.pub":        cp.ServiceAccountPublicPEM,
+		"pki/sa.key":        cp.ServiceAccountPrivatePEM,
+		"pki/admin.crt":     cp.Admin.CertPEM,
+		"pki/admin.key":     cp.Admin.KeyPEM,
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	apiPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	kinePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{dir: dir, rec: record{
+		ID: spec.ID, Pool: spec.Pool, Host: host, KubernetesVersion: spec.KubernetesVersion,
+		Components: opts.Components, Nodes: opts.Nodes, APIPort: apiPort, KinePort: kinePort,
+		CreatedAt: time.Now().UTC(),
+	}}
+	admin, err := kubeconfig.ForClientCert(spec.ID, in.endpoint(), cp.CA.CertPEM, cp.Admin.CertPEM, cp.Admin.KeyPEM, pki.AdminUser)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(in.path("kubeconfigs", "admin.kubeconfig"), admin, 0o600); err != nil {
+		return nil, err
+	}
+	if err := in.save(); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+func loadInstance(dir string) (*instance, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "instance.json"))
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{dir: dir}
+	if err := json.Unmarshal(data, &in.rec); err != nil {
+		return nil, err
+	}
+	if in.rec.ID == "" || in.rec.APIPort == 0 {
+		return nil, errors.New("incomplete instance record")
+	}
+	return in, nil
+}
+
+// save writes the record atomically (write, then rename).
+func (in *instance) save() error {
+	data, err := json.MarshalIndent(in.rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := in.path("instance.json.tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, in.path("instance.json"))
+}
+
+// componentArgs returns the binary and arguments of one component. Every argument list names a
+// path inside the instance directory, which is how processes are recognised after a restart.
+func (in *instance) componentArgs(b *Backend, component string) (string, []string, error) {
+	if component == "kine" {
+		bin, err := b.tools.Newest("kine", "kine")
+		return bin, []string{
+			"--endpoint", "sqlite://" + in.path("data", "kine.db") + "?_journal=WAL&cache=shared&_busy_timeout=30000",
+			"--listen-address", "127.0.0.1:" + strconv.Itoa(in.rec.KinePort),
+			"--metrics-bind-address", "0",
+		}, err
+	}
+	bin, err := b.binary(in.rec.KubernetesVersion, component)
+	if err != nil {
+		return "", nil, err
+	}
+	kc := in.path("kubeconfigs", "admin.kubeconfig")
+	switch component {
+	case ComponentAPIServer:
+		return bin, []string{
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(in.rec.APIPort),
+			"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(in.rec.KinePort),
+			"--client-ca-file=" + in.path("pki", "ca.crt"),
+			"--tls-cert-file=" + in.path("pki", "apiserver.crt"),
+			"--tls-private-key-file=" + in.path("pki", "apiserver.key"),
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file=" + in.path("pki", "sa.pub"),
+			"--service-account-signing-key-file=" + in.path("pki", "sa.key"),
+			"--service-cluster-ip-range=10.0.0.0/24",
+			"--authorization-mode=RBAC",
+			// Loopback-only API servers: the endpoint reconciler would publish 127.0.0.1 as the
+			// kubernetes Service endpoint and fight other instances; APF costs memory for nothing here.
+			"--endpoint-reconciler-type=none",
+			"--enable-priority-and-fairness=false",
+			"--allow-privileged=true",
+			"--profiling=false",
+			"--storage-backend=etcd3",
+		}, nil
+	case ComponentControllerManager:
+		return bin, []string{
+			"--kubeconfig=" + kc,
+			"--authentication-kubeconfig=" + kc,
+			"--authorization-kubeconfig=" + kc,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=0",
+			"--service-account-private-key-file=" + in.path("pki", "sa.key"),
+			"--root-ca-file=" + in.path("pki", "ca.crt"),
+			"--use-service-account-credentials=false",
+			"--cluster-cidr=10.244.0.0/16",
+			"--service-cluster-ip-range=10.0.0.0/24",
+		}, nil
+	case ComponentScheduler:
+		return bin, []string{
+			"--kubeconfig=" + kc,
+			"--authentication-kubeconfig=" + kc,
+			"--authorization-kubeconfig=" + kc,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=0",
+		}, nil
+	case ComponentKwok:
+		stages, _ := filepath.Glob(filepath.Join(filepath.Dir(bin), "..", "kwok-stages", "*.yaml"))
+		if len(stages) == 0 {
+			stages, _ = filepath.Glob(filepath.Join(filepath.Dir(bin), "stages", "*.yaml"))
+		}
+		args := []string{
+			"--kubeconfig=" + kc,
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			"--cidr=10.244.0.0/16",
+			"--node-ip=127.0.0.1",
+			"--server-address=",
+		}
+		for _, s := range stages {
+			args = append(args, "--config="+s)
+		}
+		return bin, args, nil
+	}
+	return "", nil, fmt.Errorf("unknown component %q", component)
+}
+
+// processOrder is the start order; stop runs it backwards.
+func (in *instance) processOrder() []string {
+	order := []string{"kine", ComponentAPIServer}
+	for _, c := range []string{ComponentControllerManager, ComponentScheduler, ComponentKwok} {
+		if contains(in.rec.Components, c) {
+			order = append(order, c)
+		}
+	}
+	return order
+}
+
+// start launches kine and the API server now; the other components need a serving API server,
+// so waitReady starts them once it answers.
+func (in *instance) start(b *Backend) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.starting = true
+	for _, c := range []string{"kine", ComponentAPIServer} {
+		if err := in.startComponentLocked(b, c); err != nil {
+			return err
+		}
+	}
+	in.ensureClientLocked()
+	return nil
+}
+
+func (in *instance) startComponentLocked(b *Backend, component string) error {
+	bin, args, err := in.componentArgs(b, component)
+	if err != nil {
+		return err
+	}
+	p, err := startProcess(component, bin, args, in.path("logs", component+".log"))
+	if err != nil {
+		return err
+	}
+	in.procs = append(in.procs, p)
+	return nil
+}
+
+func (in *instance) hasProcess(component string) bool {
+	for _, p := range in.procs {
+		if p.name == component {
+			return true
+		}
+	}
+	return false
+}
+
+// adopt attaches to the processes an earlier kobe started for this instance.
+func (in *instance) adopt() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	found := findProcesses(in.dir)
+	for _, c := range in.processOrder() {
+		pid, ok := found[binaryOf(c)]
+		if !ok {
+			continue
+		}
+		if p, ok := adoptProcess(c, pid, in.dir); ok {
+			in.procs = append(in.procs, p)
+		}
+	}
+	in.ensureClientLocked()
+}
+
+func binaryOf(component string) string {
+	switch component {
+	case ComponentAPIServer:
+		return "kube-apiserver"
+	case ComponentControllerManager:
+		return "kube-controller-manager"
+	case ComponentScheduler:
+		return "kube-scheduler"
+	}
+	return component // kine, kwok
+}
+
+func (in *instance) ensureClientLocked() {
+	if in.client != nil {
+		return
+	}
+	caPEM, err1 := os.ReadFile(in.path("pki", "ca.crt"))
+	cert, err2 := tls.LoadX509KeyPair(in.path("pki", "admin.crt"), in.path("pki", "admin.key"))
+	if err1 != nil || err2 != nil {
+		return
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	in.client = &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+			DisableKeepAlives: false,
+			MaxIdleConns:      2,
+			IdleConnTimeout:   30 * time.Second,
+		},
+	}
+}
+
+func (in *instance) fail(msg string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.failure = msg
+}
+
+// status derives the phase from the record and the processes. A process that died is reported,
+// never restarted behind the operator's back.
+func (in *instance) status() backends.InstanceStatus {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	st := backends.InstanceStatus{ID: in.rec.ID, Endpoint: in.endpoint(), Host: in.rec.Host, CreatedAt: in.rec.CreatedAt}
+	switch {
+	case in.failure != "":
+		st.Phase, st.Message = backends.PhaseFailed, in.failure
+	case in.rec.Sleeping:
+		st.Phase = backends.PhaseSleeping
+	default:
+		if dead := in.deadProcessLocked(); dead != "" {
+			st.Phase, st.Message = backends.PhaseUnhealthy, dead
+			if !in.rec.ReadyOnce {
+				st.Phase = backends.PhaseFailed
+			}
+		} else if in.rec.ReadyOnce && !in.starting && in.allStartedLocked() {
+			st.Phase = backends.PhaseReady
+		} else {
+			st.Phase = backends.PhaseCreating
+		}
+	}
+	return st
+}
+
+func (in *instance) allStartedLocked() bool {
+	for _, c := range in.processOrder() {
+		if !in.hasProcess(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// deadProcessLocked describes the first expected process that is not running, with the tail of its log.
+func (in *instance) deadProcessLocked() string {
+	running := map[string]bool{}
+	for _, p := range in.procs {
+		if p.alive() {
+			running[p.name] = true
+			continue
+		}
+		return fmt.Sprintf("%s (pid %d) %s; last log lines: %s", p.name, p.pid, p.exitMessage(), tail(in.path("logs", p.name+".log"), 3))
+	}
+	if in.rec.ReadyOnce && !in.starting {
+		for _, c := range in.processOrder() {
+			if !running[c] {
+				return fmt.Sprintf("%s is not running", c)
+			}
+		}
+	}
+	return ""
+}
+
+// tail returns the last n non-empty lines of a file, joined on one line.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log)"
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// readyz asks the API server whether it is ready.
+func (in *instance) readyz(ctx context.Context) error {
+	in.mu.Lock()
+	c := in.client
+	url := in.endpoint() + "/readyz"
+	in.mu.Unlock()
+	if c == nil {
+		return errors.New("no admin client")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readyz: %s", resp.Status)
+	}
+	return nil
+}
+
+func (in *instance) waitReady(ctx context.Context, b *Backend, progress func(backends.InstanceStatus)) (backends.InstanceStatus, error) {
+	lastProgress := time.Time{}
+	for {
+		st := in.status()
+		if st.Phase == backends.PhaseReady {
+			return st, nil
+		}
+		if st.Phase == backends.PhaseFailed || st.Phase == backends.PhaseUnhealthy || st.Phase == backends.PhaseSleeping {
+			return st, fmt.Errorf("instance %s is %s: %s", st.ID, st.Phase, st.Message)
+		}
+		if progress != nil && time.Since(lastProgress) > time.Second {
+			progress(st)
+			lastProgress = time.Now()
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := in.readyz(rctx)
+		cancel()
+		if err == nil {
+			if err := in.onAPIServerReady(ctx, b); err != nil {
+				in.fail(err.Error())
+				continue
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return in.status(), fmt.Errorf("instance %s not ready: %w (last check: %v)", st.ID, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// onAPIServerReady starts the components that need the API server, creates fake nodes, and
+// records that the instance has been ready.
+func (in *instance) onAPIServerReady(ctx context.Context, b *Backend) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, c := range in.processOrder() {
+		if in.hasProcess(c) {
+			continue
+		}
+		if err := in.startComponentLocked(b, c); err != nil {
+			return err
+		}
+	}
+	if contains(in.rec.Components, ComponentKwok) {
+		if err := in.ensureFakeNodesLocked(ctx); err != nil {
+			return err
+		}
+	}
+	in.starting = false
+	if !in.rec.ReadyOnce {
+		in.rec.ReadyOnce = true
+		return in.save()
+	}
+	return nil
+}
+
+// stopAll stops every process of the instance (backwards) and any stray process that names
+// the instance directory.
+func (in *instance) stopAll() error {
+	in.mu.Lock()
+	in.stopping = true
+	procs := append([]*process(nil), in.procs...)
+	in.mu.Unlock()
+	var errs []error
+	for i := len(procs) - 1; i >= 0; i-- {
+		if err := procs[i].stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := killByDir(in.dir); err != nil {
+		errs = append(errs, err)
+	}
+	in.mu.Lock()
+	in.procs = nil
+	if in.client != nil {
+		in.client.CloseIdleConnections()
+	}
+	in.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// verifyGone checks that no process, port or file of the instance remains.
+func (in *instance) verifyGone() error {
+	if left := findProcesses(in.dir); len(left) > 0 {
+		return fmt.Errorf("instance %s: processes remain: %v", in.rec.ID, left)
+	}
+	for _, port := range []int{in.rec.APIPort, in.rec.KinePort} {
+		if portOpen(port) {
+			return fmt.Errorf("instance %s: port %d still accepts connections", in.rec.ID, port)
+		}
+	}
+	if _, err := os.Stat(in.dir); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("instance %s: directory %s remains", in.rec.ID, in.dir)
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+// Package conformance is the suite every runtime backend must pass (contract v1). A backend's
+// own test calls Run with a way to build the backend and a valid spec; the suite drives the real
+// backend and a real Kubernetes client against what it creates.
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kunobi-ninja/kobe/backends"
+)
+
+// Subject describes the backend under test.
+type Subject struct {
+	Backend backends.RuntimeBackend
+	// Spec returns a valid spec for a new instance with the given id.
+	Spec func(id string) backends.InstanceSpec
+	// InvalidSpecs are specs Create must refuse without side effects.
+	InvalidSpecs []backends.InstanceSpec
+	// ReadyWithin bounds create → ready.
+	ReadyWithin time.Duration
+	// Leftovers reports anything of the instance that remains after Delete (processes, ports,
+	// files, objects in a host cluster); nil means the backend's own Delete verification suffices.
+	Leftovers func(id string) error
+}
+
+// Run runs the whole suite. Instances are named conf-<n>-<suffix> and deleted at the end.
+func Run(t *testing.T, s Subject) {
+	if s.ReadyWithin == 0 {
+		s.ReadyWithin = 2 * time.Minute
+	}
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1_000_000)
+	id := "conf-" + suffix
+	ctx := context.Background()
+	t.Cleanup(func() { _ = s.Backend.Delete(context.Background(), id) })
+
+	t.Run("invalid specs are refused without side effects", func(t *testing.T) {
+		for _, spec := range s.InvalidSpecs {
+			_, err := s.Backend.Create(ctx, spec)
+			assert.Error(t, err, "spec %+v", spec)
+			_, err = s.Backend.Status(ctx, spec.ID)
+			assert.ErrorIs(t, err, backends.ErrNotFound, "a refused spec leaves no instance")
+		}
+	})
+
+	var created backends.InstanceStatus
+	t.Run("create then ready within the deadline", func(t *testing.T) {
+		t0 := time.Now()
+		st, err := s.Backend.Create(ctx, s.Spec(id))
+		require.NoError(t, err)
+		assert.Equal(t, id, st.ID)
+		wctx, cancel := context.WithTimeout(ctx, s.ReadyWithin)
+		defer cancel()
+		progressed := 0
+		st, err = s.Backend.WaitReady(wctx, id, func(backends.InstanceStatus) { progressed++ })
+		require.NoError(t, err)
+		require.Equal(t, backends.PhaseReady, st.Phase)
+		require.NotEmpty(t, st.Endpoint)
+		created = st
+		t.Logf("%s ready in %s at %s", id, time.Since(t0).Round(time.Millisecond), st.Endpoint)
+	})
+	if t.Failed() {
+		return
+	}
+
+	admin := clientFor(t, s.Backend, id, backends.CredentialRequest{})
+	t.Run("admin kubeconfig works", func(t *testing.T) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "conformance"}}
+		_, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+		require.NoError(t, err)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Data: map[string]string{"kobe": "conformance"}}
+		_, err = admin.CoreV1().ConfigMaps("conformance").Create(ctx, cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+		got, err := admin.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "conformance", got.Data["kobe"])
+	})
+
+	t.Run("per-lease credentials work until revoked", func(t *testing.T) {
+		cred, err := s.Backend.Credentials(ctx, id, backends.CredentialRequest{User: "lease-a-" + suffix, TTL: time.Hour})
+		require.NoError(t, err)
+		assert.WithinDuration(t, time.Now().Add(time.Hour), cred.ExpiresAt, 2*time.Minute, "expiry = lease TTL")
+		assert.NotEmpty(t, cred.ID)
+		c := clientFromKubeconfig(t, cred.Kubeconfig)
+		_, err = c.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
+		require.NoError(t, err)
+
+		require.NoError(t, s.Backend.RevokeCredentials(ctx, id, "lease-a-"+suffix))
+		require.NoError(t, s.Backend.RevokeCredentials(ctx, id, "lease-a-"+suffix), "revoking twice is fine")
+		require.Eventually(t, func() bool {
+			_, err := c.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
+			return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
+		}, 30*time.Second, 100*time.Millisecond, "a revoked credential is rejected")
+	})
+
+	t.Run("per-lease credentials are rejected after expiry", func(t *testing.T) {
+		cred, err := s.Backend.Credentials(ctx, id, backends.CredentialRequest{User: "lease-b-" + suffix, TTL: 3 * time.Second})
+		require.NoError(t, err)
+		c := clientFromKubeconfig(t, cred.Kubeconfig)
+		_, err = c.CoreV1().Namespaces().Get(ctx, "conformance", metav1.GetOptions{})
+		require.NoError(t, err, "valid before expiry")
+		time.Sleep(time.Until(cred.ExpiresAt) + time.Second)
+		_, err = c.CoreV1().Namespaces().Get(ctx, "conformance", metav1.GetOptions{})
+		require.Error(t, err)
+		assert.True(t, apierrors.IsUnauthorized(err) || strings.Contains(err.Error(), "certificate"), "expired: %v", err)
+	})
+
+	t.Run("create is idempotent", func(t *testing.T) {
+		st, err := s.Backend.Create(ctx, s.Spec(id))
+		require.NoError(t, err)
+		assert.Equal(t, created.Endpoint, st.Endpoint, "the same id yields the same instance")
+		assert.True(t, created.CreatedAt.Equal(st.CreatedAt))
+		_, err = admin.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
+		require.NoError(t, err, "and does not disturb it")
+	})
+
+	if sl, ok := s.Backend.(backends.Sleeper); ok {
+		t.Run("sleep keeps data, resume serves it again", func(t *testing.T) {
+			require.NoError(t, sl.Sleep(ctx, id))
+			st, err := s.Backend.Status(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, backends.PhaseSleeping, st.Phase)
+			_, err = admin.CoreV1().Namespaces().Get(ctx, "conformance", metav1.GetOptions{})
+			assert.Error(t, err, "a sleeping instance does not serve")
+			require.NoError(t, sl.Resume(ctx, id))
+			wctx, cancel := context.WithTimeout(ctx, s.ReadyWithin)
+			defer cancel()
+			_, err = s.Backend.WaitReady(wctx, id, nil)
+			require.NoError(t, err)
+			got, err := admin.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, "conformance", got.Data["kobe"])
+		})
+	}
+
+	if cm, ok := s.Backend.(backends.CertManager); ok {
+		t.Run("certificates: expiry known, rotation keeps the cluster and its credentials", func(t *testing.T) {
+			exp, err := cm.CertificatesExpireAt(ctx, id)
+			require.NoError(t, err)
+			assert.True(t, exp.After(time.Now().Add(time.Hour)))
+			require.NoError(t, cm.RotateCertificates(ctx, id))
+			wctx, cancel := context.WithTimeout(ctx, s.ReadyWithin)
+			defer cancel()
+			_, err = s.Backend.WaitReady(wctx, id, nil)
+			require.NoError(t, err)
+			_, err = admin.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
+			require.NoError(t, err, "kubeconfigs issued before the rotation still work (same CA)")
+		})
+	}
+
+	t.Run("delete leaves nothing, twice is fine", func(t *testing.T) {
+		require.NoError(t, s.Backend.Delete(ctx, id))
+		_, err := s.Backend.Status(ctx, id)
+		assert.True(t, errors.Is(err, backends.ErrNotFound), "status after delete: %v", err)
+		_, err = admin.CoreV1().Namespaces().Get(ctx, "conformance", metav1.GetOptions{})
+		assert.Error(t, err, "the API server is gone")
+		if s.Leftovers != nil {
+			assert.NoError(t, s.Leftovers(id))
+		}
+		require.NoError(t, s.Backend.Delete(ctx, id))
+		_, err = s.Backend.Credentials(ctx, id, backends.CredentialRequest{})
+		assert.ErrorIs(t, err, backends.ErrNotFound)
+	})
+}
+
+func clientFor(t *testing.T, b backends.RuntimeBackend, id string, req backends.CredentialRequest) *kubernetes.Clientset {
+	t.Helper()
+	cred, err := b.Credentials(context.Background(), id, req)
+	require.NoError(t, err)
+	return clientFromKubeconfig(t, cred.Kubeconfig)
+}
+
+func clientFromKubeconfig(t *testing.T, kc []byte) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	require.NoError(t, err)
+	cfg.Timeout = 10 * time.Second
+	// A fresh connection per client: an expired or revoked credential must not ride on a
+	// connection established while it was valid.
+	cfg.DisableCompression = true
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return c
+}
