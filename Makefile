@@ -31,16 +31,16 @@ help:
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/kobe ./cmd/kobe
 
-dev: build
+dev: build tools
 	./bin/kobe dev $(ARGS)
 
-test: postgres-check
+test: postgres-check tools
 	KOBE_TEST_REQUIRE_POSTGRES=1 $(GO) test $(TEST_FLAGS) ./...
 
 test-short:
 	$(GO) test -short -count=1 ./...
 
-bench: postgres-check
+bench: postgres-check tools
 	$(GO) test $(BENCH_FLAGS) ./...
 
 lint:

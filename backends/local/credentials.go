@@ -191,3 +191,35 @@ func (in *instance) ensureFakeNodesLocked(ctx context.Context) error {
 	}
 	return nil
 }
+
+// readyNodesLocked counts nodes whose Ready condition is True.
+func (in *instance) readyNodesLocked(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.endpoint()+"/api/v1/nodes", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := in.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Items []struct {
+			Status struct {
+				Conditions []struct{ Type, Status string }
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, node := range list.Items {
+		for _, c := range node.Status.Conditions {
+			if c.Type == "Ready" && c.Status == "True" {
+				n++
+			}
+		}
+	}
+	return n, nil
+}

@@ -207,24 +207,35 @@ func (in *instance) componentArgs(b *Backend, component string) (string, []strin
 			"--secure-port=0",
 		}, nil
 	case ComponentKwok:
-		stages, _ := filepath.Glob(filepath.Join(filepath.Dir(bin), "..", "kwok-stages", "*.yaml"))
-		if len(stages) == 0 {
-			stages, _ = filepath.Glob(filepath.Join(filepath.Dir(bin), "stages", "*.yaml"))
-		}
+		// Stages make kwok act as kubelets: nodes become Ready and keep heartbeating, pods go
+		// Running (and Succeeded/deleted) at once. They ship with kwok; `make tools` copies them.
+		stagesDir := filepath.Join(filepath.Dir(bin), "stages")
 		args := []string{
 			"--kubeconfig=" + kc,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 			"--cidr=10.244.0.0/16",
 			"--node-ip=127.0.0.1",
-			"--server-address=",
 		}
-		for _, s := range stages {
-			args = append(args, "--config="+s)
+		for _, s := range kwokStages {
+			f := filepath.Join(stagesDir, s)
+			if _, err := os.Stat(f); err != nil {
+				return "", nil, fmt.Errorf("kwok stage %s is missing (run `make tools`)", f)
+			}
+			args = append(args, "--config="+f)
 		}
 		return bin, args, nil
 	}
 	return "", nil, fmt.Errorf("unknown component %q", component)
+}
+
+// kwokStages are the kwok stage files (relative to its stages folder) an instance uses.
+var kwokStages = []string{
+	"node/fast/node-initialize.yaml",
+	"node/heartbeat/node-heartbeat.yaml",
+	"pod/fast/pod-ready.yaml",
+	"pod/fast/pod-complete.yaml",
+	"pod/fast/pod-delete.yaml",
 }
 
 // processOrder is the start order; stop runs it backwards.
@@ -442,11 +453,15 @@ func (in *instance) waitReady(ctx context.Context, b *Backend, progress func(bac
 		err := in.readyz(rctx)
 		cancel()
 		if err == nil {
-			if err := in.onAPIServerReady(ctx, b); err != nil {
+			var done bool
+			done, err = in.onAPIServerReady(ctx, b)
+			if err != nil {
 				in.fail(err.Error())
 				continue
 			}
-			continue
+			if done {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -456,9 +471,9 @@ func (in *instance) waitReady(ctx context.Context, b *Backend, progress func(bac
 	}
 }
 
-// onAPIServerReady starts the components that need the API server, creates fake nodes, and
-// records that the instance has been ready.
-func (in *instance) onAPIServerReady(ctx context.Context, b *Backend) error {
+// onAPIServerReady starts the components that need the API server and creates the fake nodes.
+// It reports done once every fake node is Ready, and then records that the instance was ready.
+func (in *instance) onAPIServerReady(ctx context.Context, b *Backend) (done bool, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, c := range in.processOrder() {
@@ -466,20 +481,24 @@ func (in *instance) onAPIServerReady(ctx context.Context, b *Backend) error {
 			continue
 		}
 		if err := in.startComponentLocked(b, c); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if contains(in.rec.Components, ComponentKwok) {
 		if err := in.ensureFakeNodesLocked(ctx); err != nil {
-			return err
+			return false, err
+		}
+		ready, err := in.readyNodesLocked(ctx)
+		if err != nil || ready < in.rec.Nodes {
+			return false, err
 		}
 	}
 	in.starting = false
 	if !in.rec.ReadyOnce {
 		in.rec.ReadyOnce = true
-		return in.save()
+		return true, in.save()
 	}
-	return nil
+	return true, nil
 }
 
 // stopAll stops every process of the instance (backwards) and any stray process that names

@@ -6,11 +6,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/local"
@@ -107,4 +114,143 @@ func TestMatrixListsLocal(t *testing.T) {
 	}
 	assert.True(t, found)
 	_ = context.Background()
+}
+
+// TestFullStackRunsPods: with controller-manager, scheduler and kwok, a Deployment's pods are
+// scheduled onto fake nodes and reach Running.
+func TestFullStackRunsPods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real control-plane processes; skipped with -short")
+	}
+	b := newBackend(t, t.TempDir())
+	ctx := context.Background()
+	id := "full-stack"
+	t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
+	_, err := b.Create(ctx, spec(id, `{"components":["apiserver","controller-manager","scheduler","kwok"],"nodes":2}`))
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	_, err = b.WaitReady(wctx, id, nil)
+	require.NoError(t, err)
+	t.Logf("full stack ready (2 nodes Ready) in %s", time.Since(t0).Round(time.Millisecond))
+
+	cred, err := b.Credentials(ctx, id, backends.CredentialRequest{})
+	require.NoError(t, err)
+	c := kubeClient(t, cred.Kubeconfig)
+	replicas := int32(3)
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+			},
+		},
+	}
+	_, err = c.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		pods, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil || len(pods.Items) != 3 {
+			return false
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodRunning || p.Spec.NodeName == "" {
+				return false
+			}
+		}
+		return true
+	}, 90*time.Second, 250*time.Millisecond, "3 pods Running on fake nodes")
+	t.Logf("deployment running %s after create", time.Since(t0).Round(time.Millisecond))
+	require.NoError(t, b.Delete(ctx, id))
+}
+
+// TestReadoptionAfterRestart: a new Backend on the same state dir (kobe restarted, processes
+// still running) adopts the instance instead of duplicating or leaking it; a crashed API server
+// is then reported Unhealthy and not restarted behind the operator's back.
+func TestReadoptionAfterRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real kube-apiserver processes; skipped with -short")
+	}
+	state := t.TempDir()
+	ctx := context.Background()
+	b1 := newBackend(t, state)
+	id := "adopt-me"
+	t.Cleanup(func() { _ = b1.Delete(context.Background(), id) })
+	_, err := b1.Create(ctx, spec(id, ""))
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	st1, err := b1.WaitReady(wctx, id, nil)
+	require.NoError(t, err)
+
+	// Debris of a Create interrupted before its record was written is cleaned at start.
+	debris := filepath.Join(state, "local", "instances", "half-made")
+	require.NoError(t, os.MkdirAll(filepath.Join(debris, "pki"), 0o700))
+
+	b2 := newBackend(t, state)
+	assert.Equal(t, []string{id}, b2.InstanceIDs())
+	_, err = os.Stat(debris)
+	assert.True(t, os.IsNotExist(err), "debris removed")
+	st2, err := b2.Status(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, backends.PhaseReady, st2.Phase)
+	assert.Equal(t, st1.Endpoint, st2.Endpoint)
+	assert.Len(t, apiserverPIDs(t, state), 1, "one API server, not two")
+
+	// Create after adoption is still idempotent.
+	st3, err := b2.Create(ctx, spec(id, ""))
+	require.NoError(t, err)
+	assert.Equal(t, st1.Endpoint, st3.Endpoint)
+	assert.Len(t, apiserverPIDs(t, state), 1)
+
+	// Crash the API server: reported Unhealthy with a reason, not restarted.
+	for _, pid := range apiserverPIDs(t, state) {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	require.Eventually(t, func() bool {
+		st, err := b2.Status(ctx, id)
+		return err == nil && st.Phase == backends.PhaseUnhealthy && strings.Contains(st.Message, "apiserver")
+	}, 10*time.Second, 100*time.Millisecond)
+	time.Sleep(time.Second)
+	assert.Empty(t, apiserverPIDs(t, state), "not silently restarted")
+	st, _ := b2.Status(ctx, id)
+	t.Logf("reported: %s: %s", st.Phase, st.Message)
+
+	require.NoError(t, b2.Delete(ctx, id))
+	assert.Empty(t, b2.InstanceIDs())
+}
+
+func apiserverPIDs(t *testing.T, state string) []int {
+	t.Helper()
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(data), "\x00", " ")
+		if strings.Contains(cmd, "kube-apiserver") && strings.Contains(cmd, state) {
+			var pid int
+			fmt.Sscan(e.Name(), &pid)
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func kubeClient(t *testing.T, kc []byte) *kubernetes.Clientset {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	require.NoError(t, err)
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return c
 }

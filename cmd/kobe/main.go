@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 
+	// Backends compiled into this binary register themselves.
+	_ "github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/root"
 )

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kunobi-ninja/kobe/internal/cmd/backendscmd"
 	"github.com/kunobi-ninja/kobe/internal/cmd/doctor"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/serve"
@@ -43,6 +44,7 @@ Start everything locally with "kobe dev"; talk to a running kobe with the other 
 		status.NewCmdStatus(f, nil),
 		doctor.NewCmdDoctor(f, nil),
 		version.NewCmdVersion(f, nil),
+		backendscmd.NewCmdBackends(f, nil),
 	)
 	return cmd
 }

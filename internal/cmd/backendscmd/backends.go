@@ -1,0 +1,75 @@
+// Package backendscmd implements `kobe backends` (the package name avoids clashing with the
+// backends package it lists).
+package backendscmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+)
+
+// Options of `kobe backends`.
+type Options struct {
+	Factory *factory.Factory
+	Output  string
+	// Matrix returns the capability matrix (the compiled-in registry by default).
+	Matrix func() []backends.Capabilities
+}
+
+// NewCmdBackends builds the command; runF replaces the behaviour in tests.
+func NewCmdBackends(f *factory.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{Factory: f, Matrix: backends.Matrix}
+	cmd := &cobra.Command{
+		Use:   "backends",
+		Short: "List the runtime backends compiled into kobe and what each can do",
+		Long: `List the runtime backends compiled into this binary, the contract version each
+implements, and its optional capabilities: sleep/resume, golden snapshots, certificate
+rotation, migration between hosts, and whether its instances are bound to one kobe host.`,
+		Example: `  kobe backends
+  kobe backends -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Output != "table" && opts.Output != "json" {
+				return fmt.Errorf("-o %q: must be table or json", opts.Output)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return backendsRun(opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func backendsRun(opts *Options) error {
+	m := opts.Matrix()
+	out := opts.Factory.IOStreams.Out
+	if opts.Output == "json" {
+		if m == nil {
+			m = []backends.Capabilities{}
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(m)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tCONTRACT\tSLEEP\tSNAPSHOT\tCERT-ROTATION\tMIGRATION\tHOST-BOUND\tDESCRIPTION")
+	for _, c := range m {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Backend, c.Contract, yes(c.Sleep), yes(c.Snapshot),
+			yes(c.CertRotate), yes(c.Migrate), yes(c.HostBound), c.Description)
+	}
+	return tw.Flush()
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "-"
+}
