@@ -502,15 +502,16 @@ func (in *instance) onAPIServerReady(ctx context.Context, b *Backend) (done bool
 }
 
 // stopAll stops every process of the instance (backwards) and any stray process that names
-// the instance directory.
-func (in *instance) stopAll() error {
+// the instance directory. grace is how long each process gets after SIGTERM before SIGKILL:
+// Delete passes 0 (the data goes anyway), Sleep and rotation a few seconds so kine flushes.
+func (in *instance) stopAll(grace time.Duration) error {
 	in.mu.Lock()
 	in.stopping = true
 	procs := append([]*process(nil), in.procs...)
 	in.mu.Unlock()
 	var errs []error
 	for i := len(procs) - 1; i >= 0; i-- {
-		if err := procs[i].stop(10 * time.Second); err != nil {
+		if err := procs[i].stop(grace); err != nil {
 			errs = append(errs, err)
 		}
 	}

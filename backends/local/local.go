@@ -286,7 +286,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	in, ok := b.get(id)
 	dir := filepath.Join(b.root, id)
 	if ok {
-		if err := in.stopAll(); err != nil {
+		if err := in.stopAll(0); err != nil {
 			return err
 		}
 		b.mu.Lock()

@@ -115,11 +115,13 @@ func (p *process) stop(grace time.Duration) error {
 	if !p.alive() {
 		return nil
 	}
-	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(grace):
+	if grace > 0 {
+		_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+			return nil
+		case <-time.After(grace):
+		}
 	}
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	select {

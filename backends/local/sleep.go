@@ -19,7 +19,7 @@ func (b *Backend) Sleep(ctx context.Context, id string) error {
 	if !ok {
 		return backends.ErrNotFound
 	}
-	if err := in.stopAll(); err != nil {
+	if err := in.stopAll(10 * time.Second); err != nil {
 		return err
 	}
 	in.mu.Lock()
@@ -124,7 +124,7 @@ func (b *Backend) RotateCertificates(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	if err := in.stopAll(); err != nil {
+	if err := in.stopAll(10 * time.Second); err != nil {
 		return err
 	}
 	in.mu.Lock()
