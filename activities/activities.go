@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
 
@@ -15,9 +16,16 @@ import (
 type Activities struct {
 	Store  store.Store
 	Logger *zap.Logger
-	// Host names the worker's machine; it is reported by diagnostics and, for host-local
-	// backends, decides which task queue an instance's activities run on.
+	// Host is the machine's name, reported by diagnostics.
 	Host string
+	// HostID identifies this kobe host (stable across restarts, see worker.HostID); HostQueue
+	// is its own task queue, where activities on its host-bound instances run. SharedQueue is
+	// the queue all workers poll.
+	HostID      string
+	HostQueue   string
+	SharedQueue string
+	// Backends this worker runs, by name.
+	Backends map[string]backends.RuntimeBackend
 }
 
 // New returns Activities with Host defaulted to the machine's hostname.
@@ -26,5 +34,5 @@ func New(s store.Store, logger *zap.Logger) *Activities {
 	if err != nil {
 		host = "unknown"
 	}
-	return &Activities{Store: s, Logger: logger, Host: host}
+	return &Activities{Store: s, Logger: logger, Host: host, HostID: host, Backends: map[string]backends.RuntimeBackend{}}
 }

@@ -14,6 +14,8 @@ import (
 // tested is exactly what runs.
 func Register(w sdkworker.Registry, acts *activities.Activities) {
 	w.RegisterWorkflowWithOptions(workflows.Doctor, workflow.RegisterOptions{Name: workflows.DoctorWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.Provision, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
 	w.RegisterActivity(acts)
 }
 

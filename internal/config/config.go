@@ -115,6 +115,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 			fs.StringVar(&c.APIAddress, "api-address", c.APIAddress, "address of the kobe API server")
 		} else {
 			fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "address serving /metrics and /healthz of this worker")
+			fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for this host's identity and its local clusters' data")
 		}
 		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN: postgres://user@host/db or sqlite:///path/kobe.db (required)")
 		fs.StringVar(&c.Temporal.Address, "temporal-address", c.Temporal.Address, "host:port of the Temporal frontend")
@@ -189,8 +190,13 @@ func (c *Config) Validate(mode Mode) error {
 			if err := validateHostPort("--api-address", c.APIAddress); err != nil {
 				return err
 			}
-		} else if err := validateHostPort("--metrics-address", c.MetricsAddress); err != nil {
-			return err
+		} else {
+			if err := validateHostPort("--metrics-address", c.MetricsAddress); err != nil {
+				return err
+			}
+			if c.StateDir == "" {
+				return errors.New("--state-dir must not be empty")
+			}
 		}
 		if c.Store == "" {
 			return fmt.Errorf("--store is required for kobe %s (postgres://user@host:5432/kobe or sqlite:///path/kobe.db; env %s)", mode, EnvName("store"))

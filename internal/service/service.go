@@ -44,6 +44,8 @@ type Process struct {
 	UIURL           string
 	StoreDSN        string
 	StateDir        string
+	// HostID is this host's identity (workers only), naming its task queue.
+	HostID string
 	StartupTime     time.Duration
 
 	Store    store.Store
@@ -149,12 +151,9 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	p.stops = append(p.stops, c.Close)
 
 	if mode == config.ModeDev || mode == config.ModeWorker {
-		acts := activities.New(st, logger.Named("activities"))
-		w := worker.New(c, taskQueue, acts)
-		if err := w.Start(); err != nil {
-			return nil, fmt.Errorf("starting the worker on task queue %s: %w", taskQueue, err)
+		if err := p.startWorkers(cfg, mode, c, st, taskQueue, logger); err != nil {
+			return nil, err
 		}
-		p.stops = append(p.stops, w.Stop)
 	}
 
 	if mode == config.ModeDev && cfg.UIPort != 0 {
@@ -194,6 +193,64 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	})
 	p.StartupTime = time.Since(t0)
 	return p, nil
+}
+
+// startWorkers builds the backends of this host and starts two workers: one on the shared task
+// queue (workflows, host-independent activities) and one on this host's own queue (activities
+// on instances that live here).
+func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Client, st store.Store, sharedQueue string, logger *zap.Logger) error {
+	stateDir := cfg.StateDir
+	if mode == config.ModeDev && cfg.Ephemeral {
+		dir, err := os.MkdirTemp("", "kobe-ephemeral-")
+		if err != nil {
+			return err
+		}
+		stateDir = dir
+		// Registered first so that it runs last, after the backends stopped their instances.
+		p.stops = append(p.stops, func() { _ = os.RemoveAll(dir) })
+	}
+	hostID, err := worker.HostID(stateDir)
+	if err != nil {
+		return fmt.Errorf("--state-dir %s: %v", stateDir, err)
+	}
+	acts := activities.New(st, logger.Named("activities"))
+	acts.HostID = hostID
+	acts.SharedQueue = sharedQueue
+	acts.HostQueue = worker.HostQueue(sharedQueue, hostID)
+	for _, name := range backends.Names() {
+		f, _ := backends.Lookup(name)
+		b, err := f.New(backends.Environment{StateDir: stateDir, HostID: hostID})
+		if err != nil {
+			return fmt.Errorf("backend %s: %w", name, err)
+		}
+		acts.Backends[name] = b
+		if mode == config.ModeDev && cfg.Ephemeral {
+			// Nothing of an ephemeral run may outlive it: delete its instances at stop.
+			p.stops = append(p.stops, func() { deleteAll(b) })
+		}
+	}
+	for _, queue := range []string{sharedQueue, acts.HostQueue} {
+		w := worker.New(c, queue, acts)
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("starting the worker on task queue %s: %w", queue, err)
+		}
+		p.stops = append(p.stops, w.Stop)
+	}
+	p.HostID = hostID
+	return nil
+}
+
+// deleteAll deletes every instance of a backend that can list them.
+func deleteAll(b backends.RuntimeBackend) {
+	lister, ok := b.(interface{ InstanceIDs() []string })
+	if !ok {
+		return
+	}
+	for _, id := range lister.InstanceIDs() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = b.Delete(ctx, id)
+		cancel()
+	}
 }
 
 // Stop stops every part in the reverse order of starting. It is safe to call more than once.

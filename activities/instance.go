@@ -1,0 +1,142 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/store"
+)
+
+// HostAssignment says which kobe host an instance lives on and where its activities run.
+type HostAssignment struct {
+	HostID    string `json:"hostId"`
+	TaskQueue string `json:"taskQueue"`
+}
+
+// BackendRequest names an instance and its backend.
+type BackendRequest struct {
+	Backend string                `json:"backend"`
+	Spec    backends.InstanceSpec `json:"spec"`
+}
+
+// InstanceRecord is what a workflow asks to write into the store.
+type InstanceRecord struct {
+	ID       string `json:"id"`
+	Pool     string `json:"pool"`
+	Backend  string `json:"backend"`
+	Host     string `json:"host"`
+	Phase    string `json:"phase"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+// ErrBackendUnavailable is the non-retryable error type of a backend this worker does not run.
+const ErrBackendUnavailable = "BackendUnavailable"
+
+func (a *Activities) backend(name string) (backends.RuntimeBackend, error) {
+	b, ok := a.Backends[name]
+	if !ok {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("backend %q is not available on worker %s", name, a.Host), ErrBackendUnavailable, nil)
+	}
+	return b, nil
+}
+
+// SelectHost runs on the shared task queue: whichever worker takes it offers its own host queue,
+// so instances spread over the workers that run the backend. Host-independent backends stay
+// on the shared queue.
+func (a *Activities) SelectHost(ctx context.Context, backendName string) (HostAssignment, error) {
+	b, err := a.backend(backendName)
+	if err != nil {
+		return HostAssignment{}, err
+	}
+	if _, ok := b.(backends.HostBound); ok {
+		return HostAssignment{HostID: a.HostID, TaskQueue: a.HostQueue}, nil
+	}
+	return HostAssignment{HostID: a.HostID, TaskQueue: a.SharedQueue}, nil
+}
+
+// BackendCreate asks the backend to create the instance (idempotent by id).
+func (a *Activities) BackendCreate(ctx context.Context, req BackendRequest) (backends.InstanceStatus, error) {
+	b, err := a.backend(req.Backend)
+	if err != nil {
+		return backends.InstanceStatus{}, err
+	}
+	if err := b.Validate(req.Spec); err != nil {
+		return backends.InstanceStatus{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
+	}
+	return b.Create(ctx, req.Spec)
+}
+
+// BackendWaitReady waits for the instance, heartbeating its progress so that a dead worker is
+// noticed within the heartbeat timeout and the wait resumes on the host's next worker.
+func (a *Activities) BackendWaitReady(ctx context.Context, req BackendRequest) (backends.InstanceStatus, error) {
+	b, err := a.backend(req.Backend)
+	if err != nil {
+		return backends.InstanceStatus{}, err
+	}
+	activity.RecordHeartbeat(ctx, "waiting")
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		// Heartbeat even when the backend reports no progress for a while.
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, "waiting")
+			}
+		}
+	}()
+	st, err := b.WaitReady(ctx, req.Spec.ID, nil)
+	if errors.Is(err, backends.ErrNotFound) {
+		return st, temporal.NewNonRetryableApplicationError(err.Error(), "InstanceNotFound", err)
+	}
+	if err != nil && (st.Phase == backends.PhaseFailed || st.Phase == backends.PhaseUnhealthy) {
+		// The instance will not recover by waiting longer: let the workflow clean up.
+		return st, temporal.NewNonRetryableApplicationError(err.Error(), "InstanceFailed", err)
+	}
+	return st, err
+}
+
+// BackendDelete deletes the instance and verifies it is gone (idempotent).
+func (a *Activities) BackendDelete(ctx context.Context, req BackendRequest) error {
+	b, err := a.backend(req.Backend)
+	if err != nil {
+		return err
+	}
+	return b.Delete(ctx, req.Spec.ID)
+}
+
+// RecordInstance upserts the instance's row and appends an audit event for the transition.
+func (a *Activities) RecordInstance(ctx context.Context, r InstanceRecord) error {
+	data, _ := json.Marshal(map[string]string{"message": r.Message})
+	if err := a.Store.UpsertInstance(ctx, store.Instance{
+		ID: r.ID, Pool: r.Pool, Backend: r.Backend, Host: r.Host, Phase: r.Phase, Endpoint: r.Endpoint, Data: data,
+	}); err != nil {
+		return err
+	}
+	_, err := a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance." + r.Phase, Target: r.ID,
+		Result: "ok", Detail: data})
+	return err
+}
+
+// ForgetInstance removes the row of an instance that was deleted and verified gone.
+func (a *Activities) ForgetInstance(ctx context.Context, id string) error {
+	err := a.Store.DeleteInstance(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err = a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance.deleted", Target: id, Result: "ok"})
+	return err
+}

@@ -1,0 +1,151 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kunobi-ninja/kobe/activities"
+	"github.com/kunobi-ninja/kobe/backends"
+)
+
+// Workflow names.
+const (
+	ProvisionWorkflowName = "Provision"
+	TeardownWorkflowName  = "Teardown"
+)
+
+// Instance phases written to the store.
+const (
+	InstancePhaseCreating = "Creating"
+	InstancePhaseReady    = "Ready"
+	InstancePhaseDeleting = "Deleting"
+	// InstancePhaseQuarantined marks an instance whose teardown keeps failing: visible, not forgotten.
+	InstancePhaseQuarantined = "Quarantined"
+)
+
+// InstanceWorkflowID is the workflow id of an instance's provisioning.
+func InstanceWorkflowID(instanceID string) string { return "instance-" + instanceID }
+
+// ProvisionInput asks for one instance.
+type ProvisionInput struct {
+	Backend string                `json:"backend"`
+	Spec    backends.InstanceSpec `json:"spec"`
+	// CreatingTimeout bounds create → ready (default 10m).
+	CreatingTimeout time.Duration `json:"creatingTimeout,omitempty"`
+}
+
+// ProvisionResult is a ready instance and where it lives.
+type ProvisionResult struct {
+	Status    backends.InstanceStatus   `json:"status"`
+	Placement activities.HostAssignment `json:"placement"`
+}
+
+// Provision creates an instance and waits until it is ready; it records each step in the store.
+// On any failure it deletes what it created before returning the error: an instance is either
+// ready and recorded, or gone — never half-made and forgotten.
+func Provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error) {
+	var a *activities.Activities
+	if in.CreatingTimeout <= 0 {
+		in.CreatingTimeout = 10 * time.Minute
+	}
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	var res ProvisionResult
+	if err := workflow.ExecuteActivity(short, a.SelectHost, in.Backend).Get(ctx, &res.Placement); err != nil {
+		return res, fmt.Errorf("no worker runs backend %s: %w", in.Backend, err)
+	}
+	onHost := func(ctx workflow.Context, opts workflow.ActivityOptions) workflow.Context {
+		opts.TaskQueue = res.Placement.TaskQueue
+		return workflow.WithActivityOptions(ctx, opts)
+	}
+	req := activities.BackendRequest{Backend: in.Backend, Spec: in.Spec}
+	record := func(phase, endpoint, msg string) error {
+		return workflow.ExecuteActivity(short, a.RecordInstance, activities.InstanceRecord{
+			ID: in.Spec.ID, Pool: in.Spec.Pool, Backend: in.Backend, Host: res.Placement.HostID,
+			Phase: phase, Endpoint: endpoint, Message: msg,
+		}).Get(ctx, nil)
+	}
+	// Recorded before anything exists, so that a crash at any later point leaves a row that
+	// points at the instance: nothing can be created that the store does not know of.
+	if err := record(InstancePhaseCreating, "", ""); err != nil {
+		return res, err
+	}
+
+	err := func() error {
+		createCtx := onHost(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout:    2 * time.Minute,
+			ScheduleToCloseTimeout: in.CreatingTimeout,
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+		})
+		if err := workflow.ExecuteActivity(createCtx, a.BackendCreate, req).Get(ctx, &res.Status); err != nil {
+			return err
+		}
+		waitCtx := onHost(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout:    in.CreatingTimeout,
+			ScheduleToCloseTimeout: in.CreatingTimeout,
+			// A worker that dies mid-wait is noticed within this, and the wait resumes on the
+			// host's next worker (which re-adopts the instance).
+			HeartbeatTimeout: 15 * time.Second,
+			RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+		})
+		if err := workflow.ExecuteActivity(waitCtx, a.BackendWaitReady, req).Get(ctx, &res.Status); err != nil {
+			return err
+		}
+		return record(InstancePhaseReady, res.Status.Endpoint, "")
+	}()
+	if err == nil {
+		return res, nil
+	}
+
+	// Clean up even if the workflow itself was cancelled.
+	cleanup, _ := workflow.NewDisconnectedContext(ctx)
+	if terr := teardown(cleanup, in.Backend, in.Spec, res.Placement); terr != nil {
+		return res, fmt.Errorf("provisioning %s failed (%v) and so did its cleanup: %w", in.Spec.ID, err, terr)
+	}
+	return res, fmt.Errorf("provisioning %s failed and was cleaned up: %w", in.Spec.ID, err)
+}
+
+// TeardownInput names the instance to delete and where it lives.
+type TeardownInput struct {
+	Backend   string                    `json:"backend"`
+	Spec      backends.InstanceSpec     `json:"spec"`
+	Placement activities.HostAssignment `json:"placement"`
+}
+
+// Teardown deletes an instance, verifies it is gone, and removes it from the store. If the
+// delete keeps failing the instance is recorded Quarantined and the workflow fails: visible to
+// operators, never silently forgotten.
+func Teardown(ctx workflow.Context, in TeardownInput) error {
+	return teardown(ctx, in.Backend, in.Spec, in.Placement)
+}
+
+func teardown(ctx workflow.Context, backend string, spec backends.InstanceSpec, placement activities.HostAssignment) error {
+	var a *activities.Activities
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	rec := activities.InstanceRecord{ID: spec.ID, Pool: spec.Pool, Backend: backend, Host: placement.HostID}
+	rec.Phase = InstancePhaseDeleting
+	if err := workflow.ExecuteActivity(short, a.RecordInstance, rec).Get(ctx, nil); err != nil {
+		return err
+	}
+	delCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              placement.TaskQueue,
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+	})
+	err := workflow.ExecuteActivity(delCtx, a.BackendDelete, activities.BackendRequest{Backend: backend, Spec: spec}).Get(ctx, nil)
+	if err != nil {
+		rec.Phase, rec.Message = InstancePhaseQuarantined, err.Error()
+		_ = workflow.ExecuteActivity(short, a.RecordInstance, rec).Get(ctx, nil)
+		return fmt.Errorf("deleting %s: %w", spec.ID, err)
+	}
+	return workflow.ExecuteActivity(short, a.ForgetInstance, spec.ID).Get(ctx, nil)
+}
