@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -40,6 +41,22 @@ func TestRecordHistories(t *testing.T) {
 		require.NoError(t, run.Get(ctx, nil))
 		writeHistory(t, ctx, tmp.Client, id, filepath.Join("..", "workflows", "testdata", "histories", name))
 	}
+
+	// Provision and Teardown of a real local instance.
+	acts := testsuite.StartHostWorker(t, tmp.Client, "record-host", s, t.TempDir())
+	spec := backends.InstanceSpec{ID: "rec-instance", Pool: "rec", KubernetesVersion: "v1.37.2"}
+	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-provision", TaskQueue: "record-host"},
+		workflows.ProvisionWorkflowName, workflows.ProvisionInput{Backend: "local", Spec: spec})
+	require.NoError(t, err)
+	var res workflows.ProvisionResult
+	require.NoError(t, run.Get(ctx, &res))
+	writeHistory(t, ctx, tmp.Client, "record-provision", filepath.Join("..", "workflows", "testdata", "histories", "provision-v1.json"))
+	run, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-teardown", TaskQueue: "record-host"},
+		workflows.TeardownWorkflowName, workflows.TeardownInput{Backend: "local", Spec: spec, Placement: res.Placement})
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, nil))
+	writeHistory(t, ctx, tmp.Client, "record-teardown", filepath.Join("..", "workflows", "testdata", "histories", "teardown-v1.json"))
+	_ = acts
 }
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {

@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/activities"
+	"github.com/kunobi-ninja/kobe/backends"
+	_ "github.com/kunobi-ninja/kobe/backends/local" // the backends a kobe binary has
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/worker"
@@ -71,5 +73,34 @@ func StartWorker(t testing.TB, c client.Client, taskQueue string, s store.Store)
 		t.Fatalf("start worker: %v", err)
 	}
 	t.Cleanup(w.Stop)
+	return acts
+}
+
+// StartHostWorker runs kobe's workers as `kobe worker` does: every backend compiled in (the
+// local backend keeps its instances under stateDir), a worker on the shared queue and one on
+// this host's own queue. It returns the activities (with HostID and HostQueue set).
+func StartHostWorker(t testing.TB, c client.Client, sharedQueue string, s store.Store, stateDir string) *activities.Activities {
+	t.Helper()
+	hostID, err := worker.HostID(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := activities.New(s, zap.NewNop())
+	acts.HostID, acts.SharedQueue, acts.HostQueue = hostID, sharedQueue, worker.HostQueue(sharedQueue, hostID)
+	for _, name := range backends.Names() {
+		f, _ := backends.Lookup(name)
+		b, err := f.New(backends.Environment{StateDir: stateDir, HostID: hostID})
+		if err != nil {
+			t.Fatalf("backend %s: %v", name, err)
+		}
+		acts.Backends[name] = b
+	}
+	for _, q := range []string{sharedQueue, acts.HostQueue} {
+		w := worker.New(c, q, acts)
+		if err := w.Start(); err != nil {
+			t.Fatalf("start worker on %s: %v", q, err)
+		}
+		t.Cleanup(w.Stop)
+	}
 	return acts
 }

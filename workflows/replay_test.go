@@ -25,6 +25,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 			require.NoError(t, err)
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(workflows.Doctor, workflow.RegisterOptions{Name: workflows.DoctorWorkflowName})
+			r.RegisterWorkflowWithOptions(workflows.Provision, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
+			r.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}
