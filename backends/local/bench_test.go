@@ -194,4 +194,3 @@ func port(b *testing.B) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
-

@@ -45,8 +45,8 @@ type Process struct {
 	StoreDSN        string
 	StateDir        string
 	// HostID is this host's identity (workers only), naming its task queue.
-	HostID string
-	StartupTime     time.Duration
+	HostID      string
+	StartupTime time.Duration
 
 	Store    store.Store
 	Temporal client.Client
