@@ -41,12 +41,14 @@ type InstanceRecord struct {
 const ErrBackendUnavailable = "BackendUnavailable"
 
 func (a *Activities) backend(name string) (backends.RuntimeBackend, error) {
-	b, ok := a.Backends[name]
-	if !ok {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("backend %q is not available on worker %s", name, a.Host), ErrBackendUnavailable, nil)
+	if b, ok := a.Backends[name]; ok {
+		return b, nil
 	}
-	return b, nil
+	if _, err := backends.Resolve(name); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBackendUnavailable, nil)
+	}
+	return nil, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("backend %q is not available on worker %s", name, a.Host), ErrBackendUnavailable, nil)
 }
 
 // SelectHost runs on the shared task queue: whichever worker takes it offers its own host queue,

@@ -3,6 +3,7 @@ package backends
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -91,4 +92,17 @@ func Matrix() []Capabilities {
 		out = append(out, CapabilitiesOf(f.Name, f.Description, f.Prototype))
 	}
 	return out
+}
+
+// Resolve returns the factory named by a pool's spec.backend.type, or an error that names the
+// field and lists the backends compiled in.
+func Resolve(backendType string) (Factory, error) {
+	if backendType == "" {
+		return Factory{}, fmt.Errorf("spec.backend.type: required (compiled in: %s)", strings.Join(Names(), ", "))
+	}
+	f, ok := Lookup(backendType)
+	if !ok {
+		return Factory{}, fmt.Errorf("spec.backend.type: unknown backend %q (compiled in: %s)", backendType, strings.Join(Names(), ", "))
+	}
+	return f, nil
 }

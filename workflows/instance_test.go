@@ -111,7 +111,7 @@ func TestProvisionUnknownBackendFailsFast(t *testing.T) {
 	env.ExecuteWorkflow(workflows.ProvisionWorkflowName, workflows.ProvisionInput{Backend: "k9s", Spec: spec})
 	err := env.GetWorkflowError()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `backend "k9s" is not available`)
+	assert.Contains(t, err.Error(), `spec.backend.type: unknown backend "k9s"`)
 }
 
 func TestTeardownThatKeepsFailingQuarantines(t *testing.T) {
