@@ -1,0 +1,436 @@
+// Package pools holds the ClusterPool manifest (the upstream shape, apiVersion
+// kobe.kunobi.ninja/v1alpha1) and its validation, shared by the API, the CLI and the workflows
+// so that a pool is judged the same way everywhere.
+package pools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kunobi-ninja/kobe/backends"
+)
+
+// APIVersion and Kind of a pool manifest.
+const (
+	APIVersion = "kobe.kunobi.ninja/v1alpha1"
+	Kind       = "ClusterPool"
+)
+
+// ClusterPool is a pool manifest.
+type ClusterPool struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Metadata   Metadata        `json:"metadata"`
+	Spec       Spec            `json:"spec"`
+	Status     json.RawMessage `json:"status,omitempty"` // accepted (exported manifests carry it), ignored
+}
+
+// Metadata of a pool.
+type Metadata struct {
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Duration is a Go duration string ("5m", "2h"); Validate parses it and names the field.
+type Duration string
+
+// Spec is the desired state of a pool.
+type Spec struct {
+	// Size is the fixed warm target (default 3); ignored when Scaling is set.
+	Size *int `json:"size,omitempty"`
+	// TTL is the default lease TTL (default 2h); MaxTTL the ceiling from bind time (default 24h).
+	TTL    Duration `json:"ttl,omitempty"`
+	MaxTTL Duration `json:"maxTtl,omitempty"`
+	// MaxExtensions is the extension budget of a lease (default 2).
+	MaxExtensions *int `json:"maxExtensions,omitempty"`
+	// MaxConcurrentProvisions bounds creations in flight (default 2).
+	MaxConcurrentProvisions *int `json:"maxConcurrentProvisions,omitempty"`
+
+	Backend        Backend         `json:"backend"`
+	Cluster        Cluster         `json:"cluster"`
+	Addons         []Addon         `json:"addons,omitempty"`
+	Resources      *Resources      `json:"resources,omitempty"`
+	HealthCheck    *HealthCheck    `json:"healthCheck,omitempty"`
+	ReadinessGates []ReadinessGate `json:"readinessGates,omitempty"`
+	Scaling        *Scaling        `json:"scaling,omitempty"`
+	UpgradePolicy  *UpgradePolicy  `json:"upgradePolicy,omitempty"`
+	Diagnostics    json.RawMessage `json:"diagnostics,omitempty"` // upstream field, not acted on yet
+	Snapshot       json.RawMessage `json:"snapshot,omitempty"`    // upstream field, not acted on yet
+}
+
+// Backend selects the runtime backend and carries its own section.
+type Backend struct {
+	Type      string          `json:"type,omitempty"`
+	Local     json.RawMessage `json:"local,omitempty"`
+	Datastore json.RawMessage `json:"datastore,omitempty"`
+	CAPI      json.RawMessage `json:"capi,omitempty"`
+	VCluster  json.RawMessage `json:"vcluster,omitempty"`
+	VKobe     json.RawMessage `json:"vkobe,omitempty"`
+}
+
+// Cluster describes the Kubernetes cluster of every member.
+type Cluster struct {
+	Version     string          `json:"version,omitempty"`
+	Servers     *int            `json:"servers,omitempty"`
+	Agents      *int            `json:"agents,omitempty"`
+	ServerArgs  []string        `json:"serverArgs,omitempty"`
+	Persistence json.RawMessage `json:"persistence,omitempty"`
+	Expose      json.RawMessage `json:"expose,omitempty"`
+}
+
+// Addon is a manifest applied to every member before it is Ready.
+type Addon struct {
+	Name     string `json:"name"`
+	Manifest string `json:"manifest,omitempty"`
+	URL      string `json:"url,omitempty"`
+}
+
+// Resources of a member (backends that run in a host cluster).
+type Resources struct {
+	Limits   map[string]string `json:"limits,omitempty"`
+	Requests map[string]string `json:"requests,omitempty"`
+}
+
+// HealthCheck of Ready members; a failing member is recycled.
+type HealthCheck struct {
+	IntervalSeconds  int `json:"intervalSeconds,omitempty"`
+	FailureThreshold int `json:"failureThreshold,omitempty"`
+}
+
+// ReadinessGate is a type-tagged check every new member must pass before it is Ready.
+type ReadinessGate struct {
+	Type           string `json:"type"`
+	Name           string `json:"name,omitempty"`
+	Namespace      string `json:"namespace,omitempty"`
+	Count          int    `json:"count,omitempty"`
+	URL            string `json:"url,omitempty"`
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+}
+
+// Scaling replaces Size with an autoscaled warm pool.
+type Scaling struct {
+	MinReady        *int            `json:"minReady,omitempty"`
+	MaxClusters     *int            `json:"maxClusters,omitempty"`
+	ScaleDownAfter  Duration        `json:"scaleDownAfter,omitempty"`
+	QueueTimeout    Duration        `json:"queueTimeout,omitempty"`
+	CreatingTimeout Duration        `json:"creatingTimeout,omitempty"`
+	FailureBackoff  *FailureBackoff `json:"failureBackoff,omitempty"`
+}
+
+// FailureBackoff spaces provisioning retries after consecutive failures.
+type FailureBackoff struct {
+	Base       Duration `json:"base,omitempty"`
+	Multiplier *float64 `json:"multiplier,omitempty"`
+	Max        Duration `json:"max,omitempty"`
+}
+
+// UpgradePolicy bounds drift recycling.
+type UpgradePolicy struct {
+	MaxRecycling          *int `json:"maxRecycling,omitempty"`
+	MaxSurge              *int `json:"maxSurge,omitempty"`
+	MinReadyDuringUpgrade *int `json:"minReadyDuringUpgrade,omitempty"`
+}
+
+// Gate types kobe checks.
+var gateTypes = map[string][]string{ // type → required fields
+	"CRDExists":       {"name"},
+	"NodesReady":      {"count"},
+	"DeploymentReady": {"name", "namespace"},
+	"DaemonSetReady":  {"name", "namespace"},
+	"URLHealthy":      {"url"},
+	"SchedulingProbe": {"namespace"},
+	"DNSHealthy":      {"namespace"},
+	"InClusterToken":  {"namespace", "serviceAccount"},
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Parse reads a manifest (YAML or JSON) strictly: unknown fields are errors naming their path.
+func Parse(data []byte) (*ClusterPool, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("manifest is not valid YAML: %v", err)
+	}
+	var raw any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		return nil, fmt.Errorf("manifest: %v", err)
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return nil, errors.New("manifest: expected a ClusterPool object")
+	}
+	if err := checkFields(raw, reflect.TypeOf(ClusterPool{}), ""); err != nil {
+		return nil, err
+	}
+	var p ClusterPool
+	dec := json.NewDecoder(strings.NewReader(string(js)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("%s: expected %s, got %s", te.Field, te.Type, te.Value)
+		}
+		return nil, fmt.Errorf("manifest: %v", err)
+	}
+	return &p, nil
+}
+
+// checkFields walks decoded JSON against a struct type and reports the first unknown key with
+// its full path (json's own error names the key but not where it is).
+func checkFields(v any, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil // a type mismatch; the decoder reports it
+		}
+		fields := map[string]reflect.StructField{}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := strings.Split(f.Tag.Get("json"), ",")[0]
+			if name != "" && name != "-" {
+				fields[name] = f
+			}
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			f, ok := fields[k]
+			p := join(path, k)
+			if !ok {
+				return fmt.Errorf("%s: unknown field", p)
+			}
+			if f.Type == reflect.TypeOf(json.RawMessage{}) {
+				continue // checked by whoever owns that section (e.g. the backend)
+			}
+			if err := checkFields(m[k], f.Type, p); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		items, ok := v.([]any)
+		if !ok {
+			return nil
+		}
+		for i, item := range items {
+			if err := checkFields(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// Policy is a pool's resolved settings: defaults applied, durations parsed.
+type Policy struct {
+	Name                    string
+	Backend                 string
+	KubernetesVersion       string
+	Autoscale               bool
+	WarmTarget              int // size, or scaling.minReady
+	MaxClusters             int // warm + leased + creating
+	TTL                     time.Duration
+	MaxTTL                  time.Duration
+	MaxExtensions           int
+	MaxConcurrentProvisions int
+	ScaleDownAfter          time.Duration
+	QueueTimeout            time.Duration
+	CreatingTimeout         time.Duration
+	BackoffBase             time.Duration
+	BackoffMultiplier       float64
+	BackoffMax              time.Duration
+	Gates                   []ReadinessGate
+	Addons                  []Addon
+	BackendOptions          json.RawMessage
+}
+
+// Limits that keep a typo from asking for something absurd.
+const (
+	MaxPoolSize = 1000
+	MaxTTL      = 30 * 24 * time.Hour
+)
+
+// Validate checks a parsed manifest and returns its resolved Policy. Errors name the field.
+// The backend's own section (e.g. spec.backend.local) is checked by the backend at provision
+// time; here only that the backend type is compiled in.
+func (p *ClusterPool) Validate() (Policy, error) {
+	var pol Policy
+	if p.APIVersion != APIVersion {
+		return pol, fmt.Errorf("apiVersion: must be %s, got %q", APIVersion, p.APIVersion)
+	}
+	if p.Kind != Kind {
+		return pol, fmt.Errorf("kind: must be %s, got %q", Kind, p.Kind)
+	}
+	if !nameRE.MatchString(p.Metadata.Name) || len(p.Metadata.Name) > 40 {
+		return pol, fmt.Errorf("metadata.name: %q must be a DNS label of at most 40 characters", p.Metadata.Name)
+	}
+	s := p.Spec
+	pol.Name = p.Metadata.Name
+	pol.Backend = s.Backend.Type
+	if pol.Backend == "" {
+		pol.Backend = "k3s" // the upstream default
+	}
+	if _, err := backends.Resolve(pol.Backend); err != nil {
+		return pol, err
+	}
+	pol.BackendOptions = s.Backend.Local
+	pol.KubernetesVersion = s.Cluster.Version
+	if pol.KubernetesVersion == "" {
+		return pol, errors.New("spec.cluster.version: required")
+	}
+
+	var err error
+	durations := []struct {
+		field string
+		value Duration
+		def   time.Duration
+		out   *time.Duration
+	}{
+		{"spec.ttl", s.TTL, 2 * time.Hour, &pol.TTL},
+		{"spec.maxTtl", s.MaxTTL, 24 * time.Hour, &pol.MaxTTL},
+	}
+	sc := s.Scaling
+	if sc == nil {
+		sc = &Scaling{}
+	}
+	fb := sc.FailureBackoff
+	if fb == nil {
+		fb = &FailureBackoff{}
+	}
+	durations = append(durations, []struct {
+		field string
+		value Duration
+		def   time.Duration
+		out   *time.Duration
+	}{
+		{"spec.scaling.scaleDownAfter", sc.ScaleDownAfter, 5 * time.Minute, &pol.ScaleDownAfter},
+		{"spec.scaling.queueTimeout", sc.QueueTimeout, 5 * time.Minute, &pol.QueueTimeout},
+		{"spec.scaling.creatingTimeout", sc.CreatingTimeout, 10 * time.Minute, &pol.CreatingTimeout},
+		{"spec.scaling.failureBackoff.base", fb.Base, 5 * time.Second, &pol.BackoffBase},
+		{"spec.scaling.failureBackoff.max", fb.Max, 2 * time.Minute, &pol.BackoffMax},
+	}...)
+	for _, d := range durations {
+		if *d.out, err = parseDuration(d.field, d.value, d.def); err != nil {
+			return pol, err
+		}
+	}
+	if pol.TTL > MaxTTL || pol.MaxTTL > MaxTTL {
+		return pol, fmt.Errorf("spec.ttl/spec.maxTtl: at most %s", MaxTTL)
+	}
+	if pol.TTL > pol.MaxTTL {
+		return pol, fmt.Errorf("spec.ttl: %s is longer than spec.maxTtl %s", pol.TTL, pol.MaxTTL)
+	}
+	if pol.BackoffBase > pol.BackoffMax {
+		return pol, fmt.Errorf("spec.scaling.failureBackoff.base: %s is longer than max %s", pol.BackoffBase, pol.BackoffMax)
+	}
+	pol.BackoffMultiplier = 2
+	if fb.Multiplier != nil {
+		if *fb.Multiplier < 1 || *fb.Multiplier > 10 {
+			return pol, fmt.Errorf("spec.scaling.failureBackoff.multiplier: %v must be between 1 and 10", *fb.Multiplier)
+		}
+		pol.BackoffMultiplier = *fb.Multiplier
+	}
+
+	intField := func(field string, v *int, def, lo, hi int) (int, error) {
+		if v == nil {
+			return def, nil
+		}
+		if *v < lo || *v > hi {
+			return 0, fmt.Errorf("%s: %d must be between %d and %d", field, *v, lo, hi)
+		}
+		return *v, nil
+	}
+	if pol.MaxExtensions, err = intField("spec.maxExtensions", s.MaxExtensions, 2, 0, 100); err != nil {
+		return pol, err
+	}
+	if pol.MaxConcurrentProvisions, err = intField("spec.maxConcurrentProvisions", s.MaxConcurrentProvisions, 2, 1, 100); err != nil {
+		return pol, err
+	}
+	if s.Scaling != nil {
+		pol.Autoscale = true
+		if pol.WarmTarget, err = intField("spec.scaling.minReady", sc.MinReady, 1, 0, MaxPoolSize); err != nil {
+			return pol, err
+		}
+		if pol.MaxClusters, err = intField("spec.scaling.maxClusters", sc.MaxClusters, 8, 1, MaxPoolSize); err != nil {
+			return pol, err
+		}
+		if pol.WarmTarget > pol.MaxClusters {
+			return pol, fmt.Errorf("spec.scaling.minReady: %d is more than maxClusters %d", pol.WarmTarget, pol.MaxClusters)
+		}
+	} else {
+		if pol.WarmTarget, err = intField("spec.size", s.Size, 3, 0, MaxPoolSize); err != nil {
+			return pol, err
+		}
+		// A fixed pool never holds more than its size in warm members plus as many leased ones.
+		pol.MaxClusters = max(2*pol.WarmTarget, 1)
+	}
+
+	for i, g := range s.ReadinessGates {
+		field := fmt.Sprintf("spec.readinessGates[%d]", i)
+		required, ok := gateTypes[g.Type]
+		if !ok {
+			known := make([]string, 0, len(gateTypes))
+			for k := range gateTypes {
+				known = append(known, k)
+			}
+			sort.Strings(known)
+			return pol, fmt.Errorf("%s.type: unknown gate %q (known: %s)", field, g.Type, strings.Join(known, ", "))
+		}
+		for _, r := range required {
+			missing := (r == "name" && g.Name == "") || (r == "namespace" && g.Namespace == "") ||
+				(r == "url" && g.URL == "") || (r == "serviceAccount" && g.ServiceAccount == "") || (r == "count" && g.Count <= 0)
+			if missing {
+				return pol, fmt.Errorf("%s.%s: required for a %s gate", field, r, g.Type)
+			}
+		}
+	}
+	pol.Gates = s.ReadinessGates
+	names := map[string]bool{}
+	for i, a := range s.Addons {
+		field := fmt.Sprintf("spec.addons[%d]", i)
+		if a.Name == "" {
+			return pol, fmt.Errorf("%s.name: required", field)
+		}
+		if names[a.Name] {
+			return pol, fmt.Errorf("%s.name: %q is used twice", field, a.Name)
+		}
+		names[a.Name] = true
+		if (a.Manifest == "") == (a.URL == "") {
+			return pol, fmt.Errorf("%s: give exactly one of manifest or url", field)
+		}
+	}
+	pol.Addons = s.Addons
+	return pol, nil
+}
+
+func parseDuration(field string, v Duration, def time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(string(v))
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s: %q is not a duration (use e.g. 30s, 5m, 2h)", field, string(v))
+	}
+	return d, nil
+}

@@ -1,0 +1,114 @@
+package pools_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	_ "github.com/kunobi-ninja/kobe/backends/local"
+	"github.com/kunobi-ninja/kobe/pools"
+)
+
+// Every upstream example manifest parses strictly: the shape stays compatible.
+func TestUpstreamExamplesParse(t *testing.T) {
+	files, err := filepath.Glob("testdata/upstream/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		p, err := pools.Parse(data)
+		require.NoError(t, err, f)
+		_, err = p.Validate()
+		if p.Spec.Backend.Type == "local" {
+			assert.NoError(t, err, f)
+		} else {
+			// Backends not compiled in yet are refused by name, not by shape.
+			assert.ErrorContains(t, err, "spec.backend.type: unknown backend", f)
+		}
+	}
+}
+
+const base = `apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata:
+  name: dev
+spec:
+  backend:
+    type: local
+  cluster:
+    version: v1.37.2
+`
+
+func TestDefaults(t *testing.T) {
+	p, err := pools.Parse([]byte(base))
+	require.NoError(t, err)
+	pol, err := p.Validate()
+	require.NoError(t, err)
+	assert.Equal(t, 3, pol.WarmTarget)
+	assert.False(t, pol.Autoscale)
+	assert.Equal(t, 2*time.Hour, pol.TTL)
+	assert.Equal(t, 24*time.Hour, pol.MaxTTL)
+	assert.Equal(t, 2, pol.MaxExtensions)
+	assert.Equal(t, 5*time.Minute, pol.QueueTimeout)
+	assert.Equal(t, 10*time.Minute, pol.CreatingTimeout)
+	assert.Equal(t, 5*time.Second, pol.BackoffBase)
+	assert.Equal(t, 2.0, pol.BackoffMultiplier)
+	assert.Equal(t, 2*time.Minute, pol.BackoffMax)
+}
+
+func TestScaling(t *testing.T) {
+	p, err := pools.Parse([]byte(base + `  scaling:
+    minReady: 5
+    maxClusters: 8
+    queueTimeout: 30s
+    failureBackoff: {base: 1s, multiplier: 3, max: 1m}
+`))
+	require.NoError(t, err)
+	pol, err := p.Validate()
+	require.NoError(t, err)
+	assert.True(t, pol.Autoscale)
+	assert.Equal(t, 5, pol.WarmTarget)
+	assert.Equal(t, 8, pol.MaxClusters)
+	assert.Equal(t, 30*time.Second, pol.QueueTimeout)
+	assert.Equal(t, 3.0, pol.BackoffMultiplier)
+}
+
+// Bad input gets an error that names the field.
+func TestErrorsNameTheField(t *testing.T) {
+	cases := map[string]struct{ manifest, want string }{
+		"unknown top field":     {base + "  sise: 3\n", "spec.sise: unknown field"},
+		"unknown nested field":  {base + "  scaling:\n    minRedy: 1\n", "spec.scaling.minRedy: unknown field"},
+		"unknown field in list": {base + "  readinessGates:\n  - type: CRDExists\n    nam: x\n", "spec.readinessGates[0].nam: unknown field"},
+		"bad duration":          {base + "  ttl: 2 hours\n", `spec.ttl: "2 hours" is not a duration`},
+		"bad nested duration":   {base + "  scaling:\n    queueTimeout: soon\n", "spec.scaling.queueTimeout"},
+		"wrong type":            {base + "  size: three\n", "spec.size: expected int"},
+		"negative size":         {base + "  size: -1\n", "spec.size: -1 must be between"},
+		"ttl over max":          {base + "  ttl: 48h\n  maxTtl: 24h\n", "spec.ttl: 48h0m0s is longer than spec.maxTtl"},
+		"unknown backend":       {strings.Replace(base, "type: local", "type: k9s", 1), `spec.backend.type: unknown backend "k9s"`},
+		"missing version":       {strings.Replace(base, "    version: v1.37.2\n", "    servers: 1\n", 1), "spec.cluster.version: required"},
+		"bad name":              {strings.Replace(base, "name: dev", "name: Dev_Pool", 1), "metadata.name"},
+		"bad kind":              {strings.Replace(base, "kind: ClusterPool", "kind: Pool", 1), "kind: must be ClusterPool"},
+		"bad apiVersion":        {strings.Replace(base, "v1alpha1", "v1", 1), "apiVersion: must be"},
+		"unknown gate":          {base + "  readinessGates:\n  - type: PodsHappy\n", `spec.readinessGates[0].type: unknown gate "PodsHappy"`},
+		"gate missing field":    {base + "  readinessGates:\n  - type: DeploymentReady\n    name: x\n", "spec.readinessGates[0].namespace: required"},
+		"addon both":            {base + "  addons:\n  - name: a\n    manifest: x\n    url: http://y\n", "spec.addons[0]: give exactly one"},
+		"minReady over max":     {base + "  scaling:\n    minReady: 9\n    maxClusters: 8\n", "spec.scaling.minReady: 9 is more than maxClusters 8"},
+		"not yaml":              {"spec: [unclosed", "not valid YAML"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := pools.Parse([]byte(tc.manifest))
+			if err == nil {
+				_, err = p.Validate()
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
