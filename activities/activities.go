@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
 
@@ -26,6 +27,8 @@ type Activities struct {
 	SharedQueue string
 	// Backends this worker runs, by name.
 	Backends map[string]backends.RuntimeBackend
+	// Secrets seals kubeconfigs before they are stored.
+	Secrets *secretbox.Box
 }
 
 // New returns Activities with Host defaulted to the machine's hostname.

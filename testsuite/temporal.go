@@ -12,6 +12,8 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	_ "github.com/kunobi-ninja/kobe/backends/local" // the backends a kobe binary has
 	"github.com/kunobi-ninja/kobe/internal/devserver"
+	"github.com/kunobi-ninja/kobe/internal/logging"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/worker"
 	"go.uber.org/zap"
@@ -35,7 +37,10 @@ func StartTemporal(t testing.TB) *Temporal {
 	t.Cleanup(func() { _ = srv.Stop() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: srv.FrontendAddress(), Namespace: "default"})
+	// Warnings and errors only: the SDK's debug lines would bury the test's own output.
+	quiet := zap.NewExample(zap.IncreaseLevel(zap.WarnLevel))
+	c, err := client.DialContext(ctx, client.Options{HostPort: srv.FrontendAddress(), Namespace: "default",
+		Logger: logging.NewSDKLogger(quiet)})
 	if err != nil {
 		t.Fatalf("dial embedded temporal: %v", err)
 	}
@@ -87,6 +92,7 @@ func StartHostWorker(t testing.TB, c client.Client, sharedQueue string, s store.
 	}
 	acts := activities.New(s, zap.NewNop())
 	acts.HostID, acts.SharedQueue, acts.HostQueue = hostID, sharedQueue, worker.HostQueue(sharedQueue, hostID)
+	acts.Secrets = secretbox.Random()
 	for _, name := range backends.Names() {
 		f, _ := backends.Lookup(name)
 		b, err := f.New(backends.Environment{StateDir: stateDir, HostID: hostID})

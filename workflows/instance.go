@@ -35,6 +35,9 @@ type ProvisionInput struct {
 	Spec    backends.InstanceSpec `json:"spec"`
 	// CreatingTimeout bounds create → ready (default 10m).
 	CreatingTimeout time.Duration `json:"creatingTimeout,omitempty"`
+	// NotifyPool is the workflow id of the pool to signal with the outcome (member-ready or
+	// member-failed); empty for a standalone provision.
+	NotifyPool string `json:"notifyPool,omitempty"`
 }
 
 // ProvisionResult is a ready instance and where it lives.
@@ -47,6 +50,30 @@ type ProvisionResult struct {
 // On any failure it deletes what it created before returning the error: an instance is either
 // ready and recorded, or gone — never half-made and forgotten.
 func Provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error) {
+	res, err := provision(ctx, in)
+	if in.NotifyPool != "" {
+		report := MemberReport{InstanceID: in.Spec.ID, Placement: res.Placement, Endpoint: res.Status.Endpoint}
+		signal := SignalMemberReady
+		if err != nil {
+			signal, report.Reason = SignalMemberFail, err.Error()
+		}
+		notifyPool(ctx, in.NotifyPool, signal, report)
+	}
+	return res, err
+}
+
+// notifyPool tells the pool entity how a member workflow ended. It goes through a disconnected
+// context so that a cancelled member still reports. (Added after the first recorded histories,
+// hence the version marker.)
+func notifyPool(ctx workflow.Context, poolWorkflowID, signal string, report MemberReport) {
+	if workflow.GetVersion(ctx, "notify-pool", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.SignalExternalWorkflow(dctx, poolWorkflowID, "", signal, report).Get(dctx, nil)
+}
+
+func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error) {
 	var a *activities.Activities
 	if in.CreatingTimeout <= 0 {
 		in.CreatingTimeout = 10 * time.Minute
@@ -115,13 +142,19 @@ type TeardownInput struct {
 	Backend   string                    `json:"backend"`
 	Spec      backends.InstanceSpec     `json:"spec"`
 	Placement activities.HostAssignment `json:"placement"`
+	// NotifyPool is the pool to signal member-gone once the instance is verified gone.
+	NotifyPool string `json:"notifyPool,omitempty"`
 }
 
 // Teardown deletes an instance, verifies it is gone, and removes it from the store. If the
 // delete keeps failing the instance is recorded Quarantined and the workflow fails: visible to
 // operators, never silently forgotten.
 func Teardown(ctx workflow.Context, in TeardownInput) error {
-	return teardown(ctx, in.Backend, in.Spec, in.Placement)
+	err := teardown(ctx, in.Backend, in.Spec, in.Placement)
+	if err == nil && in.NotifyPool != "" {
+		notifyPool(ctx, in.NotifyPool, SignalMemberGone, MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement})
+	}
+	return err
 }
 
 func teardown(ctx workflow.Context, backend string, spec backends.InstanceSpec, placement activities.HostAssignment) error {

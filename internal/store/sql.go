@@ -498,3 +498,34 @@ func (s *sqlStore) SchemaVersion(ctx context.Context) (int, error) {
 	err := s.queryRow(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v)
 	return int(v.Int64), err
 }
+
+// ---- lease credentials ----
+
+func (s *sqlStore) PutLeaseCredential(ctx context.Context, c LeaseCredential) error {
+	if c.LeaseID == "" || len(c.Sealed) == 0 {
+		return errors.New("lease credential needs a lease id and a sealed value")
+	}
+	_, err := s.exec(ctx, `INSERT INTO lease_credentials (lease_id, sealed, credential_id, expires_at, updated_at)
+		VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (lease_id) DO UPDATE SET sealed = excluded.sealed, credential_id = excluded.credential_id,
+			expires_at = excluded.expires_at, updated_at = excluded.updated_at`,
+		c.LeaseID, c.Sealed, c.CredentialID, ts(c.ExpiresAt), now())
+	return err
+}
+
+func (s *sqlStore) GetLeaseCredential(ctx context.Context, leaseID string) (LeaseCredential, error) {
+	c := LeaseCredential{LeaseID: leaseID}
+	var exp dbTime
+	err := s.queryRow(ctx, `SELECT sealed, credential_id, expires_at FROM lease_credentials WHERE lease_id = ?`, leaseID).
+		Scan(&c.Sealed, &c.CredentialID, &exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return LeaseCredential{}, fmt.Errorf("credential of %q: %w", leaseID, ErrNotFound)
+	}
+	c.ExpiresAt = exp.t
+	return c, err
+}
+
+func (s *sqlStore) DeleteLeaseCredential(ctx context.Context, leaseID string) error {
+	_, err := s.exec(ctx, `DELETE FROM lease_credentials WHERE lease_id = ?`, leaseID)
+	return err
+}

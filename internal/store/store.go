@@ -65,6 +65,14 @@ type Lease struct {
 	UpdatedAt time.Time
 }
 
+// LeaseCredential is a lease's kubeconfig as stored: sealed, never plain.
+type LeaseCredential struct {
+	LeaseID      string
+	Sealed       []byte
+	CredentialID string
+	ExpiresAt    time.Time
+}
+
 // Quota limits what a subject (a principal or a role, e.g. "role:ci") may hold at once.
 type Quota struct {
 	Subject             string
@@ -137,6 +145,12 @@ type Store interface {
 	// AppendEvent records an audit event and returns it with its id and time set.
 	AppendEvent(ctx context.Context, e Event) (Event, error)
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+
+	// PutLeaseCredential stores a lease's sealed kubeconfig (replacing an older one);
+	// GetLeaseCredential reads it; DeleteLeaseCredential removes it (idempotent).
+	PutLeaseCredential(ctx context.Context, c LeaseCredential) error
+	GetLeaseCredential(ctx context.Context, leaseID string) (LeaseCredential, error)
+	DeleteLeaseCredential(ctx context.Context, leaseID string) error
 
 	// WriteProbe, ReadProbe and DeleteProbe let health checks and `kobe doctor` prove that the
 	// store accepts writes and that two processes see the same data.

@@ -70,6 +70,7 @@ func TestStore(t *testing.T) {
 			t.Run("quotas", func(t *testing.T) { testQuotas(t, s) })
 			t.Run("events", func(t *testing.T) { testEvents(t, s, d.rawSQL(t, dsn)) })
 			t.Run("probes", func(t *testing.T) { testProbes(t, s) })
+			t.Run("lease credentials", func(t *testing.T) { testLeaseCredentials(t, s) })
 			t.Run("concurrent writers", func(t *testing.T) { testConcurrent(t, s) })
 			t.Run("reopen keeps data and schema", func(t *testing.T) { testReopen(t, s, dsn) })
 		})
@@ -338,4 +339,25 @@ func TestMemoryStoresAreSeparate(t *testing.T) {
 	require.NoError(t, a.UpsertPool(ctx, store.Pool{Name: "only-in-a", Backend: "local"}))
 	_, err = b.GetPool(ctx, "only-in-a")
 	assert.True(t, errors.Is(err, store.ErrNotFound))
+}
+
+func testLeaseCredentials(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	sealed := []byte{0, 1, 2, 255, 'x'}
+	require.NoError(t, s.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: "lease-c", Sealed: sealed, CredentialID: "ab12", ExpiresAt: exp}))
+	got, err := s.GetLeaseCredential(ctx, "lease-c")
+	require.NoError(t, err)
+	assert.Equal(t, sealed, got.Sealed, "binary round-trips")
+	assert.True(t, got.ExpiresAt.Equal(exp))
+	exp2 := exp.Add(time.Hour)
+	require.NoError(t, s.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: "lease-c", Sealed: []byte("new"), CredentialID: "cd34", ExpiresAt: exp2}))
+	got, err = s.GetLeaseCredential(ctx, "lease-c")
+	require.NoError(t, err)
+	assert.Equal(t, "cd34", got.CredentialID)
+	require.NoError(t, s.DeleteLeaseCredential(ctx, "lease-c"))
+	require.NoError(t, s.DeleteLeaseCredential(ctx, "lease-c"))
+	_, err = s.GetLeaseCredential(ctx, "lease-c")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.Error(t, s.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: "x"}))
 }

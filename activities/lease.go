@@ -1,0 +1,95 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/store"
+)
+
+// LeaseRecord is what a lease workflow projects into the store.
+type LeaseRecord struct {
+	ID         string        `json:"id"`
+	Pool       string        `json:"pool"`
+	Principal  string        `json:"principal"`
+	Phase      string        `json:"phase"`
+	InstanceID string        `json:"instanceId,omitempty"`
+	TTL        time.Duration `json:"ttl"`
+	ExpiresAt  time.Time     `json:"expiresAt,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
+}
+
+// LeaseCredentialRequest names a lease's credential. It carries no secret: the kubeconfig goes
+// from the backend, sealed, into the store, and the workflow history only sees this reference.
+type LeaseCredentialRequest struct {
+	LeaseID    string    `json:"leaseId"`
+	Backend    string    `json:"backend"`
+	InstanceID string    `json:"instanceId"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+}
+
+// RecordLease upserts the lease's row (keeping fields the workflow does not know, such as the
+// alias the API stored) and appends an audit event when the phase changes.
+func (a *Activities) RecordLease(ctx context.Context, r LeaseRecord) error {
+	l, err := a.Store.GetLease(ctx, r.ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	changed := l.Phase != r.Phase
+	l.ID, l.Pool, l.Phase, l.InstanceID, l.TTL, l.ExpiresAt, l.Reason = r.ID, r.Pool, r.Phase, r.InstanceID, r.TTL, r.ExpiresAt, r.Reason
+	if l.Principal == "" {
+		l.Principal = r.Principal
+	}
+	if err := a.Store.UpsertLease(ctx, l); err != nil {
+		return err
+	}
+	if !changed {
+		return nil
+	}
+	_, err = a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "lease." + r.Phase, Target: r.ID,
+		Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
+	return err
+}
+
+// IssueLeaseCredentials asks the backend for a kubeconfig for this lease expiring with it,
+// seals it and stores it. It runs on the instance's host.
+func (a *Activities) IssueLeaseCredentials(ctx context.Context, req LeaseCredentialRequest) error {
+	if a.Secrets == nil {
+		return temporal.NewNonRetryableApplicationError("this worker has no secret key: it cannot store lease credentials", "NoSecretKey", nil)
+	}
+	b, err := a.backend(req.Backend)
+	if err != nil {
+		return err
+	}
+	ttl := time.Until(req.ExpiresAt)
+	if ttl <= 0 {
+		return temporal.NewNonRetryableApplicationError("lease already expired", "Expired", nil)
+	}
+	cred, err := b.Credentials(ctx, req.InstanceID, backends.CredentialRequest{User: req.LeaseID, TTL: ttl})
+	if err != nil {
+		return err
+	}
+	sealed, err := a.Secrets.Seal(cred.Kubeconfig, []byte(req.LeaseID))
+	if err != nil {
+		return err
+	}
+	return a.Store.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: req.LeaseID, Sealed: sealed,
+		CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt})
+}
+
+// RevokeLeaseCredentials makes the lease's credential stop working and forgets it.
+func (a *Activities) RevokeLeaseCredentials(ctx context.Context, req LeaseCredentialRequest) error {
+	b, err := a.backend(req.Backend)
+	if err != nil {
+		return err
+	}
+	if err := b.RevokeCredentials(ctx, req.InstanceID, req.LeaseID); err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return err
+	}
+	return a.Store.DeleteLeaseCredential(ctx, req.LeaseID)
+}

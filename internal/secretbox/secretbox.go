@@ -1,0 +1,92 @@
+// Package secretbox seals secrets (kubeconfigs) before they are stored, with AES-256-GCM.
+// Workflows only ever carry a reference to a sealed secret, never the secret itself.
+package secretbox
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Box seals and opens with one key.
+type Box struct {
+	aead cipher.AEAD
+}
+
+// KeySize is the length of a key in bytes.
+const KeySize = 32
+
+// New returns a Box for a 32-byte key.
+func New(key []byte) (*Box, error) {
+	if len(key) != KeySize {
+		return nil, fmt.Errorf("secret key must be %d bytes, got %d", KeySize, len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &Box{aead: aead}, nil
+}
+
+// LoadOrCreateKeyFile reads a base64 key from path, creating it (mode 0600) if it does not exist.
+func LoadOrCreateKeyFile(path string) (*Box, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		key := make([]byte, KeySize)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		return New(key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, fmt.Errorf("secret key file %s: not base64: %v", path, err)
+	}
+	return New(key)
+}
+
+// Random returns a Box with a fresh key that lives only in memory (ephemeral mode, tests).
+func Random() *Box {
+	key := make([]byte, KeySize)
+	_, _ = rand.Read(key)
+	b, _ := New(key)
+	return b
+}
+
+// Seal encrypts plaintext; aad binds the ciphertext to its context (e.g. the lease id), so a
+// sealed value copied onto another record does not open.
+func (b *Box) Seal(plaintext, aad []byte) ([]byte, error) {
+	nonce := make([]byte, b.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return b.aead.Seal(nonce, nonce, plaintext, aad), nil
+}
+
+// Open decrypts what Seal produced with the same aad.
+func (b *Box) Open(sealed, aad []byte) ([]byte, error) {
+	n := b.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("sealed value too short")
+	}
+	out, err := b.aead.Open(nil, sealed[:n], sealed[n:], aad)
+	if err != nil {
+		return nil, errors.New("sealed value does not open with this key")
+	}
+	return out, nil
+}

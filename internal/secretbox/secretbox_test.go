@@ -1,0 +1,31 @@
+package secretbox
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSealOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret.key")
+	b, err := LoadOrCreateKeyFile(path)
+	require.NoError(t, err)
+	sealed, err := b.Seal([]byte("kubeconfig"), []byte("lease-1"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(sealed), "kubeconfig")
+
+	again, err := LoadOrCreateKeyFile(path)
+	require.NoError(t, err)
+	got, err := again.Open(sealed, []byte("lease-1"))
+	require.NoError(t, err)
+	assert.Equal(t, "kubeconfig", string(got))
+
+	_, err = again.Open(sealed, []byte("lease-2"))
+	assert.Error(t, err, "bound to its record")
+	_, err = Random().Open(sealed, []byte("lease-1"))
+	assert.Error(t, err, "another key does not open it")
+	_, err = New([]byte("short"))
+	assert.Error(t, err)
+}

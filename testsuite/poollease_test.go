@@ -1,0 +1,139 @@
+package testsuite_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+func poolPolicy(t *testing.T, manifest string) pools.Policy {
+	p, err := pools.Parse([]byte(manifest))
+	require.NoError(t, err)
+	pol, err := p.Validate()
+	require.NoError(t, err)
+	return pol
+}
+
+func poolStatus(t *testing.T, c client.Client, pool string) workflows.PoolStatus {
+	v, err := c.QueryWorkflow(context.Background(), workflows.PoolWorkflowID(pool), "", workflows.QueryPoolStatus)
+	require.NoError(t, err)
+	var st workflows.PoolStatus
+	require.NoError(t, v.Get(&st))
+	return st
+}
+
+func leaseView(t *testing.T, c client.Client, id string) workflows.LeaseView {
+	v, err := c.QueryWorkflow(context.Background(), id, "", workflows.QueryLease)
+	require.NoError(t, err)
+	var lv workflows.LeaseView
+	require.NoError(t, v.Get(&lv))
+	return lv
+}
+
+// TestLeaseFromWarmPool: a warm pool of real local clusters; a lease binds at once with a
+// kubeconfig that works with client-go; release tears the instance down (verified gone) and the
+// pool refills to its size.
+func TestLeaseFromWarmPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real clusters; skipped with -short")
+	}
+	tmp := testsuite.StartTemporal(t)
+	s := testsuite.NewStore(t, "sqlite")
+	stateDir := t.TempDir()
+	acts := testsuite.StartHostWorker(t, tmp.Client, "kobe", s, stateDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	pol := poolPolicy(t, `apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: warm}
+spec:
+  size: 2
+  ttl: 10m
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+`)
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("warm"), TaskQueue: "kobe"},
+		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "warm").Ready == 2 }, 3*time.Minute, 200*time.Millisecond)
+	assert.Equal(t, workflows.PoolHealthy, poolStatus(t, tmp.Client, "warm").Phase)
+
+	t0 := time.Now()
+	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-abc", TaskQueue: "kobe"},
+		workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: "lease-abc", Pool: "warm", Principal: "alice",
+			TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
+	require.NoError(t, err)
+	var lv workflows.LeaseView
+	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-abc"); return lv.Phase == workflows.LeaseBound },
+		time.Minute, 10*time.Millisecond)
+	t.Logf("bound in %s to %s", time.Since(t0).Round(time.Millisecond), lv.InstanceID)
+
+	// The kubeconfig is in the store, sealed; opened, it works.
+	cred, err := s.GetLeaseCredential(ctx, "lease-abc")
+	require.NoError(t, err)
+	assert.NotContains(t, string(cred.Sealed), "client-key-data", "stored sealed")
+	kc, err := acts.Secrets.Open(cred.Sealed, []byte("lease-abc"))
+	require.NoError(t, err)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	require.NoError(t, err)
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mine"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	row, err := s.GetLease(ctx, "lease-abc")
+	require.NoError(t, err)
+	assert.Equal(t, workflows.LeaseBound, row.Phase)
+
+	// Extend within budget works; past the ceiling it is refused with the reason code.
+	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-abc", UpdateName: workflows.UpdateExtend,
+		Args: []any{workflows.ExtendRequest{By: 5 * time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	var ext workflows.ExtendResult
+	require.NoError(t, h.Get(ctx, &ext))
+	assert.WithinDuration(t, lv.ExpiresAt.Add(5*time.Minute), ext.ExpiresAt, time.Second)
+	h, err = tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-abc", UpdateName: workflows.UpdateExtend,
+		Args: []any{workflows.ExtendRequest{By: 48 * time.Hour}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	reason, ok := workflows.IsExtendRejection(err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, workflows.ReasonMaxTTLCeiling, reason)
+
+	// Release: revoked, torn down, verified gone; the pool refills.
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-abc", "", workflows.SignalReleaseLease, nil))
+	require.NoError(t, run.Get(ctx, &lv))
+	assert.Equal(t, workflows.LeaseReleased, lv.Phase)
+	_, err = kube.CoreV1().Namespaces().Get(ctx, "mine", metav1.GetOptions{})
+	assert.Error(t, err, "the credential no longer works")
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(stateDir, "local", "instances", lv.InstanceID))
+		return os.IsNotExist(err)
+	}, time.Minute, 100*time.Millisecond, "the released instance is gone")
+	require.Eventually(t, func() bool {
+		st := poolStatus(t, tmp.Client, "warm")
+		return st.Ready == 2 && st.Leased == 0 && st.Deleting == 0
+	}, 3*time.Minute, 200*time.Millisecond, "the pool refills")
+	_, err = s.GetInstance(ctx, lv.InstanceID)
+	assert.Error(t, err, "its store row is gone")
+	row, err = s.GetLease(ctx, "lease-abc")
+	require.NoError(t, err)
+	assert.Equal(t, workflows.LeaseReleased, row.Phase)
+	_, err = s.GetLeaseCredential(ctx, "lease-abc")
+	assert.Error(t, err, "the sealed kubeconfig is forgotten")
+}

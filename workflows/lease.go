@@ -1,0 +1,250 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kunobi-ninja/kobe/activities"
+)
+
+// LeaseWorkflowName is the registered name of the lease workflow.
+const LeaseWorkflowName = "Lease"
+
+// LeaseWorkflowID is the workflow id of a lease (lease ids already start with "lease-").
+func LeaseWorkflowID(leaseID string) string { return leaseID }
+
+// Lease signals, update and query.
+const (
+	SignalReleaseLease = "release-lease" // from the API: the user is done
+	UpdateExtend       = "extend"        // ExtendRequest → ExtendResult
+	QueryLease         = "lease"         // → LeaseView
+)
+
+// Lease phases (upstream names).
+const (
+	LeasePending  = "Pending"
+	LeaseBound    = "Bound"
+	LeaseReleased = "Released"
+	LeaseExpired  = "Expired"
+	LeaseFailed   = "Failed"
+)
+
+// Reason codes a lease can end or be refused with (API contract).
+const (
+	ReasonPoolExhausted            = "pool_exhausted"
+	ReasonExtensionBudgetExhausted = "extension_budget_exhausted"
+	ReasonMaxTTLCeiling            = "max_ttl_ceiling"
+	ReasonNotReady                 = "not_ready"
+	ReasonInvalidRequest           = "invalid_request"
+)
+
+// LeaseInput starts a lease.
+type LeaseInput struct {
+	LeaseID       string        `json:"leaseId"`
+	Pool          string        `json:"pool"`
+	Principal     string        `json:"principal"`
+	TTL           time.Duration `json:"ttl"`
+	MaxTTL        time.Duration `json:"maxTtl"`
+	MaxExtensions int           `json:"maxExtensions"`
+	Priority      int           `json:"priority"`
+}
+
+// LeaseView answers QueryLease.
+type LeaseView struct {
+	ID         string    `json:"id"`
+	Pool       string    `json:"pool"`
+	Phase      string    `json:"phase"`
+	Reason     string    `json:"reason,omitempty"`
+	InstanceID string    `json:"instanceId,omitempty"`
+	Endpoint   string    `json:"endpoint,omitempty"`
+	BoundAt    time.Time `json:"boundAt,omitempty"`
+	ExpiresAt  time.Time `json:"expiresAt,omitempty"`
+	Extensions int       `json:"extensions"`
+	// QueuePosition is 1-based while Pending and queued; 0 otherwise.
+	QueuePosition int `json:"queuePosition,omitempty"`
+}
+
+// ExtendRequest adds By to the lease's expiry.
+type ExtendRequest struct {
+	By time.Duration `json:"by"`
+}
+
+// ExtendResult is the new expiry.
+type ExtendResult struct {
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// ExtendRejection is the error type of a refused extension; its message is the reason code.
+const ExtendRejection = "ExtendRejected"
+
+// Lease claims an instance from its pool, issues the lease's credentials, holds the instance
+// until its TTL (extendable within budget and ceiling) or a release, then hands it back to the
+// pool, which tears it down: an instance is never reused.
+func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
+	var a *activities.Activities
+	view := LeaseView{ID: in.LeaseID, Pool: in.Pool, Phase: LeasePending}
+	if err := workflow.SetQueryHandler(ctx, QueryLease, func() (LeaseView, error) { return view, nil }); err != nil {
+		return view, err
+	}
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	project := func() {
+		_ = workflow.ExecuteActivity(short, a.RecordLease, activities.LeaseRecord{
+			ID: view.ID, Pool: view.Pool, Principal: in.Principal, Phase: view.Phase, InstanceID: view.InstanceID,
+			TTL: in.TTL, ExpiresAt: view.ExpiresAt, Reason: view.Reason,
+		}).Get(ctx, nil)
+	}
+	project()
+
+	releaseCh := workflow.GetSignalChannel(ctx, SignalReleaseLease)
+	assignedCh := workflow.GetSignalChannel(ctx, SignalAssigned)
+	failedCh := workflow.GetSignalChannel(ctx, SignalClaimFailed)
+	queuedCh := workflow.GetSignalChannel(ctx, SignalQueued)
+
+	if err := workflow.SignalExternalWorkflow(ctx, PoolWorkflowID(in.Pool), "", SignalClaim,
+		ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: workflow.Now(ctx)}).Get(ctx, nil); err != nil {
+		view.Phase, view.Reason = LeaseFailed, "not_found"
+		project()
+		return view, fmt.Errorf("pool %s: %w", in.Pool, err)
+	}
+
+	var asg Assignment
+	for view.Phase == LeasePending && asg.InstanceID == "" {
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(assignedCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &asg) })
+		sel.AddReceive(failedCh, func(c workflow.ReceiveChannel, _ bool) {
+			var f ClaimFailure
+			c.Receive(ctx, &f)
+			view.Phase, view.Reason = LeaseFailed, f.Reason
+		})
+		sel.AddReceive(queuedCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &view.QueuePosition) })
+		sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			view.Phase = LeaseReleased
+		})
+		sel.Select(ctx)
+	}
+	if view.Phase != LeasePending {
+		// Failed or released while waiting: the pool forgets the claim.
+		_ = workflow.SignalExternalWorkflow(ctx, PoolWorkflowID(in.Pool), "", SignalCancelClaim, in.LeaseID).Get(ctx, nil)
+		// An assignment racing with the cancellation is handed straight back.
+		var late Assignment
+		if assignedCh.ReceiveAsync(&late) {
+			giveBack(ctx, in, late.InstanceID, "cancelled")
+		}
+		project()
+		return view, nil
+	}
+
+	// Bound: issue credentials for exactly this lease, valid for its TTL.
+	view.InstanceID, view.Endpoint, view.QueuePosition = asg.InstanceID, asg.Endpoint, 0
+	view.BoundAt = workflow.Now(ctx)
+	view.ExpiresAt = view.BoundAt.Add(in.TTL)
+	host := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              asg.Placement.TaskQueue,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+	})
+	issue := func(ctx workflow.Context) error {
+		hctx := workflow.WithActivityOptions(ctx, workflow.GetActivityOptions(host))
+		return workflow.ExecuteActivity(hctx, a.IssueLeaseCredentials, activities.LeaseCredentialRequest{
+			LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID, ExpiresAt: view.ExpiresAt,
+		}).Get(ctx, nil)
+	}
+	if err := issue(ctx); err != nil {
+		view.Phase, view.Reason = LeaseFailed, "backend_error"
+		project()
+		giveBack(ctx, in, asg.InstanceID, "credentials failed")
+		return view, nil
+	}
+	view.Phase = LeaseBound
+	project()
+
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend,
+		func(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
+			view.ExpiresAt = view.ExpiresAt.Add(req.By)
+			view.Extensions++
+			// A fresh certificate that expires with the lease.
+			if err := issue(ctx); err != nil {
+				return ExtendResult{}, err
+			}
+			return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ExtendRequest) error {
+			switch {
+			case view.Phase != LeaseBound:
+				return temporal.NewApplicationError(ReasonNotReady, ExtendRejection)
+			case req.By <= 0:
+				return temporal.NewApplicationError(ReasonInvalidRequest, ExtendRejection)
+			case view.Extensions >= in.MaxExtensions:
+				return temporal.NewApplicationError(ReasonExtensionBudgetExhausted, ExtendRejection)
+			case view.ExpiresAt.Add(req.By).After(view.BoundAt.Add(in.MaxTTL)):
+				return temporal.NewApplicationError(ReasonMaxTTLCeiling, ExtendRejection)
+			}
+			return nil
+		}}); err != nil {
+		return view, err
+	}
+
+	for view.Phase == LeaseBound {
+		timerCtx, cancel := workflow.WithCancel(ctx)
+		expiresAt := view.ExpiresAt
+		timer := workflow.NewTimer(timerCtx, expiresAt.Sub(workflow.Now(ctx)))
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) {
+			if !workflow.Now(ctx).Before(view.ExpiresAt) {
+				view.Phase = LeaseExpired
+			}
+		})
+		sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			view.Phase = LeaseReleased
+		})
+		// An extension changes ExpiresAt: wake up to re-arm the timer.
+		sel.AddFuture(waitChanged(timerCtx, func() bool { return !view.ExpiresAt.Equal(expiresAt) }), func(workflow.Future) {
+			project()
+		})
+		sel.Select(ctx)
+		cancel()
+	}
+
+	// Revoke first so the credential dies at once, then hand the instance back for teardown.
+	_ = workflow.ExecuteActivity(host, a.RevokeLeaseCredentials, activities.LeaseCredentialRequest{
+		LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
+	giveBack(ctx, in, asg.InstanceID, view.Phase)
+	project()
+	return view, nil
+}
+
+// waitChanged returns a future that resolves once cond holds.
+func waitChanged(ctx workflow.Context, cond func() bool) workflow.Future {
+	f, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		if err := workflow.Await(gctx, cond); err == nil {
+			set.Set(nil, nil)
+		}
+	})
+	return f
+}
+
+func giveBack(ctx workflow.Context, in LeaseInput, instanceID, reason string) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.SignalExternalWorkflow(dctx, PoolWorkflowID(in.Pool), "", SignalRelease,
+		ReleaseRequest{LeaseID: in.LeaseID, InstanceID: instanceID, Reason: reason}).Get(dctx, nil)
+}
+
+// IsExtendRejection returns the reason code of a refused extension.
+func IsExtendRejection(err error) (string, bool) {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == ExtendRejection {
+		return ae.Message(), true
+	}
+	return "", false
+}
