@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"time"
 
@@ -206,8 +207,10 @@ func Pool(ctx workflow.Context, st PoolState) error {
 		sel.AddReceive(apply, func(c workflow.ReceiveChannel, _ bool) {
 			var pol pools.Policy
 			c.Receive(ctx, &pol)
-			st.Policy = pol
-			st.Generation++
+			if !reflect.DeepEqual(pol, st.Policy) {
+				st.Policy = pol
+				st.Generation++
+			}
 		})
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)
 		if wake := p.nextWake(); !wake.IsZero() {

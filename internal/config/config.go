@@ -35,6 +35,11 @@ type Config struct {
 	StateDir string
 	// Ephemeral keeps everything in memory (dev only).
 	Ephemeral bool
+	// NoDefaultPool stops `kobe dev` from starting its default "dev" pool.
+	NoDefaultPool bool
+	// SecretKeyFile holds the base64 AES-256 key that seals lease kubeconfigs in the store.
+	// The API server and every worker must share it. Dev mode keeps one in --state-dir.
+	SecretKeyFile string
 
 	APIAddress     string // server and dev
 	MetricsAddress string // worker: /metrics and /healthz of a worker-only process
@@ -110,6 +115,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		fs.IntVar(&c.TemporalPort, "temporal-port", c.TemporalPort, "gRPC port of the embedded Temporal server (loopback)")
 		fs.IntVar(&c.UIPort, "ui-port", c.UIPort, "port of the Temporal Web UI (loopback); 0 disables the UI")
 		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN (default: SQLite file in --state-dir, in memory with --ephemeral)")
+		fs.BoolVar(&c.NoDefaultPool, "no-default-pool", c.NoDefaultPool, `do not start the default "dev" pool (two warm local clusters)`)
 	case ModeServer, ModeWorker:
 		if mode == ModeServer {
 			fs.StringVar(&c.APIAddress, "api-address", c.APIAddress, "address of the kobe API server")
@@ -118,6 +124,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 			fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for this host's identity and its local clusters' data")
 		}
 		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN: postgres://user@host/db or sqlite:///path/kobe.db (required)")
+		fs.StringVar(&c.SecretKeyFile, "secret-key-file", c.SecretKeyFile, "file with the base64 key sealing lease kubeconfigs (shared by server and workers; created if missing)")
 		fs.StringVar(&c.Temporal.Address, "temporal-address", c.Temporal.Address, "host:port of the Temporal frontend")
 		fs.StringVar(&c.Temporal.Namespace, "temporal-namespace", c.Temporal.Namespace, "Temporal namespace")
 		fs.StringVar(&c.Temporal.TaskQueue, "task-queue", c.Temporal.TaskQueue, "Temporal task queue of kobe workers")

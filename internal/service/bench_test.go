@@ -20,7 +20,7 @@ import (
 // `kobe dev`: POST (start workflow) → activity on the worker → store write/read → result.
 func BenchmarkDoctorThroughAPI(b *testing.B) {
 	c := config.Default()
-	c.Ephemeral, c.APIAddress, c.UIPort = true, "127.0.0.1:0", 0
+	c.Ephemeral, c.NoDefaultPool, c.APIAddress, c.UIPort = true, true, "127.0.0.1:0", 0
 	c.TemporalPort = freePortB(b)
 	p := startB(b, c)
 	client, err := api.NewClient(p.APIURL)
@@ -56,7 +56,7 @@ func BenchmarkDoctorThroughAPI(b *testing.B) {
 // BenchmarkReadyz measures /readyz: a Temporal health check plus a store write/read/delete.
 func BenchmarkReadyz(b *testing.B) {
 	c := config.Default()
-	c.Ephemeral, c.APIAddress, c.UIPort = true, "127.0.0.1:0", 0
+	c.Ephemeral, c.NoDefaultPool, c.APIAddress, c.UIPort = true, true, "127.0.0.1:0", 0
 	c.TemporalPort = freePortB(b)
 	p := startB(b, c)
 	lat := make([]time.Duration, 0, b.N)

@@ -25,10 +25,12 @@ import (
 	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
+	localbackend "github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/worker"
 )
@@ -215,6 +217,20 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 	}
 	acts := activities.New(st, logger.Named("activities"))
 	acts.HostID = hostID
+	switch {
+	case mode == config.ModeDev && cfg.Ephemeral:
+		acts.Secrets = secretbox.Random()
+	case cfg.SecretKeyFile != "":
+		if acts.Secrets, err = secretbox.LoadOrCreateKeyFile(cfg.SecretKeyFile); err != nil {
+			return fmt.Errorf("--secret-key-file: %v", err)
+		}
+	case mode == config.ModeDev:
+		if acts.Secrets, err = secretbox.LoadOrCreateKeyFile(filepath.Join(stateDir, "secret.key")); err != nil {
+			return fmt.Errorf("--state-dir: %v", err)
+		}
+	default:
+		logger.Warn("no --secret-key-file: this worker cannot hand out lease credentials")
+	}
 	acts.SharedQueue = sharedQueue
 	acts.HostQueue = worker.HostQueue(sharedQueue, hostID)
 	for _, name := range backends.Names() {
@@ -237,6 +253,19 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 		p.stops = append(p.stops, w.Stop)
 	}
 	p.HostID = hostID
+	if mode == config.ModeDev && !cfg.NoDefaultPool {
+		version := "v1.37.2"
+		if local, ok := acts.Backends["local"].(interface{ Tools() localbackend.Tools }); ok {
+			if vs := local.Tools().KubernetesVersions(); len(vs) > 0 {
+				version = vs[len(vs)-1]
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := api.EnsurePool(ctx, c, st, sharedQueue, api.DefaultDevPool(version)); err != nil {
+			return fmt.Errorf("default pool: %w", err)
+		}
+	}
 	return nil
 }
 

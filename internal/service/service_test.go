@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,9 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/service"
+	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 func freePort(t *testing.T) int {
@@ -31,6 +35,7 @@ func freePort(t *testing.T) int {
 func devConfig(t *testing.T) config.Config {
 	c := config.Default()
 	c.Ephemeral = true
+	c.NoDefaultPool = true
 	c.APIAddress = "127.0.0.1:0"
 	c.TemporalPort = freePort(t)
 	c.UIPort = freePort(t)
@@ -289,4 +294,57 @@ func TestDevRestartResumesInFlightWorkflows(t *testing.T) {
 		return err == nil && rep.Status != "Running"
 	}, time.Minute, 100*time.Millisecond)
 	requireAllHopsOK(t, rep)
+}
+
+// TestDevStartsDefaultPool: `kobe dev` starts the "dev" pool of two warm local clusters; an
+// ephemeral run deletes them at stop, leaving no process behind.
+func TestDevStartsDefaultPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real clusters; skipped with -short")
+	}
+	c := devConfig(t)
+	c.NoDefaultPool = false
+	c.UIPort = 0
+	ctx := context.Background()
+	p, err := service.Start(ctx, c, config.ModeDev, zap.NewNop())
+	require.NoError(t, err)
+	defer p.Stop()
+
+	var st workflows.PoolStatus
+	require.Eventually(t, func() bool {
+		v, err := p.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID("dev"), "", workflows.QueryPoolStatus)
+		if err != nil {
+			return false
+		}
+		return v.Get(&st) == nil && st.Ready == 2
+	}, 3*time.Minute, 200*time.Millisecond)
+	assert.Equal(t, workflows.PoolHealthy, st.Phase)
+	_, body := get(t, p.APIURL+"/v1/status")
+	assert.Contains(t, body, `"name": "dev"`)
+	instances, err := p.Store.ListInstances(ctx, store.InstanceFilter{Pool: "dev", Phase: "Ready"})
+	require.NoError(t, err)
+	require.Len(t, instances, 2)
+
+	p.Stop()
+	assert.Empty(t, kubeAPIServersNaming("kobe-ephemeral-"), "an ephemeral run leaves no cluster running")
+}
+
+func kubeAPIServersNaming(s string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(data), "\x00", " ")
+		if strings.Contains(cmd, "kube-apiserver") && strings.Contains(cmd, s) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }

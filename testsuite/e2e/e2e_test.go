@@ -129,7 +129,7 @@ func newDevPorts(t testing.TB) devPorts {
 }
 
 func (d devPorts) args(stateDir string) []string {
-	return []string{"dev", "--state-dir", stateDir,
+	return []string{"dev", "--state-dir", stateDir, "--no-default-pool",
 		"--api-address", fmt.Sprintf("127.0.0.1:%d", d.api),
 		"--temporal-port", fmt.Sprint(d.temporal), "--ui-port", fmt.Sprint(d.ui)}
 }
@@ -238,8 +238,8 @@ func TestBadConfigurationFailsWithOneLine(t *testing.T) {
 			"store postgres://kobe:xxxxx@127.0.0.1"},
 		{"unsupported store", []string{"server", "--store", "mysql://db/kobe"}, "unsupported scheme"},
 		{"missing store", []string{"worker"}, "--store is required"},
-		{"api port in use", []string{"dev", "--ephemeral", "--api-address", busy.Addr().String()}, "is already in use"},
-		{"temporal port in use", []string{"dev", "--ephemeral", "--api-address", "127.0.0.1:0", "--temporal-port", fmt.Sprint(busy.Addr().(*net.TCPAddr).Port)},
+		{"api port in use", []string{"dev", "--ephemeral", "--no-default-pool", "--api-address", busy.Addr().String()}, "is already in use"},
+		{"temporal port in use", []string{"dev", "--ephemeral", "--no-default-pool", "--api-address", "127.0.0.1:0", "--temporal-port", fmt.Sprint(busy.Addr().(*net.TCPAddr).Port)},
 			"--temporal-port"},
 		{"bad log format", []string{"dev", "--log-format", "xml"}, "--log-format"},
 		{"unknown flag", []string{"dev", "--nope"}, "unknown flag: --nope"},

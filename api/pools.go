@@ -1,0 +1,56 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+// EnsurePool records a validated pool in the store and makes sure its entity workflow runs:
+// started if absent, told the new policy if it already runs (e.g. after a restart of kobe dev).
+func EnsurePool(ctx context.Context, c client.Client, s store.Store, taskQueue string, manifest *pools.ClusterPool) error {
+	pol, err := manifest.Validate()
+	if err != nil {
+		return err
+	}
+	spec, err := json.Marshal(manifest)
+	if err != nil {
+		return err
+	}
+	if err := s.UpsertPool(ctx, store.Pool{Name: pol.Name, Backend: pol.Backend, Spec: spec}); err != nil {
+		return fmt.Errorf("pool %s: %w", pol.Name, err)
+	}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.PoolWorkflowID(pol.Name),
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	if err != nil {
+		return fmt.Errorf("starting pool %s: %w", pol.Name, err)
+	}
+	// An existing run keeps its members; it only learns the (possibly changed) policy.
+	return c.SignalWorkflow(ctx, run.GetID(), "", workflows.SignalApply, pol)
+}
+
+// DefaultDevPool is the pool `kobe dev` starts unless --no-default-pool: two warm local clusters.
+func DefaultDevPool(kubernetesVersion string) *pools.ClusterPool {
+	size := 2
+	return &pools.ClusterPool{
+		APIVersion: pools.APIVersion,
+		Kind:       pools.Kind,
+		Metadata:   pools.Metadata{Name: "dev"},
+		Spec: pools.Spec{
+			Size:    &size,
+			TTL:     "1h",
+			Backend: pools.Backend{Type: "local"},
+			Cluster: pools.Cluster{Version: kubernetesVersion},
+		},
+	}
+}
