@@ -28,7 +28,7 @@ func TestRecordHistories(t *testing.T) {
 	tmp := testsuite.StartTemporal(t)
 	s := testsuite.NewStore(t, "sqlite")
 	testsuite.StartWorker(t, tmp.Client, "record", s)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	for name, in := range map[string]workflows.DoctorInput{
@@ -57,6 +57,37 @@ func TestRecordHistories(t *testing.T) {
 	require.NoError(t, run.Get(ctx, nil))
 	writeHistory(t, ctx, tmp.Client, "record-teardown", filepath.Join("..", "workflows", "testdata", "histories", "teardown-v1.json"))
 	_ = acts
+
+	// A pool of one, a lease bound, extended and released, and the pool refilling.
+	pol := poolPolicy(t, `apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: rec}
+spec:
+  size: 1
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+`)
+	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("rec"), TaskQueue: "record-host"},
+		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Ready == 1 }, 2*time.Minute, 100*time.Millisecond)
+	lease, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-rec", TaskQueue: "record-host"},
+		workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: "lease-rec", Pool: "rec", Principal: "p", TTL: time.Hour,
+			MaxTTL: 2 * time.Hour, MaxExtensions: 2})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return leaseView(t, tmp.Client, "lease-rec").Phase == workflows.LeaseBound }, time.Minute, 20*time.Millisecond)
+	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: workflows.UpdateExtend,
+		Args: []any{workflows.ExtendRequest{By: time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", workflows.SignalReleaseLease, nil))
+	require.NoError(t, lease.Get(ctx, nil))
+	require.Eventually(t, func() bool {
+		st := poolStatus(t, tmp.Client, "rec")
+		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
+	}, 2*time.Minute, 100*time.Millisecond)
+	writeHistory(t, ctx, tmp.Client, "lease-rec", filepath.Join("..", "workflows", "testdata", "histories", "lease-v1.json"))
+	writeHistory(t, ctx, tmp.Client, workflows.PoolWorkflowID("rec"), filepath.Join("..", "workflows", "testdata", "histories", "pool-v1.json"))
 }
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
