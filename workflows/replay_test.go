@@ -1,10 +1,13 @@
 package workflows_test
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -32,4 +35,29 @@ func TestReplayRecordedHistories(t *testing.T) {
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}
+}
+
+// TestHistoriesCarryNoSecrets decodes every payload of the recorded histories (the lease's
+// included) and checks that no key material or kubeconfig is in them: workflows carry
+// references to sealed credentials, never the credentials.
+func TestHistoriesCarryNoSecrets(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	require.NoError(t, err)
+	payload := regexp.MustCompile(`"data":\s*"([A-Za-z0-9+/=]+)"`)
+	decoded := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range payload.FindAllStringSubmatch(string(raw), -1) {
+			data, err := base64.StdEncoding.DecodeString(m[1])
+			if err != nil {
+				continue
+			}
+			decoded++
+			for _, secret := range []string{"PRIVATE KEY", "client-key-data", "client-certificate-data", "BEGIN CERTIFICATE"} {
+				assert.NotContains(t, string(data), secret, "%s carries %s", f, secret)
+			}
+		}
+	}
+	assert.Greater(t, decoded, 20, "payloads were found and decoded")
 }
