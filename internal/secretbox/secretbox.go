@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // Box seals and opens with one key.
@@ -45,8 +46,21 @@ func LoadOrCreateKeyFile(path string) (*Box, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		// O_EXCL: when a server and a worker start together on a shared volume, exactly one
+		// key is written and both use it.
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			return loadAfterRace(path)
+		}
+		if err != nil {
 			return nil, err
+		}
+		_, werr := f.Write([]byte(base64.StdEncoding.EncodeToString(key) + "\n"))
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return nil, werr
 		}
 		return New(key)
 	}
@@ -58,6 +72,18 @@ func LoadOrCreateKeyFile(path string) (*Box, error) {
 		return nil, fmt.Errorf("secret key file %s: not base64: %v", path, err)
 	}
 	return New(key)
+}
+
+// loadAfterRace reads a key file another process is writing at this moment.
+func loadAfterRace(path string) (*Box, error) {
+	for i := 0; i < 50; i++ {
+		data, err := os.ReadFile(path)
+		if err == nil && len(strings.TrimSpace(string(data))) > 0 {
+			return LoadOrCreateKeyFile(path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("secret key file %s stays empty", path)
 }
 
 // Random returns a Box with a fresh key that lives only in memory (ephemeral mode, tests).

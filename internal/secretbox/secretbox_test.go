@@ -29,3 +29,28 @@ func TestSealOpen(t *testing.T) {
 	_, err = New([]byte("short"))
 	assert.Error(t, err)
 }
+
+func TestConcurrentCreateAgreesOnOneKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret.key")
+	boxes := make([]*Box, 8)
+	done := make(chan int)
+	for i := range boxes {
+		go func(i int) {
+			b, err := LoadOrCreateKeyFile(path)
+			if err == nil {
+				boxes[i] = b
+			}
+			done <- i
+		}(i)
+	}
+	for range boxes {
+		<-done
+	}
+	sealed, err := boxes[0].Seal([]byte("x"), nil)
+	require.NoError(t, err)
+	for _, b := range boxes {
+		require.NotNil(t, b)
+		_, err := b.Open(sealed, nil)
+		assert.NoError(t, err, "every process uses the same key")
+	}
+}
