@@ -125,19 +125,28 @@ type PoolState struct {
 
 // PoolStatus answers QueryPoolStatus (upstream field names).
 type PoolStatus struct {
-	Name                string    `json:"name"`
-	Phase               string    `json:"phase"`
-	Ready               int       `json:"ready"`
-	Leased              int       `json:"leased"`
-	Creating            int       `json:"creating"`
-	Deleting            int       `json:"deleting"`
-	QueueDepth          int       `json:"queueDepth"`
-	Queue               []string  `json:"queue"` // lease ids in service order
-	WarmTarget          int       `json:"warmTarget"`
-	MaxClusters         int       `json:"maxClusters"`
-	ConsecutiveFailures int       `json:"consecutiveFailures"`
-	NextAttemptAt       time.Time `json:"nextAttemptAt,omitempty"`
-	LastFailureReason   string    `json:"lastFailureReason,omitempty"`
+	Name                string          `json:"name"`
+	Phase               string          `json:"phase"`
+	Ready               int             `json:"ready"`
+	Leased              int             `json:"leased"`
+	Creating            int             `json:"creating"`
+	Deleting            int             `json:"deleting"`
+	QueueDepth          int             `json:"queueDepth"`
+	Queue               []string        `json:"queue"` // lease ids in service order
+	WarmTarget          int             `json:"warmTarget"`
+	MaxClusters         int             `json:"maxClusters"`
+	ConsecutiveFailures int             `json:"consecutiveFailures"`
+	NextAttemptAt       time.Time       `json:"nextAttemptAt,omitempty"`
+	LastFailureReason   string          `json:"lastFailureReason,omitempty"`
+	Members             []MemberSummary `json:"members"`
+}
+
+// MemberSummary is one member in PoolStatus.
+type MemberSummary struct {
+	ID      string `json:"id"`
+	Phase   string `json:"phase"`
+	LeaseID string `json:"leaseId,omitempty"`
+	Host    string `json:"host,omitempty"`
 }
 
 // failingAfter consecutive failures the pool reports Failing (upstream: ≥ 3).
@@ -484,6 +493,10 @@ func (p *poolRun) status() PoolStatus {
 	}
 	for _, c := range p.st.Queue {
 		s.Queue = append(s.Queue, c.LeaseID)
+	}
+	s.Members = []MemberSummary{}
+	for _, m := range p.sortedMembers() {
+		s.Members = append(s.Members, MemberSummary{ID: m.ID, Phase: m.Phase, LeaseID: m.LeaseID, Host: m.Placement.HostID})
 	}
 	switch {
 	case p.st.ConsecutiveFailures >= failingAfter:

@@ -1,0 +1,157 @@
+package workflows_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+type sent struct {
+	to, signal string
+	arg        any
+}
+
+// poolEnv runs the Pool workflow alone: member workflows are mocked (the test reports their
+// outcome by signal, as the real ones do) and signals to leases are recorded.
+func poolEnv(t *testing.T, pol pools.Policy) (*testsuite.TestWorkflowEnvironment, *[]sent) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
+	env.RegisterWorkflowWithOptions(workflows.Provision, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
+	env.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
+	env.OnWorkflow(workflows.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(workflows.ProvisionResult{}, nil)
+	env.OnWorkflow(workflows.TeardownWorkflowName, mock.Anything, mock.Anything).Return(nil)
+	var out []sent
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", mock.Anything, mock.Anything).Return(
+		func(_, to, _, signal string, arg any) error {
+			out = append(out, sent{to, signal, arg})
+			return nil
+		})
+	return env, &out
+}
+
+func status(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.PoolStatus {
+	v, err := env.QueryWorkflow(workflows.QueryPoolStatus)
+	require.NoError(t, err)
+	var st workflows.PoolStatus
+	require.NoError(t, v.Get(&st))
+	return st
+}
+
+func creating(st workflows.PoolStatus) string {
+	for _, m := range st.Members {
+		if m.Phase == workflows.MemberCreating {
+			return m.ID
+		}
+	}
+	return ""
+}
+
+func basePolicy() pools.Policy {
+	return pools.Policy{Name: "p", Backend: "local", KubernetesVersion: "v1.37.2", WarmTarget: 1, MaxClusters: 4,
+		TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2, MaxConcurrentProvisions: 1,
+		ScaleDownAfter: 5 * time.Minute, QueueTimeout: 5 * time.Minute, CreatingTimeout: 10 * time.Minute,
+		BackoffBase: 5 * time.Second, BackoffMultiplier: 2, BackoffMax: 30 * time.Second}
+}
+
+// A broken backend: every provision fails; the wait between attempts doubles up to the cap and
+// the pool reports Backoff, then Failing; one success resets it to Healthy.
+func TestPoolBackoffGrowsToCapThenRecovers(t *testing.T) {
+	env, _ := poolEnv(t, basePolicy())
+	var waits []time.Duration
+	var phases []string
+	failures := 0
+	for i := 1; i <= 300; i++ {
+		env.RegisterDelayedCallback(func() {
+			st := status(t, env)
+			id := creating(st)
+			if id == "" {
+				return
+			}
+			phases = append(phases, st.Phase)
+			if failures < 6 {
+				failures++
+				env.SignalWorkflow(workflows.SignalMemberFail, workflows.MemberReport{InstanceID: id, Reason: "apiserver crashed"})
+				env.RegisterDelayedCallback(func() {
+					st := status(t, env)
+					waits = append(waits, st.NextAttemptAt.Sub(env.Now()).Round(time.Second))
+					phases = append(phases, st.Phase)
+				}, time.Millisecond)
+				return
+			}
+			env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: id, Endpoint: "https://x"})
+		}, time.Duration(i)*time.Second)
+	}
+	var final workflows.PoolStatus
+	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 301*time.Second)
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: basePolicy()})
+
+	// Each wait is measured 1 ms after the failure.
+	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
+	require.Len(t, waits, 6)
+	assert.Equal(t, want, waits, "base 5s ×2, capped at 30s")
+	assert.Contains(t, phases, workflows.PoolBackoff)
+	assert.Contains(t, phases, workflows.PoolFailing)
+	assert.Equal(t, 0, final.ConsecutiveFailures, "a success resets the count")
+	assert.Equal(t, workflows.PoolHealthy, final.Phase)
+	assert.Equal(t, 1, final.Ready)
+	assert.Empty(t, final.LastFailureReason)
+}
+
+// Claims are served by priority, then age; the one that waits past queueTimeout fails with
+// pool_exhausted; maxClusters is never exceeded; an instance is assigned once.
+func TestPoolClaimQueue(t *testing.T) {
+	pol := basePolicy()
+	pol.WarmTarget, pol.MaxClusters, pol.MaxConcurrentProvisions = 0, 2, 2
+	env, out := poolEnv(t, pol)
+	claim := func(lease string, prio int, at time.Duration) {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflows.SignalClaim, workflows.ClaimRequest{LeaseID: lease, Priority: prio, At: env.Now()})
+		}, at)
+	}
+	claim("lease-a", 0, time.Second)
+	claim("lease-b", 5, 2*time.Second)
+	claim("lease-c", 0, 3*time.Second)
+	var queued workflows.PoolStatus
+	env.RegisterDelayedCallback(func() { queued = status(t, env) }, 4*time.Second)
+	// Members come up one by one.
+	for i, at := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		id := []string{"p-1", "p-2"}[i]
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: id, Endpoint: "https://" + id})
+		}, at)
+	}
+	var final workflows.PoolStatus
+	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 10*time.Minute)
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+
+	assert.Equal(t, []string{"lease-b", "lease-a", "lease-c"}, queued.Queue, "priority first, then age")
+	assert.Equal(t, 2, queued.Creating, "capacity for the waiting claims, within maxClusters")
+	assigned := map[string]string{}
+	var failed []string
+	for _, s := range *out {
+		switch s.signal {
+		case workflows.SignalAssigned:
+			a := s.arg.(workflows.Assignment)
+			_, twice := assigned[a.InstanceID]
+			assert.False(t, twice, "instance %s assigned twice", a.InstanceID)
+			assigned[a.InstanceID] = s.to
+		case workflows.SignalClaimFailed:
+			failed = append(failed, s.to)
+			assert.Equal(t, workflows.ReasonPoolExhausted, s.arg.(workflows.ClaimFailure).Reason)
+		}
+	}
+	assert.Equal(t, map[string]string{"p-1": "lease-b", "p-2": "lease-a"}, assigned)
+	assert.Equal(t, []string{"lease-c"}, failed)
+	assert.Equal(t, 2, final.Leased)
+	assert.LessOrEqual(t, len(final.Members), pol.MaxClusters)
+	assert.Empty(t, final.Queue)
+}
