@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		TaskQueue:       taskQueue,
 		Store:           st,
 		Logger:          logger.Named("api"),
-		Registry:        api.NewRegistry(sdkMetrics),
+		Registry:        api.NewRegistry(sdkMetrics, &api.PoolCollector{Temporal: c, Store: st}),
 		Backends:        backends.Names(),
 		InstanceName:    fmt.Sprintf("%s-%d", host, os.Getpid()),
 	}

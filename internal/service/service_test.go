@@ -324,6 +324,9 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	instances, err := p.Store.ListInstances(ctx, store.InstanceFilter{Pool: "dev", Phase: "Ready"})
 	require.NoError(t, err)
 	require.Len(t, instances, 2)
+	_, body = get(t, p.APIURL+"/metrics")
+	assert.Contains(t, body, `kobe_clusters{profile="dev",state="ready"} 2`)
+	assert.Contains(t, body, `kobe_queue_depth{profile="dev"} 0`)
 
 	p.Stop()
 	assert.Empty(t, kubeAPIServersNaming("kobe-ephemeral-"), "an ephemeral run leaves no cluster running")
