@@ -136,4 +136,20 @@ spec:
 	assert.Equal(t, workflows.LeaseReleased, row.Phase)
 	_, err = s.GetLeaseCredential(ctx, "lease-abc")
 	assert.Error(t, err, "the sealed kubeconfig is forgotten")
+
+	// A short TTL, left alone: it expires on the durable timer and its instance is torn down.
+	run, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-short", TaskQueue: "kobe"},
+		workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: "lease-short", Pool: "warm", Principal: "bob",
+			TTL: 3 * time.Second, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, &lv))
+	assert.Equal(t, workflows.LeaseExpired, lv.Phase)
+	assert.Equal(t, 3*time.Second, lv.ExpiresAt.Sub(lv.BoundAt))
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(stateDir, "local", "instances", lv.InstanceID))
+		return os.IsNotExist(err)
+	}, time.Minute, 100*time.Millisecond, "the expired lease's instance is gone")
+	row, err = s.GetLease(ctx, "lease-short")
+	require.NoError(t, err)
+	assert.Equal(t, workflows.LeaseExpired, row.Phase)
 }

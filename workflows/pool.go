@@ -340,13 +340,18 @@ func (p *poolRun) reconcile() {
 		p.st.Queue = p.st.Queue[1:]
 		m.Phase, m.LeaseID, m.Since = MemberLeased, claim.LeaseID, now
 		p.st.Assigned[claim.LeaseID] = m.ID
-		p.signalLease(claim.LeaseID, SignalAssigned, Assignment{InstanceID: m.ID, Backend: pol.Backend, Placement: m.Placement, Endpoint: m.Endpoint})
+		if err := p.signalLease(claim.LeaseID, SignalAssigned, Assignment{InstanceID: m.ID, Backend: pol.Backend,
+			Placement: m.Placement, Endpoint: m.Endpoint}); err != nil {
+			// The lease is gone (ended, terminated): nobody will release this instance. It was
+			// bound all the same, so it is torn down rather than reused.
+			p.teardown(m)
+		}
 	}
 	// Claims past queueTimeout fail with pool_exhausted; the others learn their position.
 	var keep []ClaimRequest
 	for i, c := range p.st.Queue {
 		if now.Sub(c.At) >= pol.QueueTimeout {
-			p.signalLease(c.LeaseID, SignalClaimFailed, ClaimFailure{Reason: "pool_exhausted",
+			_ = p.signalLease(c.LeaseID, SignalClaimFailed, ClaimFailure{Reason: "pool_exhausted",
 				Detail: fmt.Sprintf("no cluster of pool %s became free within queueTimeout %s", pol.Name, pol.QueueTimeout)})
 			continue
 		}
@@ -477,10 +482,8 @@ func (p *poolRun) startChild(id, name string, in any) {
 	}
 }
 
-func (p *poolRun) signalLease(leaseID, signal string, arg any) {
-	// A lease that has ended cannot take the signal; its instance then stays accounted as
-	// Leased until the lease's own cleanup releases it, so nothing is reused.
-	_ = workflow.SignalExternalWorkflow(p.ctx, LeaseWorkflowID(leaseID), "", signal, arg).Get(p.ctx, nil)
+func (p *poolRun) signalLease(leaseID, signal string, arg any) error {
+	return workflow.SignalExternalWorkflow(p.ctx, LeaseWorkflowID(leaseID), "", signal, arg).Get(p.ctx, nil)
 }
 
 func (p *poolRun) status() PoolStatus {

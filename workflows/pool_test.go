@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -154,4 +155,30 @@ func TestPoolClaimQueue(t *testing.T) {
 	assert.Equal(t, 2, final.Leased)
 	assert.LessOrEqual(t, len(final.Members), pol.MaxClusters)
 	assert.Empty(t, final.Queue)
+}
+
+// An assignment the lease can no longer take (it ended) is torn down, never handed to another.
+func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
+	pol := basePolicy()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
+	env.RegisterWorkflowWithOptions(workflows.Provision, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
+	env.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
+	env.OnWorkflow(workflows.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(workflows.ProvisionResult{}, nil)
+	var tornDown []string
+	env.OnWorkflow(workflows.TeardownWorkflowName, mock.Anything, mock.Anything).Return(
+		func(_ workflow.Context, in workflows.TeardownInput) error { tornDown = append(tornDown, in.Spec.ID); return nil })
+	env.OnSignalExternalWorkflow(mock.Anything, "lease-gone", "", mock.Anything, mock.Anything).Return(errors.New("workflow not found"))
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: "p-1", Endpoint: "https://x"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalClaim, workflows.ClaimRequest{LeaseID: "lease-gone", At: env.Now()})
+	}, 2*time.Second)
+	var st workflows.PoolStatus
+	env.RegisterDelayedCallback(func() { st = status(t, env); env.CancelWorkflow() }, time.Minute)
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	assert.Equal(t, []string{"p-1"}, tornDown)
+	assert.Equal(t, 0, st.Ready, "p-1 was not put back for another lease")
 }
