@@ -168,7 +168,10 @@ func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
 	env.OnWorkflow(workflows.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(workflows.ProvisionResult{}, nil)
 	var tornDown []string
 	env.OnWorkflow(workflows.TeardownWorkflowName, mock.Anything, mock.Anything).Return(
-		func(_ workflow.Context, in workflows.TeardownInput) error { tornDown = append(tornDown, in.Spec.ID); return nil })
+		func(_ workflow.Context, in workflows.TeardownInput) error {
+			tornDown = append(tornDown, in.Spec.ID)
+			return nil
+		})
 	env.OnSignalExternalWorkflow(mock.Anything, "lease-gone", "", mock.Anything, mock.Anything).Return(errors.New("workflow not found"))
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: "p-1", Endpoint: "https://x"})
