@@ -66,6 +66,9 @@ type LeaseView struct {
 	Extensions int       `json:"extensions"`
 	// QueuePosition is 1-based while Pending and queued; 0 otherwise.
 	QueuePosition int `json:"queuePosition,omitempty"`
+	// ClaimedAt is when the lease asked its pool; AssignmentSeq the pool's order of assignment.
+	ClaimedAt     time.Time `json:"claimedAt"`
+	AssignmentSeq int64     `json:"assignmentSeq,omitempty"`
 }
 
 // ExtendRequest adds By to the lease's expiry.
@@ -107,8 +110,9 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	failedCh := workflow.GetSignalChannel(ctx, SignalClaimFailed)
 	queuedCh := workflow.GetSignalChannel(ctx, SignalQueued)
 
+	view.ClaimedAt = workflow.Now(ctx)
 	if err := workflow.SignalExternalWorkflow(ctx, PoolWorkflowID(in.Pool), "", SignalClaim,
-		ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: workflow.Now(ctx)}).Get(ctx, nil); err != nil {
+		ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: view.ClaimedAt}).Get(ctx, nil); err != nil {
 		view.Phase, view.Reason = LeaseFailed, "not_found"
 		project()
 		return view, fmt.Errorf("pool %s: %w", in.Pool, err)
@@ -143,7 +147,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	}
 
 	// Bound: issue credentials for exactly this lease, valid for its TTL.
-	view.InstanceID, view.Endpoint, view.QueuePosition = asg.InstanceID, asg.Endpoint, 0
+	view.InstanceID, view.Endpoint, view.QueuePosition, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, 0, asg.Seq
 	view.BoundAt = workflow.Now(ctx)
 	view.ExpiresAt = view.BoundAt.Add(in.TTL)
 	host := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

@@ -83,6 +83,8 @@ type MemberReport struct {
 
 // Assignment tells a lease which instance is its own.
 type Assignment struct {
+	// Seq numbers the pool's assignments in the order it made them.
+	Seq        int64                     `json:"seq"`
 	InstanceID string                    `json:"instanceId"`
 	Backend    string                    `json:"backend"`
 	Placement  activities.HostAssignment `json:"placement"`
@@ -114,7 +116,9 @@ type PoolState struct {
 	Members    map[string]*Member `json:"members"`
 	Queue      []ClaimRequest     `json:"queue"`
 	// Seq numbers instances deterministically: <pool>-<seq>.
-	Seq                 int64     `json:"seq"`
+	Seq int64 `json:"seq"`
+	// AssignSeq numbers assignments.
+	AssignSeq           int64     `json:"assignSeq"`
 	ConsecutiveFailures int       `json:"consecutiveFailures"`
 	NextAttemptAt       time.Time `json:"nextAttemptAt,omitempty"`
 	LastFailureReason   string    `json:"lastFailureReason,omitempty"`
@@ -340,7 +344,8 @@ func (p *poolRun) reconcile() {
 		p.st.Queue = p.st.Queue[1:]
 		m.Phase, m.LeaseID, m.Since = MemberLeased, claim.LeaseID, now
 		p.st.Assigned[claim.LeaseID] = m.ID
-		if err := p.signalLease(claim.LeaseID, SignalAssigned, Assignment{InstanceID: m.ID, Backend: pol.Backend,
+		p.st.AssignSeq++
+		if err := p.signalLease(claim.LeaseID, SignalAssigned, Assignment{Seq: p.st.AssignSeq, InstanceID: m.ID, Backend: pol.Backend,
 			Placement: m.Placement, Endpoint: m.Endpoint}); err != nil {
 			// The lease is gone (ended, terminated): nobody will release this instance. It was
 			// bound all the same, so it is torn down rather than reused.
