@@ -10,8 +10,10 @@ LDFLAGS := -s -w -X github.com/kunobi-ninja/kobe/internal/buildinfo.Version=$(VE
 # Flags for `make dev`, e.g. make dev ARGS="--ephemeral"
 ARGS ?=
 # Tests: the whole suite with the race detector. The suite starts real Temporal servers,
-# real stores and the real binary; PostgreSQL must be reachable (see `make postgres`).
-TEST_FLAGS ?= -race -count=1 -timeout 45m
+# real stores, real clusters and the real binary; PostgreSQL must be reachable (see `make postgres`).
+# -p 1 runs one package at a time: several packages each starting clusters and Temporal servers
+# at once overload a 2-core machine until start-up deadlines pass.
+TEST_FLAGS ?= -race -count=1 -p 1 -timeout 60m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
 .PHONY: all build dev test test-short bench lint tools postgres-check postgres clean help

@@ -145,7 +145,14 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	p.TemporalAddress = temporalAddr
 
 	sdkMetrics := metrics.NewSDKCollector()
-	c, err := dialTemporal(ctx, cfg.Temporal, temporalAddr, namespace, string(mode), serverLogger, sdkMetrics)
+	// An external Temporal that does not answer within seconds is a configuration error to
+	// report at once; our own embedded server has just started and may need longer on a busy
+	// machine before it serves its first request.
+	dialTimeout := 5 * time.Second
+	if mode == config.ModeDev {
+		dialTimeout = 2 * time.Minute
+	}
+	c, err := dialTemporal(ctx, cfg.Temporal, temporalAddr, namespace, string(mode), dialTimeout, serverLogger, sdkMetrics)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +333,7 @@ func quiet(l *zap.Logger, level string) *zap.Logger {
 	return l.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
 }
 
-func dialTemporal(ctx context.Context, tc config.TemporalConfig, addr, namespace, role string, logger *zap.Logger, m *metrics.SDKCollector) (client.Client, error) {
+func dialTemporal(ctx context.Context, tc config.TemporalConfig, addr, namespace, role string, timeout time.Duration, logger *zap.Logger, m *metrics.SDKCollector) (client.Client, error) {
 	host, _ := os.Hostname()
 	opts := client.Options{
 		HostPort:       addr,
@@ -342,7 +349,7 @@ func dialTemporal(ctx context.Context, tc config.TemporalConfig, addr, namespace
 		}
 		opts.ConnectionOptions.TLS = tlsCfg
 	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := client.DialContext(dctx, opts)
 	if err != nil {

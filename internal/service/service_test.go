@@ -44,7 +44,7 @@ func devConfig(t *testing.T) config.Config {
 
 func start(t *testing.T, c config.Config, mode config.Mode) *service.Process {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p, err := service.Start(ctx, c, mode, zap.NewNop())
 	require.NoError(t, err)
