@@ -38,6 +38,8 @@ dev: build tools
 
 test: postgres-check tools
 	KOBE_TEST_REQUIRE_POSTGRES=1 $(GO) test $(TEST_FLAGS) ./...
+	# The 50-lease burst on real clusters, without the race detector (it skips itself under -race).
+	KOBE_TEST_REQUIRE_POSTGRES=1 $(GO) test -count=1 -timeout 30m -run TestBurstOfLeasesOnASmallPool ./testsuite/
 
 test-short:
 	$(GO) test -short -count=1 ./...
