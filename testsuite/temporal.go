@@ -100,6 +100,17 @@ func StartHostWorker(t testing.TB, c client.Client, sharedQueue string, s store.
 			t.Fatalf("backend %s: %v", name, err)
 		}
 		acts.Backends[name] = b
+		// Registered before the workers' cleanup, so it runs after they stopped: whatever the
+		// test's pools still hold is deleted, not left running on the machine.
+		t.Cleanup(func() {
+			lister, ok := b.(interface{ InstanceIDs() []string })
+			if !ok {
+				return
+			}
+			for _, id := range lister.InstanceIDs() {
+				_ = b.Delete(context.Background(), id)
+			}
+		})
 	}
 	for _, q := range []string{sharedQueue, acts.HostQueue} {
 		w := worker.New(c, q, acts)
