@@ -263,6 +263,11 @@ type Policy struct {
 	Gates                   []ReadinessGate
 	Addons                  []Addon
 	BackendOptions          json.RawMessage
+	// Drift recycling (spec.upgradePolicy): at most MaxRecycling outdated members torn down at
+	// a time (0 pauses drift recycling), while at least MinReadyDuringUpgrade members stay Ready.
+	MaxRecycling          int
+	MaxSurge              int
+	MinReadyDuringUpgrade int
 }
 
 // Limits that keep a typo from asking for something absurd.
@@ -406,6 +411,23 @@ func (p *ClusterPool) Validate() (Policy, error) {
 		}
 	}
 	pol.Gates = s.ReadinessGates
+	up := s.UpgradePolicy
+	if up == nil {
+		up = &UpgradePolicy{}
+	}
+	if pol.MaxRecycling, err = intField("spec.upgradePolicy.maxRecycling", up.MaxRecycling, 1, 0, MaxPoolSize); err != nil {
+		return pol, err
+	}
+	if pol.MaxSurge, err = intField("spec.upgradePolicy.maxSurge", up.MaxSurge, 1, 0, MaxPoolSize); err != nil {
+		return pol, err
+	}
+	// By default an upgrade keeps the whole warm target Ready: replacements come first.
+	if pol.MinReadyDuringUpgrade, err = intField("spec.upgradePolicy.minReadyDuringUpgrade", up.MinReadyDuringUpgrade, pol.WarmTarget, 0, MaxPoolSize); err != nil {
+		return pol, err
+	}
+	if pol.MinReadyDuringUpgrade > pol.WarmTarget {
+		return pol, fmt.Errorf("spec.upgradePolicy.minReadyDuringUpgrade: %d is more than the warm target %d", pol.MinReadyDuringUpgrade, pol.WarmTarget)
+	}
 	names := map[string]bool{}
 	for i, a := range s.Addons {
 		field := fmt.Sprintf("spec.addons[%d]", i)

@@ -60,6 +60,9 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 5*time.Second, pol.BackoffBase)
 	assert.Equal(t, 2.0, pol.BackoffMultiplier)
 	assert.Equal(t, 2*time.Minute, pol.BackoffMax)
+	assert.Equal(t, 1, pol.MaxRecycling)
+	assert.Equal(t, 1, pol.MaxSurge)
+	assert.Equal(t, 3, pol.MinReadyDuringUpgrade, "an upgrade keeps the warm target Ready by default")
 }
 
 func TestScaling(t *testing.T) {
@@ -82,24 +85,26 @@ func TestScaling(t *testing.T) {
 // Bad input gets an error that names the field.
 func TestErrorsNameTheField(t *testing.T) {
 	cases := map[string]struct{ manifest, want string }{
-		"unknown top field":     {base + "  sise: 3\n", "spec.sise: unknown field"},
-		"unknown nested field":  {base + "  scaling:\n    minRedy: 1\n", "spec.scaling.minRedy: unknown field"},
-		"unknown field in list": {base + "  readinessGates:\n  - type: CRDExists\n    nam: x\n", "spec.readinessGates[0].nam: unknown field"},
-		"bad duration":          {base + "  ttl: 2 hours\n", `spec.ttl: "2 hours" is not a duration`},
-		"bad nested duration":   {base + "  scaling:\n    queueTimeout: soon\n", "spec.scaling.queueTimeout"},
-		"wrong type":            {base + "  size: three\n", "spec.size: expected int"},
-		"negative size":         {base + "  size: -1\n", "spec.size: -1 must be between"},
-		"ttl over max":          {base + "  ttl: 48h\n  maxTtl: 24h\n", "spec.ttl: 48h0m0s is longer than spec.maxTtl"},
-		"unknown backend":       {strings.Replace(base, "type: local", "type: k9s", 1), `spec.backend.type: unknown backend "k9s"`},
-		"missing version":       {strings.Replace(base, "    version: v1.37.2\n", "    servers: 1\n", 1), "spec.cluster.version: required"},
-		"bad name":              {strings.Replace(base, "name: dev", "name: Dev_Pool", 1), "metadata.name"},
-		"bad kind":              {strings.Replace(base, "kind: ClusterPool", "kind: Pool", 1), "kind: must be ClusterPool"},
-		"bad apiVersion":        {strings.Replace(base, "v1alpha1", "v1", 1), "apiVersion: must be"},
-		"unknown gate":          {base + "  readinessGates:\n  - type: PodsHappy\n", `spec.readinessGates[0].type: unknown gate "PodsHappy"`},
-		"gate missing field":    {base + "  readinessGates:\n  - type: DeploymentReady\n    name: x\n", "spec.readinessGates[0].namespace: required"},
-		"addon both":            {base + "  addons:\n  - name: a\n    manifest: x\n    url: http://y\n", "spec.addons[0]: give exactly one"},
-		"minReady over max":     {base + "  scaling:\n    minReady: 9\n    maxClusters: 8\n", "spec.scaling.minReady: 9 is more than maxClusters 8"},
-		"not yaml":              {"spec: [unclosed", "not valid YAML"},
+		"unknown top field":      {base + "  sise: 3\n", "spec.sise: unknown field"},
+		"unknown nested field":   {base + "  scaling:\n    minRedy: 1\n", "spec.scaling.minRedy: unknown field"},
+		"unknown field in list":  {base + "  readinessGates:\n  - type: CRDExists\n    nam: x\n", "spec.readinessGates[0].nam: unknown field"},
+		"bad duration":           {base + "  ttl: 2 hours\n", `spec.ttl: "2 hours" is not a duration`},
+		"bad nested duration":    {base + "  scaling:\n    queueTimeout: soon\n", "spec.scaling.queueTimeout"},
+		"wrong type":             {base + "  size: three\n", "spec.size: expected int"},
+		"negative size":          {base + "  size: -1\n", "spec.size: -1 must be between"},
+		"ttl over max":           {base + "  ttl: 48h\n  maxTtl: 24h\n", "spec.ttl: 48h0m0s is longer than spec.maxTtl"},
+		"unknown backend":        {strings.Replace(base, "type: local", "type: k9s", 1), `spec.backend.type: unknown backend "k9s"`},
+		"missing version":        {strings.Replace(base, "    version: v1.37.2\n", "    servers: 1\n", 1), "spec.cluster.version: required"},
+		"bad name":               {strings.Replace(base, "name: dev", "name: Dev_Pool", 1), "metadata.name"},
+		"bad kind":               {strings.Replace(base, "kind: ClusterPool", "kind: Pool", 1), "kind: must be ClusterPool"},
+		"bad apiVersion":         {strings.Replace(base, "v1alpha1", "v1", 1), "apiVersion: must be"},
+		"unknown gate":           {base + "  readinessGates:\n  - type: PodsHappy\n", `spec.readinessGates[0].type: unknown gate "PodsHappy"`},
+		"gate missing field":     {base + "  readinessGates:\n  - type: DeploymentReady\n    name: x\n", "spec.readinessGates[0].namespace: required"},
+		"addon both":             {base + "  addons:\n  - name: a\n    manifest: x\n    url: http://y\n", "spec.addons[0]: give exactly one"},
+		"minReady over max":      {base + "  scaling:\n    minReady: 9\n    maxClusters: 8\n", "spec.scaling.minReady: 9 is more than maxClusters 8"},
+		"not yaml":               {"spec: [unclosed", "not valid YAML"},
+		"upgrade floor too high": {base + "  upgradePolicy:\n    minReadyDuringUpgrade: 4\n", "spec.upgradePolicy.minReadyDuringUpgrade: 4 is more than the warm target 3"},
+		"negative maxRecycling":  {base + "  upgradePolicy:\n    maxRecycling: -1\n", "spec.upgradePolicy.maxRecycling"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

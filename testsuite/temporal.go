@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/activities"
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	_ "github.com/kunobi-ninja/kobe/backends/local" // the backends a kobe binary has
 	"github.com/kunobi-ninja/kobe/internal/devserver"
@@ -45,6 +46,9 @@ func StartTemporal(t testing.TB) *Temporal {
 		t.Fatalf("dial embedded temporal: %v", err)
 	}
 	t.Cleanup(c.Close)
+	if err := api.EnsureSearchAttributes(ctx, c, "default"); err != nil {
+		t.Fatalf("search attributes: %v", err)
+	}
 	return &Temporal{Address: srv.FrontendAddress(), Client: c, server: srv}
 }
 

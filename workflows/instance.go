@@ -50,7 +50,15 @@ type ProvisionResult struct {
 // On any failure it deletes what it created before returning the error: an instance is either
 // ready and recorded, or gone — never half-made and forgotten.
 func Provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error) {
+	started := workflow.Now(ctx)
 	res, err := provision(ctx, in)
+	outcome := "success"
+	if err != nil {
+		outcome = "failure"
+	}
+	m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": in.Spec.Pool, "backend": in.Backend, "outcome": outcome})
+	m.Timer(MetricInstanceCreateDuration).Record(workflow.Now(ctx).Sub(started))
+	m.Counter(MetricInstanceCreates).Inc(1)
 	if in.NotifyPool != "" {
 		report := MemberReport{InstanceID: in.Spec.ID, Placement: res.Placement, Endpoint: res.Status.Endpoint}
 		signal := SignalMemberReady

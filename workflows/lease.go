@@ -51,6 +51,9 @@ type LeaseInput struct {
 	MaxTTL        time.Duration `json:"maxTtl"`
 	MaxExtensions int           `json:"maxExtensions"`
 	Priority      int           `json:"priority"`
+	// SearchAttributes says the starter set KobePool/KobeOwner/KobePhase (they are registered
+	// on the namespace), so the lease keeps KobePhase current for the Web UI's filters.
+	SearchAttributes bool `json:"searchAttributes,omitempty"`
 }
 
 // LeaseView answers QueryLease.
@@ -104,6 +107,20 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 		}).Get(ctx, nil)
 	}
 	project()
+	metrics := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": in.Pool})
+	claimEvent := func(event string) {
+		metrics.WithTags(map[string]string{"event": event}).Counter(MetricClaims).Inc(1)
+	}
+	searchable := in.SearchAttributes &&
+		workflow.GetVersion(ctx, leaseVersionChange, workflow.DefaultVersion, leaseVersionSearchAttributes) >= leaseVersionSearchAttributes
+	setPhase := func(phase string) {
+		view.Phase = phase
+		if searchable {
+			if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttributePhase.ValueSet(phase)); err != nil {
+				workflow.GetLogger(ctx).Warn("cannot update the lease's search attributes", "error", err)
+			}
+		}
+	}
 
 	releaseCh := workflow.GetSignalChannel(ctx, SignalReleaseLease)
 	assignedCh := workflow.GetSignalChannel(ctx, SignalAssigned)
@@ -113,7 +130,9 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	view.ClaimedAt = workflow.Now(ctx)
 	if err := workflow.SignalExternalWorkflow(ctx, PoolWorkflowID(in.Pool), "", SignalClaim,
 		ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: view.ClaimedAt}).Get(ctx, nil); err != nil {
-		view.Phase, view.Reason = LeaseFailed, "not_found"
+		setPhase(LeaseFailed)
+		view.Reason = "not_found"
+		claimEvent("failed")
 		project()
 		return view, fmt.Errorf("pool %s: %w", in.Pool, err)
 	}
@@ -135,6 +154,13 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 		sel.Select(ctx)
 	}
 	if view.Phase != LeasePending {
+		phase := view.Phase
+		setPhase(phase)
+		if phase == LeaseFailed {
+			claimEvent("failed")
+		} else {
+			claimEvent("released")
+		}
 		// Failed or released while waiting: the pool forgets the claim.
 		_ = workflow.SignalExternalWorkflow(ctx, PoolWorkflowID(in.Pool), "", SignalCancelClaim, in.LeaseID).Get(ctx, nil)
 		// An assignment racing with the cancellation is handed straight back.
@@ -163,13 +189,21 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 		}).Get(ctx, nil)
 	}
 	if err := issue(ctx); err != nil {
-		view.Phase, view.Reason = LeaseFailed, "backend_error"
+		setPhase(LeaseFailed)
+		view.Reason = "backend_error"
+		claimEvent("failed")
 		project()
 		giveBack(ctx, in, asg.InstanceID, "credentials failed")
 		return view, nil
 	}
-	view.Phase = LeaseBound
+	setPhase(LeaseBound)
 	project()
+	metrics.Timer(MetricClaimBindDuration).Record(workflow.Now(ctx).Sub(view.ClaimedAt))
+	if asg.Queued {
+		claimEvent("created_queued")
+	} else {
+		claimEvent("created_fast")
+	}
 
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend,
 		func(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
@@ -179,6 +213,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 			if err := issue(ctx); err != nil {
 				return ExtendResult{}, err
 			}
+			claimEvent("extended")
 			return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ExtendRequest) error {
@@ -223,6 +258,12 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	_ = workflow.ExecuteActivity(host, a.RevokeLeaseCredentials, activities.LeaseCredentialRequest{
 		LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
 	giveBack(ctx, in, asg.InstanceID, view.Phase)
+	setPhase(view.Phase)
+	if view.Phase == LeaseExpired {
+		claimEvent("expired")
+	} else {
+		claimEvent("released")
+	}
 	project()
 	return view, nil
 }

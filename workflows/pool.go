@@ -89,6 +89,8 @@ type Assignment struct {
 	Backend    string                    `json:"backend"`
 	Placement  activities.HostAssignment `json:"placement"`
 	Endpoint   string                    `json:"endpoint"`
+	// Queued is false when a Ready member was there for the claim the moment it arrived.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // ClaimFailure tells a lease it will not get an instance.
@@ -105,8 +107,12 @@ type Member struct {
 	Placement activities.HostAssignment `json:"placement"`
 	Endpoint  string                    `json:"endpoint,omitempty"`
 	Since     time.Time                 `json:"since"`
-	// Generation of the policy it was created with (drift detection).
+	// Generation of the member template it was created with (drift detection).
 	Generation int64 `json:"generation"`
+	// Reason it is being torn down (Deleting) or was asked to stop creating (Recycling).
+	Reason string `json:"reason,omitempty"`
+	// CancelRequested is set once a wedged creation was asked to stop.
+	CancelRequested bool `json:"cancelRequested,omitempty"`
 }
 
 // PoolState is the whole state of a pool; it is the input of every continue-as-new run.
@@ -129,12 +135,18 @@ type PoolState struct {
 
 // PoolStatus answers QueryPoolStatus (upstream field names).
 type PoolStatus struct {
-	Name                string          `json:"name"`
-	Phase               string          `json:"phase"`
-	Ready               int             `json:"ready"`
-	Leased              int             `json:"leased"`
-	Creating            int             `json:"creating"`
-	Deleting            int             `json:"deleting"`
+	Name     string `json:"name"`
+	Phase    string `json:"phase"`
+	Ready    int    `json:"ready"`
+	Leased   int    `json:"leased"`
+	Creating int    `json:"creating"`
+	Deleting int    `json:"deleting"`
+	// Outdated counts Ready members made from an older spec, waiting to be rolled.
+	Outdated   int   `json:"outdated"`
+	Generation int64 `json:"generation"`
+	// OldestPendingSince and OldestCreatingSince are zero when nothing waits or creates.
+	OldestPendingSince  time.Time       `json:"oldestPendingSince,omitempty"`
+	OldestCreatingSince time.Time       `json:"oldestCreatingSince,omitempty"`
 	QueueDepth          int             `json:"queueDepth"`
 	Queue               []string        `json:"queue"` // lease ids in service order
 	WarmTarget          int             `json:"warmTarget"`
@@ -147,10 +159,12 @@ type PoolStatus struct {
 
 // MemberSummary is one member in PoolStatus.
 type MemberSummary struct {
-	ID      string `json:"id"`
-	Phase   string `json:"phase"`
-	LeaseID string `json:"leaseId,omitempty"`
-	Host    string `json:"host,omitempty"`
+	ID         string `json:"id"`
+	Phase      string `json:"phase"`
+	LeaseID    string `json:"leaseId,omitempty"`
+	Host       string `json:"host,omitempty"`
+	Generation int64  `json:"generation"`
+	Reason     string `json:"reason,omitempty"`
 }
 
 // failingAfter consecutive failures the pool reports Failing (upstream: ≥ 3).
@@ -158,6 +172,36 @@ const failingAfter = 3
 
 // maxHistoryBeforeContinue keeps the entity's history bounded.
 const maxHistoryBeforeContinue = 5000
+
+// creatingGrace is how long past creatingTimeout the pool waits for a member's own Provision
+// to give up (its activities are bounded by creatingTimeout) before it cancels the creation.
+const creatingGrace = time.Minute
+
+// Recycle reasons (label of kobe_instance_recycles_total, upstream names where they exist).
+const (
+	RecycleLeaseReleased   = "lease_released"
+	RecycleSpecDrift       = "spec_drift"
+	RecycleScaleDown       = "scale_down"
+	RecycleCreatingTimeout = "creating_timeout"
+	RecycleLeaseGone       = "lease_gone"
+)
+
+// Versions of the pool's behaviour (workflow.GetVersion) so that runs recorded before a change
+// replay as they ran.
+const (
+	poolVersionChange = "pool-drift-wedged-metrics"
+	// poolVersionRolling adds drift rolling, wedged-creation recycling and recycle metrics.
+	poolVersionRolling workflow.Version = 1
+)
+
+// templateChanged says whether a new policy changes what a member is (and so makes existing
+// members outdated), as opposed to knobs such as TTL or pool size that apply to members as
+// they are.
+func templateChanged(a, b pools.Policy) bool {
+	return a.Backend != b.Backend || a.KubernetesVersion != b.KubernetesVersion ||
+		string(a.BackendOptions) != string(b.BackendOptions) ||
+		!reflect.DeepEqual(a.Gates, b.Gates) || !reflect.DeepEqual(a.Addons, b.Addons)
+}
 
 // Pool is the entity workflow of one pool: the single writer of assignment. It keeps the warm
 // target, provisions and tears down members (as separate workflows that report back by
@@ -170,6 +214,7 @@ func Pool(ctx workflow.Context, st PoolState) error {
 		st.Assigned = map[string]string{}
 	}
 	p := &poolRun{ctx: ctx, st: &st}
+	p.version = workflow.GetVersion(ctx, poolVersionChange, workflow.DefaultVersion, poolVersionRolling)
 	if err := workflow.SetQueryHandler(ctx, QueryPoolStatus, func() (PoolStatus, error) { return p.status(), nil }); err != nil {
 		return err
 	}
@@ -220,10 +265,17 @@ func Pool(ctx workflow.Context, st PoolState) error {
 		sel.AddReceive(apply, func(c workflow.ReceiveChannel, _ bool) {
 			var pol pools.Policy
 			c.Receive(ctx, &pol)
-			if !reflect.DeepEqual(pol, st.Policy) {
-				st.Policy = pol
+			if p.version < poolVersionRolling {
+				if !reflect.DeepEqual(pol, st.Policy) {
+					st.Policy = pol
+					st.Generation++
+				}
+				return
+			}
+			if templateChanged(pol, st.Policy) {
 				st.Generation++
 			}
+			st.Policy = pol
 		})
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)
 		if wake := p.nextWake(); !wake.IsZero() {
@@ -235,6 +287,12 @@ func Pool(ctx workflow.Context, st PoolState) error {
 		}
 		sel.Select(ctx)
 		cancelTimer()
+		if ctx.Err() != nil {
+			// Cancelled (an operator's request): stop serving. Members keep running and stay
+			// recorded in the store; starting the pool again adopts nothing, so deleting a
+			// pool goes through its drain, not through cancellation.
+			return ctx.Err()
+		}
 	}
 	// Drain what arrived meanwhile so that no signal is lost across the new run.
 	for {
@@ -248,8 +306,15 @@ func Pool(ctx workflow.Context, st PoolState) error {
 }
 
 type poolRun struct {
-	ctx workflow.Context
-	st  *PoolState
+	ctx     workflow.Context
+	st      *PoolState
+	version workflow.Version
+	// arrived holds the claims received since the last reconcile (served now = not queued).
+	arrived map[string]bool
+}
+
+func (p *poolRun) metrics() metricsHandler {
+	return workflow.GetMetricsHandler(p.ctx).WithTags(map[string]string{"profile": p.st.Policy.Name})
 }
 
 func (p *poolRun) now() time.Time { return workflow.Now(p.ctx) }
@@ -276,6 +341,10 @@ func (p *poolRun) enqueue(r ClaimRequest) {
 	if r.At.IsZero() {
 		r.At = p.now()
 	}
+	if p.arrived == nil {
+		p.arrived = map[string]bool{}
+	}
+	p.arrived[r.LeaseID] = true
 	p.st.Queue = append(p.st.Queue, r)
 	// Service order: higher priority first, then older first (stable for equal keys).
 	sort.SliceStable(p.st.Queue, func(i, j int) bool {
@@ -302,7 +371,7 @@ func (p *poolRun) release(r ReleaseRequest) {
 	if !ok || m.LeaseID != r.LeaseID || m.Phase != MemberLeased {
 		return // already released (a retried signal)
 	}
-	p.teardown(m)
+	p.teardown(m, RecycleLeaseReleased)
 }
 
 func (p *poolRun) memberReady(r MemberReport) {
@@ -310,13 +379,17 @@ func (p *poolRun) memberReady(r MemberReport) {
 	if !ok || m.Phase != MemberCreating {
 		return
 	}
-	m.Phase, m.Placement, m.Endpoint, m.Since = MemberReady, r.Placement, r.Endpoint, p.now()
+	m.Phase, m.Placement, m.Endpoint, m.Since, m.Reason = MemberReady, r.Placement, r.Endpoint, p.now(), ""
 	p.st.ConsecutiveFailures, p.st.NextAttemptAt, p.st.LastFailureReason = 0, time.Time{}, ""
 }
 
 func (p *poolRun) memberFailed(r MemberReport) {
-	if _, ok := p.st.Members[r.InstanceID]; !ok {
+	m, ok := p.st.Members[r.InstanceID]
+	if !ok {
 		return
+	}
+	if m.CancelRequested && p.version >= poolVersionRolling {
+		r.Reason = fmt.Sprintf("creation took longer than creatingTimeout %s and was cancelled: %s", p.st.Policy.CreatingTimeout, r.Reason)
 	}
 	// Provision already cleaned up after itself.
 	delete(p.st.Members, r.InstanceID)
@@ -334,9 +407,9 @@ func (p *poolRun) memberFailed(r MemberReport) {
 func (p *poolRun) reconcile() {
 	now := p.now()
 	pol := p.st.Policy
-	// Serve the queue from Ready members, oldest Ready first.
+	// Serve the queue from Ready members, oldest Ready first (current spec first while rolling).
 	for len(p.st.Queue) > 0 {
-		m := p.oldestReady()
+		m := p.nextReady()
 		if m == nil {
 			break
 		}
@@ -346,10 +419,10 @@ func (p *poolRun) reconcile() {
 		p.st.Assigned[claim.LeaseID] = m.ID
 		p.st.AssignSeq++
 		if err := p.signalLease(claim.LeaseID, SignalAssigned, Assignment{Seq: p.st.AssignSeq, InstanceID: m.ID, Backend: pol.Backend,
-			Placement: m.Placement, Endpoint: m.Endpoint}); err != nil {
+			Placement: m.Placement, Endpoint: m.Endpoint, Queued: !p.arrived[claim.LeaseID]}); err != nil {
 			// The lease is gone (ended, terminated): nobody will release this instance. It was
 			// bound all the same, so it is torn down rather than reused.
-			p.teardown(m)
+			p.teardown(m, RecycleLeaseGone)
 		}
 	}
 	// Claims past queueTimeout fail with pool_exhausted; the others learn their position.
@@ -364,12 +437,20 @@ func (p *poolRun) reconcile() {
 		keep = append(keep, c)
 	}
 	p.st.Queue = keep
+	p.arrived = nil
 
 	// Provision: warm target plus waiting claims, within maxClusters and the provision concurrency,
 	// unless backing off after failures.
 	creating := p.count(MemberCreating)
 	total := len(p.st.Members)
-	want := pol.WarmTarget + len(p.st.Queue) - p.count(MemberReady) - creating
+	ready := p.count(MemberReady)
+	if p.version >= poolVersionRolling {
+		// Outdated members do not count toward the warm target: replacements are made first,
+		// and the outdated ones are rolled below.
+		ready -= p.outdatedReady()
+		p.recycleWedged()
+	}
+	want := pol.WarmTarget + len(p.st.Queue) - ready - creating
 	if now.Before(p.st.NextAttemptAt) {
 		want = 0
 	}
@@ -388,9 +469,76 @@ func (p *poolRun) reconcile() {
 				break
 			}
 			if m.Phase == MemberReady && now.Sub(m.Since) >= pol.ScaleDownAfter {
-				p.teardown(m)
+				p.teardown(m, RecycleScaleDown)
 				excess--
 			}
+		}
+	}
+	if p.version >= poolVersionRolling {
+		p.rollOutdated()
+	}
+}
+
+func (p *poolRun) outdated(m *Member) bool { return m.Generation < p.st.Generation }
+
+func (p *poolRun) outdatedReady() int {
+	n := 0
+	for _, m := range p.st.Members {
+		if m.Phase == MemberReady && p.outdated(m) {
+			n++
+		}
+	}
+	return n
+}
+
+// rollOutdated tears down Ready members made from an older spec, at most MaxRecycling at a
+// time, and only while at least MinReadyDuringUpgrade members stay Ready; their replacements
+// are provisioned by reconcile because outdated members do not count toward the warm target.
+// When maxClusters leaves no room for a replacement, it allows one below the floor, or the
+// roll would never progress.
+func (p *poolRun) rollOutdated() {
+	pol := p.st.Policy
+	if pol.MaxRecycling == 0 {
+		return // drift recycling paused
+	}
+	rolling := 0
+	for _, m := range p.st.Members {
+		if m.Phase == MemberDeleting && m.Reason == RecycleSpecDrift {
+			rolling++
+		}
+	}
+	floor := pol.MinReadyDuringUpgrade
+	if len(p.st.Members) >= pol.MaxClusters && p.count(MemberCreating) == 0 {
+		floor = min(floor, max(pol.WarmTarget-1, 0))
+	}
+	for _, m := range p.sortedMembers() {
+		if rolling >= pol.MaxRecycling || p.count(MemberReady)-1 < floor {
+			return
+		}
+		if m.Phase == MemberReady && p.outdated(m) {
+			p.teardown(m, RecycleSpecDrift)
+			rolling++
+		}
+	}
+}
+
+// recycleWedged cancels creations that outlived creatingTimeout by creatingGrace: their
+// Provision cleans up and reports member-failed, which counts as a failure (backoff).
+func (p *poolRun) recycleWedged() {
+	limit := p.st.Policy.CreatingTimeout + creatingGrace
+	for _, m := range p.sortedMembers() {
+		if m.Phase != MemberCreating || m.CancelRequested || p.now().Sub(m.Since) < limit {
+			continue
+		}
+		m.CancelRequested, m.Reason = true, RecycleCreatingTimeout
+		p.metrics().WithTags(map[string]string{"reason": RecycleCreatingTimeout}).Counter(MetricInstanceRecycles).Inc(1)
+		err := workflow.RequestCancelExternalWorkflow(p.ctx, InstanceWorkflowID(m.ID), "").Get(p.ctx, nil)
+		if err != nil {
+			// Its Provision is no longer running, and its report never came: it cleaned up
+			// after itself on failure, and on success it recorded the instance, which the
+			// teardown below removes.
+			workflow.GetLogger(p.ctx).Warn("wedged member's provision is not running", "member", m.ID, "error", err)
+			p.teardown(m, RecycleCreatingTimeout)
 		}
 	}
 }
@@ -418,6 +566,27 @@ func (p *poolRun) oldestReady() *Member {
 	return nil
 }
 
+// nextReady is the member a claim gets: the oldest Ready one, preferring the current spec
+// (from the rolling version on).
+func (p *poolRun) nextReady() *Member {
+	if p.version < poolVersionRolling {
+		return p.oldestReady()
+	}
+	var stale *Member
+	for _, m := range p.sortedMembers() {
+		if m.Phase != MemberReady {
+			continue
+		}
+		if !p.outdated(m) {
+			return m
+		}
+		if stale == nil {
+			stale = m
+		}
+	}
+	return stale
+}
+
 // nextWake is the earliest moment reconcile has something to do without a signal.
 func (p *poolRun) nextWake() time.Time {
 	var t time.Time
@@ -440,6 +609,13 @@ func (p *poolRun) nextWake() time.Time {
 			}
 		}
 	}
+	if p.version >= poolVersionRolling {
+		for _, m := range p.st.Members {
+			if m.Phase == MemberCreating && !m.CancelRequested {
+				earliest(m.Since.Add(pol.CreatingTimeout + creatingGrace))
+			}
+		}
+	}
 	return t
 }
 
@@ -458,8 +634,11 @@ func (p *poolRun) provision() {
 	p.startChild(InstanceWorkflowID(id), ProvisionWorkflowName, in)
 }
 
-func (p *poolRun) teardown(m *Member) {
-	m.Phase, m.Since = MemberDeleting, p.now()
+func (p *poolRun) teardown(m *Member, reason string) {
+	m.Phase, m.Since, m.Reason = MemberDeleting, p.now(), reason
+	if p.version >= poolVersionRolling && reason != RecycleCreatingTimeout {
+		p.metrics().WithTags(map[string]string{"reason": reason}).Counter(MetricInstanceRecycles).Inc(1)
+	}
 	pol := p.st.Policy
 	in := TeardownInput{
 		Backend:    pol.Backend,
@@ -495,16 +674,24 @@ func (p *poolRun) status() PoolStatus {
 	pol := p.st.Policy
 	s := PoolStatus{
 		Name: pol.Name, Ready: p.count(MemberReady), Leased: p.count(MemberLeased), Creating: p.count(MemberCreating),
-		Deleting: p.count(MemberDeleting), QueueDepth: len(p.st.Queue), Queue: []string{},
+		Deleting: p.count(MemberDeleting), Outdated: p.outdatedReady(), Generation: p.st.Generation,
+		QueueDepth: len(p.st.Queue), Queue: []string{},
 		WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, ConsecutiveFailures: p.st.ConsecutiveFailures,
 		NextAttemptAt: p.st.NextAttemptAt, LastFailureReason: p.st.LastFailureReason,
 	}
 	for _, c := range p.st.Queue {
 		s.Queue = append(s.Queue, c.LeaseID)
+		if s.OldestPendingSince.IsZero() || c.At.Before(s.OldestPendingSince) {
+			s.OldestPendingSince = c.At
+		}
 	}
 	s.Members = []MemberSummary{}
 	for _, m := range p.sortedMembers() {
-		s.Members = append(s.Members, MemberSummary{ID: m.ID, Phase: m.Phase, LeaseID: m.LeaseID, Host: m.Placement.HostID})
+		s.Members = append(s.Members, MemberSummary{ID: m.ID, Phase: m.Phase, LeaseID: m.LeaseID, Host: m.Placement.HostID,
+			Generation: m.Generation, Reason: m.Reason})
+		if m.Phase == MemberCreating && (s.OldestCreatingSince.IsZero() || m.Since.Before(s.OldestCreatingSince)) {
+			s.OldestCreatingSince = m.Since
+		}
 	}
 	switch {
 	case p.st.ConsecutiveFailures >= failingAfter:

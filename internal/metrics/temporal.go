@@ -40,8 +40,8 @@ type histogramValue struct {
 	raw   []uint64 // per-bucket (not cumulative) counts
 }
 
-// timerBuckets (seconds) span what the SDK times: poll latencies to long activities.
-var timerBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+// timerBuckets (seconds) span what is timed: poll latencies and lease binds to cluster creations.
+var timerBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
 // NewSDKCollector returns an empty collector.
 func NewSDKCollector() *SDKCollector {

@@ -49,6 +49,8 @@ type Process struct {
 	// HostID is this host's identity (workers only), naming its task queue.
 	HostID      string
 	StartupTime time.Duration
+	// SearchAttributes is true once kobe's search attributes are registered on the namespace.
+	SearchAttributes bool
 
 	Store    store.Store
 	Temporal client.Client
@@ -158,6 +160,16 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	}
 	p.Temporal = c
 	p.stops = append(p.stops, c.Close)
+
+	if mode != config.ModeWorker {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := api.EnsureSearchAttributes(sctx, c, namespace); err != nil {
+			logger.Warn("leases will not be searchable by pool, owner and phase in the Temporal UI", zap.Error(err))
+		} else {
+			p.SearchAttributes = true
+		}
+		cancel()
+	}
 
 	if mode == config.ModeDev || mode == config.ModeWorker {
 		if err := p.startWorkers(cfg, mode, c, st, taskQueue, logger); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/api"
@@ -327,6 +328,48 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	_, body = get(t, p.APIURL+"/metrics")
 	assert.Contains(t, body, `kobe_clusters{profile="dev",state="ready"} 2`)
 	assert.Contains(t, body, `kobe_queue_depth{profile="dev"} 0`)
+
+	// Lease one, release it: the lease metrics appear, and the lease can be found by its
+	// search attributes (what an operator filters on in the Web UI).
+	require.True(t, p.SearchAttributes, "kobe dev registers its search attributes")
+	in := workflows.LeaseInput{LeaseID: "lease-metrics", Pool: "dev", Principal: "alice", TTL: 10 * time.Minute,
+		MaxTTL: time.Hour, MaxExtensions: 1}
+	_, err = api.StartLease(ctx, p.Temporal, "kobe", in, true)
+	require.NoError(t, err)
+	var lv workflows.LeaseView
+	require.Eventually(t, func() bool {
+		v, err := p.Temporal.QueryWorkflow(ctx, "lease-metrics", "", workflows.QueryLease)
+		return err == nil && v.Get(&lv) == nil && lv.Phase == workflows.LeaseBound
+	}, time.Minute, 50*time.Millisecond)
+	findLease := func(query string) bool {
+		resp, err := p.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		if err != nil {
+			t.Logf("list %q: %v", query, err)
+			return false
+		}
+		for _, e := range resp.GetExecutions() {
+			if e.GetExecution().GetWorkflowId() == "lease-metrics" {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool {
+		return findLease(`KobePool = "dev" AND KobeOwner = "alice" AND KobePhase = "Bound"`)
+	}, 30*time.Second, 200*time.Millisecond)
+	require.NoError(t, p.Temporal.SignalWorkflow(ctx, "lease-metrics", "", workflows.SignalReleaseLease, nil))
+	require.Eventually(t, func() bool {
+		return findLease(`KobePool = "dev" AND KobePhase = "Released"`)
+	}, time.Minute, 200*time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, body = get(t, p.APIURL+"/metrics")
+		return strings.Contains(body, `reason="lease_released"`)
+	}, time.Minute, 200*time.Millisecond)
+	for _, series := range []string{"kobe_claim_bind_duration_seconds_count", `event="created_fast"`, `event="released"`,
+		"kobe_instance_create_duration_seconds_bucket", "kobe_instance_creates_total", `outcome="success"`,
+		"kobe_lease_oldest_pending_age_seconds", "kobe_instance_oldest_creating_age_seconds"} {
+		assert.Contains(t, body, series)
+	}
 
 	p.Stop()
 	assert.Empty(t, kubeAPIServersNaming("kobe-ephemeral-"), "an ephemeral run leaves no cluster running")

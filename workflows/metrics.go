@@ -1,0 +1,22 @@
+package workflows
+
+import "go.temporal.io/sdk/client"
+
+// Metrics the workflows emit through the SDK's metrics handler (exported on the worker's
+// /metrics; the SDK drops them while a workflow replays, so each is counted once). Names and
+// labels follow upstream kobe where it has them; the pool label is "profile".
+const (
+	// MetricClaimBindDuration is a lease's time from claim to Bound (histogram, seconds).
+	MetricClaimBindDuration = "kobe_claim_bind_duration_seconds"
+	// MetricClaims counts lease events: created_fast (bound without queuing), created_queued,
+	// released, expired, extended, failed.
+	MetricClaims = "kobe_claims_total"
+	// MetricInstanceCreateDuration is create → Ready (or failure) of a member, by backend and outcome.
+	MetricInstanceCreateDuration = "kobe_instance_create_duration_seconds"
+	// MetricInstanceCreates counts member creations by backend and outcome (success, failure).
+	MetricInstanceCreates = "kobe_instance_creates_total"
+	// MetricInstanceRecycles counts members torn down, by reason.
+	MetricInstanceRecycles = "kobe_instance_recycles_total"
+)
+
+type metricsHandler = client.MetricsHandler

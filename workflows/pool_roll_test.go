@@ -1,0 +1,121 @@
+package workflows_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+func membersIn(st workflows.PoolStatus, phase string) []workflows.MemberSummary {
+	var out []workflows.MemberSummary
+	for _, m := range st.Members {
+		if m.Phase == phase {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// A spec change rolls the members: replacements first, then the outdated members one at a
+// time, and never fewer Ready members than minReadyDuringUpgrade. A change of a knob such as
+// the TTL does not recycle anything.
+func TestPoolRollsOutdatedMembers(t *testing.T) {
+	pol := basePolicy()
+	pol.WarmTarget, pol.MaxClusters, pol.MaxConcurrentProvisions = 2, 4, 2
+	pol.MaxRecycling, pol.MaxSurge, pol.MinReadyDuringUpgrade = 1, 1, 2
+	env, _ := poolEnv(t, pol)
+
+	var minReadyDuringRoll = 99
+	var sawDeletingWhileShort bool
+	// Every second: members that are Creating become Ready, Deleting ones go away. Watch the
+	// Ready count from the moment the new spec arrives.
+	rolled := false
+	for i := 1; i <= 40; i++ {
+		env.RegisterDelayedCallback(func() {
+			st := status(t, env)
+			if rolled {
+				minReadyDuringRoll = min(minReadyDuringRoll, st.Ready)
+				if len(membersIn(st, workflows.MemberDeleting)) > 0 && st.Ready < 2 {
+					sawDeletingWhileShort = true
+				}
+			}
+			// One report per tick, so that every intermediate state is observed.
+			if ms := membersIn(st, workflows.MemberDeleting); len(ms) > 0 {
+				assert.Equal(t, workflows.RecycleSpecDrift, ms[0].Reason)
+				env.SignalWorkflow(workflows.SignalMemberGone, workflows.MemberReport{InstanceID: ms[0].ID})
+				return
+			}
+			if ms := membersIn(st, workflows.MemberCreating); len(ms) > 0 {
+				env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: ms[0].ID, Endpoint: "https://x"})
+			}
+		}, time.Duration(i)*time.Second)
+	}
+	var before, knobOnly, during, final workflows.PoolStatus
+	env.RegisterDelayedCallback(func() {
+		before = status(t, env)
+		ttlOnly := pol
+		ttlOnly.TTL = 3 * time.Hour
+		env.SignalWorkflow(workflows.SignalApply, ttlOnly)
+	}, 10*time.Second)
+	env.RegisterDelayedCallback(func() {
+		knobOnly = status(t, env)
+		upgraded := pol
+		upgraded.KubernetesVersion = "v1.38.0"
+		env.SignalWorkflow(workflows.SignalApply, upgraded)
+		rolled = true
+	}, 10*time.Second+100*time.Millisecond)
+	env.RegisterDelayedCallback(func() { during = status(t, env) }, 10*time.Second+200*time.Millisecond)
+	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 41*time.Second)
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+
+	require.Equal(t, 2, before.Ready)
+	assert.EqualValues(t, 0, knobOnly.Generation, "a TTL change does not make members outdated")
+	assert.Equal(t, 0, knobOnly.Outdated)
+	assert.EqualValues(t, 1, during.Generation)
+	assert.Equal(t, 2, during.Outdated, "both members are outdated")
+	assert.Equal(t, 2, during.Creating, "replacements are created first")
+	assert.Equal(t, 0, during.Deleting, "nothing is torn down before a replacement is Ready")
+	assert.GreaterOrEqual(t, minReadyDuringRoll, 2, "Ready never dropped below minReadyDuringUpgrade")
+	assert.False(t, sawDeletingWhileShort)
+	assert.Equal(t, 2, final.Ready)
+	assert.Equal(t, 0, final.Outdated)
+	for _, m := range final.Members {
+		assert.EqualValues(t, 1, m.Generation, "member %s is of the new spec", m.ID)
+	}
+}
+
+// A creation that outlives creatingTimeout (plus grace) is cancelled; its Provision cleans up
+// and reports failure, which counts toward backoff, and the pool creates a replacement.
+func TestPoolCancelsWedgedCreation(t *testing.T) {
+	pol := basePolicy()
+	pol.CreatingTimeout = 2 * time.Minute
+	env, _ := poolEnv(t, pol)
+	var cancelled []string
+	env.OnRequestCancelExternalWorkflow(mock.Anything, mock.Anything, "").Return(
+		func(_, workflowID, _ string) error {
+			cancelled = append(cancelled, workflowID)
+			return nil
+		})
+	// What the real Provision does when cancelled: clean up, then report.
+	env.RegisterDelayedCallback(func() {
+		if len(cancelled) > 0 {
+			env.SignalWorkflow(workflows.SignalMemberFail, workflows.MemberReport{InstanceID: "p-1", Reason: "canceled"})
+		}
+	}, 3*time.Minute+5*time.Second)
+	var wedged, after workflows.PoolStatus
+	env.RegisterDelayedCallback(func() { wedged = status(t, env) }, 2*time.Minute+30*time.Second)
+	env.RegisterDelayedCallback(func() { after = status(t, env); env.CancelWorkflow() }, 3*time.Minute+20*time.Second)
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+
+	assert.Equal(t, 1, wedged.Creating, "not cancelled before creatingTimeout + grace")
+	assert.Equal(t, []string{workflows.InstanceWorkflowID("p-1")}, cancelled)
+	assert.Equal(t, 1, after.ConsecutiveFailures)
+	assert.Contains(t, after.LastFailureReason, "creatingTimeout")
+	require.Len(t, after.Members, 1)
+	assert.Equal(t, "p-2", after.Members[0].ID, "a replacement after the backoff")
+}

@@ -1,0 +1,30 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/temporal"
+)
+
+// Custom search attributes on lease workflows, so that operators can filter leases by pool,
+// owner and phase in the Temporal Web UI (e.g. KobePool="ci" AND KobePhase="Bound"). They must
+// be registered on the namespace (kobe does it at start where it may, see api.EnsureSearchAttributes).
+var (
+	SearchAttributePool  = temporal.NewSearchAttributeKeyKeyword("KobePool")
+	SearchAttributeOwner = temporal.NewSearchAttributeKeyKeyword("KobeOwner")
+	SearchAttributePhase = temporal.NewSearchAttributeKeyKeyword("KobePhase")
+)
+
+// LeaseSearchAttributes are the attributes a lease workflow starts with.
+func LeaseSearchAttributes(in LeaseInput) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		SearchAttributePool.ValueSet(in.Pool),
+		SearchAttributeOwner.ValueSet(in.Principal),
+		SearchAttributePhase.ValueSet(LeasePending),
+	)
+}
+
+// Versions of the lease workflow's behaviour.
+const (
+	leaseVersionChange = "lease-search-attributes"
+	// leaseVersionSearchAttributes keeps KobePhase current.
+	leaseVersionSearchAttributes = 1
+)
