@@ -21,7 +21,10 @@ func LeaseWorkflowID(leaseID string) string { return leaseID }
 const (
 	SignalReleaseLease = "release-lease" // from the API: the user is done
 	UpdateExtend       = "extend"        // ExtendRequest → ExtendResult
-	QueryLease         = "lease"         // → LeaseView
+	// UpdateWaitBound returns the LeaseView once the lease is no longer Pending: a client
+	// waits for its kubeconfig without polling (also as update-with-start).
+	UpdateWaitBound = "wait-bound"
+	QueryLease      = "lease" // → LeaseView
 )
 
 // Lease phases (upstream names).
@@ -96,17 +99,32 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryLease, func() (LeaseView, error) { return view, nil }); err != nil {
 		return view, err
 	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateWaitBound, func(ctx workflow.Context) (LeaseView, error) {
+		err := workflow.Await(ctx, func() bool { return view.Phase != LeasePending })
+		return view, err
+	}); err != nil {
+		return view, err
+	}
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 	})
-	project := func() {
-		_ = workflow.ExecuteActivity(short, a.RecordLease, activities.LeaseRecord{
+	projectAsync := func() workflow.Future {
+		return workflow.ExecuteActivity(short, a.RecordLease, activities.LeaseRecord{
 			ID: view.ID, Pool: view.Pool, Principal: in.Principal, Phase: view.Phase, InstanceID: view.InstanceID,
 			TTL: in.TTL, ExpiresAt: view.ExpiresAt, Reason: view.Reason,
-		}).Get(ctx, nil)
+		})
 	}
-	project()
+	project := func() { _ = projectAsync().Get(ctx, nil) }
+	// From this version on the claim goes out at once and the Pending row is written
+	// meanwhile: the projection is not on the bind path.
+	claimFirst := workflow.GetVersion(ctx, leaseVersionClaimFirst, workflow.DefaultVersion, 1) >= 1
+	var pendingRecorded workflow.Future
+	if claimFirst {
+		pendingRecorded = projectAsync()
+	} else {
+		project()
+	}
 	metrics := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": in.Pool})
 	claimEvent := func(event string) {
 		metrics.WithTags(map[string]string{"event": event}).Counter(MetricClaims).Inc(1)
@@ -128,8 +146,12 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	queuedCh := workflow.GetSignalChannel(ctx, SignalQueued)
 
 	view.ClaimedAt = workflow.Now(ctx)
-	if err := workflow.SignalExternalWorkflow(ctx, PoolWorkflowID(in.Pool), "", SignalClaim,
-		ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: view.ClaimedAt}).Get(ctx, nil); err != nil {
+	claimErr := workflow.SignalExternalWorkflow(ctx, PoolWorkflowID(in.Pool), "", SignalClaim,
+		ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: view.ClaimedAt}).Get(ctx, nil)
+	if pendingRecorded != nil {
+		_ = pendingRecorded.Get(ctx, nil)
+	}
+	if err := claimErr; err != nil {
 		setPhase(LeaseFailed)
 		view.Reason = "not_found"
 		claimEvent("failed")

@@ -236,6 +236,10 @@ func Pool(ctx workflow.Context, st PoolState) error {
 			var r ClaimRequest
 			c.Receive(ctx, &r)
 			p.enqueue(r)
+			// Take the whole burst that has arrived, so that one pass serves it.
+			for p.version >= poolVersionRolling && c.ReceiveAsync(&r) {
+				p.enqueue(r)
+			}
 		})
 		sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
 			var leaseID string
@@ -408,6 +412,13 @@ func (p *poolRun) reconcile() {
 	now := p.now()
 	pol := p.st.Policy
 	// Serve the queue from Ready members, oldest Ready first (current spec first while rolling).
+	// The assignments of one pass are signalled together and awaited together: a burst of
+	// claims costs one round trip, not one per lease.
+	type sentAssignment struct {
+		member *Member
+		done   workflow.Future
+	}
+	var sent []sentAssignment
 	for len(p.st.Queue) > 0 {
 		m := p.nextReady()
 		if m == nil {
@@ -418,23 +429,41 @@ func (p *poolRun) reconcile() {
 		m.Phase, m.LeaseID, m.Since = MemberLeased, claim.LeaseID, now
 		p.st.Assigned[claim.LeaseID] = m.ID
 		p.st.AssignSeq++
-		if err := p.signalLease(claim.LeaseID, SignalAssigned, Assignment{Seq: p.st.AssignSeq, InstanceID: m.ID, Backend: pol.Backend,
-			Placement: m.Placement, Endpoint: m.Endpoint, Queued: !p.arrived[claim.LeaseID]}); err != nil {
+		asg := Assignment{Seq: p.st.AssignSeq, InstanceID: m.ID, Backend: pol.Backend,
+			Placement: m.Placement, Endpoint: m.Endpoint, Queued: !p.arrived[claim.LeaseID]}
+		if p.version >= poolVersionRolling {
+			sent = append(sent, sentAssignment{m, p.signalLeaseAsync(claim.LeaseID, SignalAssigned, asg)})
+			continue
+		}
+		if err := p.signalLease(claim.LeaseID, SignalAssigned, asg); err != nil {
+			p.teardown(m, RecycleLeaseGone)
+		}
+	}
+	for _, a := range sent {
+		if err := a.done.Get(p.ctx, nil); err != nil {
 			// The lease is gone (ended, terminated): nobody will release this instance. It was
 			// bound all the same, so it is torn down rather than reused.
-			p.teardown(m, RecycleLeaseGone)
+			p.teardown(a.member, RecycleLeaseGone)
 		}
 	}
 	// Claims past queueTimeout fail with pool_exhausted; the others learn their position.
 	var keep []ClaimRequest
-	for i, c := range p.st.Queue {
+	var refusals []workflow.Future
+	for _, c := range p.st.Queue {
 		if now.Sub(c.At) >= pol.QueueTimeout {
-			_ = p.signalLease(c.LeaseID, SignalClaimFailed, ClaimFailure{Reason: "pool_exhausted",
-				Detail: fmt.Sprintf("no cluster of pool %s became free within queueTimeout %s", pol.Name, pol.QueueTimeout)})
+			failure := ClaimFailure{Reason: "pool_exhausted",
+				Detail: fmt.Sprintf("no cluster of pool %s became free within queueTimeout %s", pol.Name, pol.QueueTimeout)}
+			if p.version >= poolVersionRolling {
+				refusals = append(refusals, p.signalLeaseAsync(c.LeaseID, SignalClaimFailed, failure))
+			} else {
+				_ = p.signalLease(c.LeaseID, SignalClaimFailed, failure)
+			}
 			continue
 		}
-		_ = i
 		keep = append(keep, c)
+	}
+	for _, f := range refusals {
+		_ = f.Get(p.ctx, nil) // a lease that is gone needs no answer
 	}
 	p.st.Queue = keep
 	p.arrived = nil
@@ -667,7 +696,11 @@ func (p *poolRun) startChild(id, name string, in any) {
 }
 
 func (p *poolRun) signalLease(leaseID, signal string, arg any) error {
-	return workflow.SignalExternalWorkflow(p.ctx, LeaseWorkflowID(leaseID), "", signal, arg).Get(p.ctx, nil)
+	return p.signalLeaseAsync(leaseID, signal, arg).Get(p.ctx, nil)
+}
+
+func (p *poolRun) signalLeaseAsync(leaseID, signal string, arg any) workflow.Future {
+	return workflow.SignalExternalWorkflow(p.ctx, LeaseWorkflowID(leaseID), "", signal, arg)
 }
 
 func (p *poolRun) status() PoolStatus {

@@ -27,4 +27,6 @@ const (
 	leaseVersionChange = "lease-search-attributes"
 	// leaseVersionSearchAttributes keeps KobePhase current.
 	leaseVersionSearchAttributes = 1
+	// leaseVersionClaimFirst sends the claim before the Pending row is written.
+	leaseVersionClaimFirst = "lease-claim-first"
 )
