@@ -20,6 +20,8 @@ func LeaseWorkflowID(leaseID string) string { return leaseID }
 // Lease signals, update and query.
 const (
 	SignalReleaseLease = "release-lease" // from the API: the user is done
+	// SignalHeartbeat tells a lease with an idle timeout that its user is still there.
+	SignalHeartbeat = "heartbeat"
 	UpdateExtend       = "extend"        // ExtendRequest → ExtendResult
 	// UpdateWaitBound returns the LeaseView once the lease is no longer Pending: a client
 	// waits for its kubeconfig without polling (also as update-with-start).
@@ -43,6 +45,7 @@ const (
 	ReasonMaxTTLCeiling            = "max_ttl_ceiling"
 	ReasonNotReady                 = "not_ready"
 	ReasonInvalidRequest           = "invalid_request"
+	ReasonIdleTimeout              = "idle_timeout"
 )
 
 // LeaseInput starts a lease.
@@ -54,6 +57,10 @@ type LeaseInput struct {
 	MaxTTL        time.Duration `json:"maxTtl"`
 	MaxExtensions int           `json:"maxExtensions"`
 	Priority      int           `json:"priority"`
+	// IdleTimeout, when set, ends a Bound lease (Expired, reason idle_timeout) that got no
+	// heartbeat signal for that long: a crashed CI job gives its cluster back early. Runs that
+	// predate it have it zero, so they replay unchanged.
+	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
 	// SearchAttributes says the starter set KobePool/KobeOwner/KobePhase (they are registered
 	// on the namespace), so the lease keeps KobePhase current for the Web UI's filters.
 	SearchAttributes bool `json:"searchAttributes,omitempty"`
@@ -254,11 +261,27 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 		return view, err
 	}
 
+	heartbeatCh := workflow.GetSignalChannel(ctx, SignalHeartbeat)
+	lastSeen := workflow.Now(ctx)
 	for view.Phase == LeaseBound {
 		timerCtx, cancel := workflow.WithCancel(ctx)
 		expiresAt := view.ExpiresAt
 		timer := workflow.NewTimer(timerCtx, expiresAt.Sub(workflow.Now(ctx)))
 		sel := workflow.NewSelector(ctx)
+		if in.IdleTimeout > 0 {
+			idle := workflow.NewTimer(timerCtx, lastSeen.Add(in.IdleTimeout).Sub(workflow.Now(ctx)))
+			sel.AddFuture(idle, func(workflow.Future) {
+				if !workflow.Now(ctx).Before(lastSeen.Add(in.IdleTimeout)) {
+					view.Phase, view.Reason = LeaseExpired, ReasonIdleTimeout
+				}
+			})
+			sel.AddReceive(heartbeatCh, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				for c.ReceiveAsync(nil) {
+				}
+				lastSeen = workflow.Now(ctx)
+			})
+		}
 		sel.AddFuture(timer, func(workflow.Future) {
 			if !workflow.Now(ctx).Before(view.ExpiresAt) {
 				view.Phase = LeaseExpired

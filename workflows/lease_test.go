@@ -177,3 +177,53 @@ func TestLeaseReleasedWhilePending(t *testing.T) {
 	assert.Equal(t, workflows.LeaseReleased, final.Phase)
 	assert.Equal(t, []string{workflows.SignalClaim, workflows.SignalCancelClaim}, le.toPool)
 }
+
+// With an idle timeout, heartbeats keep the lease; once they stop, it ends early (Expired,
+// idle_timeout) and the instance goes back, long before the TTL.
+func TestLeaseIdleTimeout(t *testing.T) {
+	le := newLeaseEnv(t)
+	le.assignAfter(time.Second)
+	in := input
+	in.IdleTimeout = 5 * time.Minute
+	// Heartbeats every 3 minutes for 30 minutes, then silence.
+	for at := 3 * time.Minute; at <= 30*time.Minute; at += 3 * time.Minute {
+		le.env.RegisterDelayedCallback(func() { le.env.SignalWorkflow(workflows.SignalHeartbeat, nil) }, at)
+	}
+	var at20 workflows.LeaseView
+	le.env.RegisterDelayedCallback(func() { at20 = le.view(t) }, 20*time.Minute)
+	le.env.ExecuteWorkflow(workflows.LeaseWorkflowName, in)
+	require.NoError(t, le.env.GetWorkflowError())
+	var final workflows.LeaseView
+	require.NoError(t, le.env.GetWorkflowResult(&final))
+	assert.Equal(t, workflows.LeaseBound, at20.Phase, "heartbeats keep it")
+	assert.Equal(t, workflows.LeaseExpired, final.Phase)
+	assert.Equal(t, workflows.ReasonIdleTimeout, final.Reason)
+	assert.Equal(t, 35*time.Minute, le.env.Now().Sub(final.BoundAt).Round(time.Minute), "5 min after the last heartbeat")
+	require.Len(t, le.released, 1)
+}
+
+// The wait-bound update returns once the lease is Bound (how clients wait without polling).
+func TestLeaseWaitBoundUpdate(t *testing.T) {
+	le := newLeaseEnv(t)
+	le.assignAfter(10 * time.Second)
+	var got workflows.LeaseView
+	var gotErr error
+	le.env.RegisterDelayedCallback(func() {
+		le.env.UpdateWorkflow(workflows.UpdateWaitBound, "w1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { gotErr = err },
+			OnAccept: func() {},
+			OnComplete: func(v interface{}, err error) {
+				gotErr = err
+				if lv, ok := v.(workflows.LeaseView); ok {
+					got = lv
+				}
+			},
+		})
+	}, time.Second)
+	le.env.RegisterDelayedCallback(func() { le.env.SignalWorkflow(workflows.SignalReleaseLease, nil) }, time.Minute)
+	le.env.ExecuteWorkflow(workflows.LeaseWorkflowName, input)
+	require.NoError(t, le.env.GetWorkflowError())
+	require.NoError(t, gotErr)
+	assert.Equal(t, workflows.LeaseBound, got.Phase)
+	assert.Equal(t, "i1", got.InstanceID)
+}
