@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/workflows"
@@ -20,7 +21,7 @@ import (
 
 // TestRecordHistories records real workflow histories for the replay tests in workflows/.
 // It runs only with KOBE_RECORD_HISTORIES=1, when a workflow gains a new version:
-// keep the old files (they prove old runs still replay) and add new ones.
+// keep the old files (they prove old runs still replay) and add new ones: bump recordVersion.
 func TestRecordHistories(t *testing.T) {
 	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
 		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into workflows/testdata/histories")
@@ -50,12 +51,12 @@ func TestRecordHistories(t *testing.T) {
 	require.NoError(t, err)
 	var res workflows.ProvisionResult
 	require.NoError(t, run.Get(ctx, &res))
-	writeHistory(t, ctx, tmp.Client, "record-provision", filepath.Join("..", "workflows", "testdata", "histories", "provision-v1.json"))
+	writeHistory(t, ctx, tmp.Client, "record-provision", filepath.Join("..", "workflows", "testdata", "histories", "provision-"+recordVersion+".json"))
 	run, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-teardown", TaskQueue: "record-host"},
 		workflows.TeardownWorkflowName, workflows.TeardownInput{Backend: "local", Spec: spec, Placement: res.Placement})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
-	writeHistory(t, ctx, tmp.Client, "record-teardown", filepath.Join("..", "workflows", "testdata", "histories", "teardown-v1.json"))
+	writeHistory(t, ctx, tmp.Client, "record-teardown", filepath.Join("..", "workflows", "testdata", "histories", "teardown-"+recordVersion+".json"))
 	_ = acts
 
 	// A pool of one, a lease bound, extended and released, and the pool refilling.
@@ -71,11 +72,15 @@ spec:
 		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Ready == 1 }, 2*time.Minute, 100*time.Millisecond)
-	lease, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-rec", TaskQueue: "record-host"},
-		workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: "lease-rec", Pool: "rec", Principal: "p", TTL: time.Hour,
-			MaxTTL: 2 * time.Hour, MaxExtensions: 2})
+	lease, err := api.StartLease(ctx, tmp.Client, "record-host", workflows.LeaseInput{LeaseID: "lease-rec", Pool: "rec",
+		Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute}, true)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return leaseView(t, tmp.Client, "lease-rec").Phase == workflows.LeaseBound }, time.Minute, 20*time.Millisecond)
+	wait, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: workflows.UpdateWaitBound,
+		WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, wait.Get(ctx, nil))
+	require.Equal(t, workflows.LeaseBound, leaseView(t, tmp.Client, "lease-rec").Phase)
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", workflows.SignalHeartbeat, nil))
 	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: workflows.UpdateExtend,
 		Args: []any{workflows.ExtendRequest{By: time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
@@ -86,9 +91,19 @@ spec:
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
 	}, 2*time.Minute, 100*time.Millisecond)
-	writeHistory(t, ctx, tmp.Client, "lease-rec", filepath.Join("..", "workflows", "testdata", "histories", "lease-v1.json"))
-	writeHistory(t, ctx, tmp.Client, workflows.PoolWorkflowID("rec"), filepath.Join("..", "workflows", "testdata", "histories", "pool-v1.json"))
+	// A new spec: the member is rolled (replacement first, then the outdated one torn down).
+	pol.BackendOptions = []byte(`{"components":["apiserver"]}`)
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalApply, pol))
+	require.Eventually(t, func() bool {
+		st := poolStatus(t, tmp.Client, "rec")
+		return st.Generation == 1 && st.Ready == 1 && st.Outdated == 0 && st.Deleting == 0 && st.Creating == 0
+	}, 3*time.Minute, 100*time.Millisecond)
+	writeHistory(t, ctx, tmp.Client, "lease-rec", filepath.Join("..", "workflows", "testdata", "histories", "lease-"+recordVersion+".json"))
+	writeHistory(t, ctx, tmp.Client, workflows.PoolWorkflowID("rec"), filepath.Join("..", "workflows", "testdata", "histories", "pool-"+recordVersion+".json"))
 }
+
+// recordVersion names the files of this recording (doctor's excepted).
+const recordVersion = "v2"
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	iter := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

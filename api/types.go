@@ -1,0 +1,157 @@
+package api
+
+import "time"
+
+// Wire types of the /v1 lease, pool, token and audit API. Lease fields follow the upstream kobe
+// API (snake_case where upstream uses it: effective_ttl, queue_position, expires_at,
+// cluster_name) so that existing clients, such as the upstream GitHub Action, keep working.
+
+// LeaseRequest is the body of POST /v1/leases. Upstream clients send only {"profile", "ttl"};
+// "pool" is kobe's name for the same thing (if both are given they must match).
+type LeaseRequest struct {
+	Pool           string            `json:"pool,omitempty"`
+	Profile        string            `json:"profile,omitempty"`
+	TTL            string            `json:"ttl,omitempty"`
+	Alias          string            `json:"alias,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+	IdempotencyKey string            `json:"idempotencyKey,omitempty"`
+	Priority       int               `json:"priority,omitempty"`
+	// IdleTimeout ends the lease early when no heartbeat (POST /v1/leases/{id}/heartbeat)
+	// arrives for that long; empty = no idle timeout.
+	IdleTimeout string `json:"idleTimeout,omitempty"`
+}
+
+// Lease is the lease object the API returns.
+type Lease struct {
+	ID           string `json:"id"`
+	ResourceKind string `json:"resourceKind"` // always "Cluster"
+	Phase        string `json:"phase"`        // Pending, Bound, Released, Expired, Failed
+	Profile      string `json:"profile"`      // the pool (upstream name)
+	Pool         string `json:"pool"`
+	// EffectiveTTL is the TTL granted after policy clamping, as a Go duration string.
+	EffectiveTTL  string            `json:"effective_ttl"`
+	QueuePosition int               `json:"queue_position,omitempty"`
+	Alias         string            `json:"alias,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	Owner         string            `json:"owner,omitempty"`
+	// Reason is the reason code of a Failed lease (e.g. pool_exhausted) or of an early end.
+	Reason      string     `json:"reason,omitempty"`
+	ClusterName string     `json:"cluster_name,omitempty"`
+	Endpoint    string     `json:"endpoint,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	BoundAt     *time.Time `json:"bound_at,omitempty"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	Extensions  int        `json:"extensions"`
+	// Kubeconfig is present on GET /v1/leases/{id} once the lease is Bound.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+}
+
+// ExtendRequest is the body of PATCH /v1/leases/{id}; extend_ttl is accepted too.
+type ExtendRequest struct {
+	ExtendTTL      string `json:"extendTtl,omitempty"`
+	ExtendTTLSnake string `json:"extend_ttl,omitempty"`
+}
+
+// ExtendResponse answers PATCH /v1/leases/{id}.
+type ExtendResponse struct {
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// PoolPolicy is the part of a pool's policy shown to lease holders.
+type PoolPolicy struct {
+	Mode          string `json:"mode"` // fixed or autoscale
+	TTL           string `json:"ttl"`
+	MaxTTL        string `json:"maxTtl"`
+	MaxExtensions int    `json:"maxExtensions"`
+	WarmTarget    int    `json:"warmTarget"`
+	MaxClusters   int    `json:"maxClusters"`
+	QueueTimeout  string `json:"queueTimeout"`
+}
+
+// PoolView is the pool object of GET /v1/pools[/{name}].
+type PoolView struct {
+	Name                string     `json:"name"`
+	ResourceKind        string     `json:"resourceKind"` // always "ClusterPool"
+	Backend             string     `json:"backend"`
+	Capabilities        []string   `json:"capabilities"`
+	Phase               string     `json:"phase,omitempty"`
+	Ready               int        `json:"ready"`
+	Leased              int        `json:"leased"`
+	Creating            int        `json:"creating"`
+	Recycling           int        `json:"recycling"`
+	Unhealthy           int        `json:"unhealthy"`
+	Quarantined         int        `json:"quarantined"`
+	Outdated            int        `json:"outdated"`
+	QueueDepth          int        `json:"queueDepth"`
+	ConsecutiveFailures int        `json:"consecutiveFailures"`
+	LastFailureReason   string     `json:"lastFailureReason,omitempty"`
+	NextAttemptAt       *time.Time `json:"nextAttemptAt,omitempty"`
+	Policy              PoolPolicy `json:"policy"`
+	Generation          int64      `json:"generation"`
+}
+
+// TokenRequest is the body of POST /v1/tokens.
+type TokenRequest struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Principal is who the token acts as; defaults to Name.
+	Principal string `json:"principal,omitempty"`
+	// TTL bounds the token's life (e.g. "720h"); empty = does not expire.
+	TTL string `json:"ttl,omitempty"`
+}
+
+// Token is a token as listed; Secret is set only in the answer to its creation.
+type Token struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Role       string     `json:"role"`
+	Principal  string     `json:"principal"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Secret     string     `json:"token,omitempty"`
+}
+
+// AuditEvent is one entry of GET /v1/audit (oldest first; ?since=RFC3339|duration,
+// ?actor=, ?pool=, ?action=, ?after=ID, ?limit=).
+type AuditEvent struct {
+	ID        int64          `json:"id"`
+	Time      time.Time      `json:"time"`
+	Actor     string         `json:"actor"`
+	Action    string         `json:"action"`
+	Target    string         `json:"target"`
+	Result    string         `json:"result"`
+	RequestID string         `json:"request_id,omitempty"`
+	Detail    map[string]any `json:"detail,omitempty"`
+}
+
+// List envelopes.
+type (
+	LeaseList struct {
+		Items []Lease `json:"items"`
+	}
+	PoolList struct {
+		Items []PoolView `json:"items"`
+	}
+	TokenList struct {
+		Items []Token `json:"items"`
+	}
+	AuditList struct {
+		Items []AuditEvent `json:"items"`
+	}
+)
+
+// More reason codes of the lease API (see docs/api.md).
+const (
+	ReasonUnauthorized             = "unauthorized"
+	ReasonForbidden                = "forbidden"
+	ReasonQuotaExhausted           = "quota_exhausted"
+	ReasonRateLimited              = "rate_limited"
+	ReasonPoolExhausted            = "pool_exhausted"
+	ReasonExtensionBudgetExhausted = "extension_budget_exhausted"
+	ReasonMaxTTLCeiling            = "max_ttl_ceiling"
+	ReasonIdempotencyConflict      = "idempotency_conflict"
+	ReasonAliasTaken               = "alias_taken"
+	ReasonExpired                  = "expired"
+)
