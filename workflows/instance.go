@@ -52,7 +52,8 @@ type ProvisionResult struct {
 	Placement activities.HostAssignment `json:"placement"`
 }
 
-// Provision creates an instance and waits until it is ready; it records each step in the store.
+// Provision creates an instance, waits until it is ready, applies the pool's addons and waits
+// until it passes the pool's readiness gates; it records each step in the store.
 // On any failure it deletes what it created before returning the error: an instance is either
 // ready and recorded, or gone — never half-made and forgotten.
 func Provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error) {

@@ -100,9 +100,10 @@ func WaitAll(ctx context.Context, cfg *rest.Config, gates []pools.ReadinessGate,
 	if err != nil {
 		return err
 	}
+	notChecked := errors.New("not checked yet")
 	failing := map[int]error{}
 	for i := range gates {
-		failing[i] = errors.New("not checked yet")
+		failing[i] = notChecked
 	}
 	for {
 		for i := range gates {
@@ -116,6 +117,11 @@ func WaitAll(ctx context.Context, cfg *rest.Config, gates []pools.ReadinessGate,
 			}
 			if errors.Is(err, ErrUnsupported) {
 				return err
+			}
+			if ctx.Err() != nil && failing[i] != notChecked {
+				// Cut short by the deadline: the previous round's reason says more than
+				// "context deadline exceeded".
+				continue
 			}
 			failing[i] = err
 		}
