@@ -49,7 +49,7 @@ import (
 const (
 	attemptTimeout = 30 * time.Second
 	urlTimeout     = 5 * time.Second
-	// The scheduling probe gives the scheduler this long before reporting the pod unscheduled.
+	// The scheduling probe gives the scheduler this long to bind or refuse its pod.
 	scheduleTimeout = 20 * time.Second
 	// ProbeImage is the image of the scheduling probe's pod. It is never pulled unless a real
 	// kubelet runs it; then it is the smallest image that stays up.
@@ -346,7 +346,6 @@ func (c *checker) schedulingProbe(ctx context.Context, ns string) error {
 	}()
 
 	deadline := time.Now().Add(scheduleTimeout)
-	reason := "not scheduled yet"
 	for {
 		p, err := pods.Get(ctx, created.Name, metav1.GetOptions{})
 		if err != nil {
@@ -356,16 +355,18 @@ func (c *checker) schedulingProbe(ctx context.Context, ns string) error {
 			return nil
 		}
 		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Message != "" {
-				reason = "unschedulable: " + cond.Message
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				// The scheduler has looked and said no: report it now, the next attempt
+				// (a fresh pod) will see whether that changed.
+				return fmt.Errorf("%s: unschedulable: %s", what, cond.Message)
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: pod %s %s", what, created.Name, reason)
+			return fmt.Errorf("%s: not scheduled within %s", what, scheduleTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: pod %s %s", what, created.Name, reason)
+			return fmt.Errorf("%s: not scheduled yet", what)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
