@@ -9,6 +9,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/pools"
 )
 
 // Workflow names.
@@ -38,6 +39,11 @@ type ProvisionInput struct {
 	// NotifyPool is the workflow id of the pool to signal with the outcome (member-ready or
 	// member-failed); empty for a standalone provision.
 	NotifyPool string `json:"notifyPool,omitempty"`
+	// Addons are applied, in order, once the instance is ready; then every gate must pass
+	// within GatesTimeout (default 5m) before the instance is recorded Ready.
+	Addons       []pools.Addon         `json:"addons,omitempty"`
+	Gates        []pools.ReadinessGate `json:"gates,omitempty"`
+	GatesTimeout time.Duration         `json:"gatesTimeout,omitempty"`
 }
 
 // ProvisionResult is a ready instance and where it lives.
@@ -46,7 +52,8 @@ type ProvisionResult struct {
 	Placement activities.HostAssignment `json:"placement"`
 }
 
-// Provision creates an instance and waits until it is ready; it records each step in the store.
+// Provision creates an instance, waits until it is ready, applies the pool's addons and waits
+// until it passes the pool's readiness gates; it records each step in the store.
 // On any failure it deletes what it created before returning the error: an instance is either
 // ready and recorded, or gone — never half-made and forgotten.
 func Provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error) {
@@ -131,6 +138,9 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 		if err := workflow.ExecuteActivity(waitCtx, a.BackendWaitReady, req).Get(ctx, &res.Status); err != nil {
 			return err
 		}
+		if err := addonsAndGates(ctx, in, res.Placement); err != nil {
+			return err
+		}
 		return record(InstancePhaseReady, res.Status.Endpoint, "")
 	}()
 	if err == nil {
@@ -143,6 +153,52 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 		return res, fmt.Errorf("provisioning %s failed (%v) and so did its cleanup: %w", in.Spec.ID, err, terr)
 	}
 	return res, fmt.Errorf("provisioning %s failed and was cleaned up: %w", in.Spec.ID, err)
+}
+
+// addonsAndGates applies the pool's addons, then waits until the instance passes its readiness
+// gates; an error fails the provision, whose cleanup deletes the instance, so a member that
+// fails its gates never joins the pool. (Added after the first recorded histories, hence the
+// version marker.)
+func addonsAndGates(ctx workflow.Context, in ProvisionInput, placement activities.HostAssignment) error {
+	if workflow.GetVersion(ctx, "addons-gates", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	var a *activities.Activities
+	if len(in.Addons) > 0 {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              placement.TaskQueue, // the admin kubeconfig lives on the instance's host
+			StartToCloseTimeout:    5 * time.Minute,
+			ScheduleToCloseTimeout: in.CreatingTimeout,
+			HeartbeatTimeout:       30 * time.Second,
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+		})
+		req := activities.AddonsRequest{Backend: in.Backend, InstanceID: in.Spec.ID, Addons: in.Addons}
+		if err := workflow.ExecuteActivity(actx, a.ApplyAddons, req).Get(ctx, nil); err != nil {
+			return fmt.Errorf("applying addons: %w", err)
+		}
+	}
+	if len(in.Gates) == 0 {
+		return nil
+	}
+	timeout := in.GatesTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	gctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: placement.TaskQueue,
+		// The activity stops at the deadline itself and says which gates failed; the slack
+		// lets that answer arrive before Temporal's own timeout would hide it.
+		StartToCloseTimeout:    timeout + time.Minute,
+		ScheduleToCloseTimeout: timeout + time.Minute,
+		HeartbeatTimeout:       30 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+	})
+	req := activities.GatesRequest{Backend: in.Backend, InstanceID: in.Spec.ID, Gates: in.Gates,
+		Deadline: workflow.Now(ctx).Add(timeout)}
+	if err := workflow.ExecuteActivity(gctx, a.WaitReadinessGates, req).Get(ctx, nil); err != nil {
+		return fmt.Errorf("readiness gates: %w", err)
+	}
+	return nil
 }
 
 // TeardownInput names the instance to delete and where it lives.

@@ -659,6 +659,8 @@ func (p *poolRun) provision() {
 			Options: pol.BackendOptions},
 		CreatingTimeout: pol.CreatingTimeout,
 		NotifyPool:      PoolWorkflowID(pol.Name),
+		Addons:          pol.Addons,
+		Gates:           pol.Gates,
 	}
 	p.startChild(InstanceWorkflowID(id), ProvisionWorkflowName, in)
 }
