@@ -279,18 +279,19 @@ func (s *sqlStore) UpsertLease(ctx context.Context, l Lease) error {
 	}
 	t := now()
 	_, err = s.exec(ctx, `INSERT INTO leases (id, pool, principal, phase, instance_id, alias, idempotency_key, ttl_ms,
-			expires_at, metadata, reason, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			expires_at, metadata, reason, role, request_hash, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET pool = excluded.pool, principal = excluded.principal, phase = excluded.phase,
 			instance_id = excluded.instance_id, alias = excluded.alias, idempotency_key = excluded.idempotency_key,
 			ttl_ms = excluded.ttl_ms, expires_at = excluded.expires_at, metadata = excluded.metadata,
-			reason = excluded.reason, updated_at = excluded.updated_at`,
+			reason = excluded.reason, role = excluded.role, request_hash = excluded.request_hash,
+			updated_at = excluded.updated_at`,
 		l.ID, l.Pool, l.Principal, l.Phase, l.InstanceID, l.Alias, l.IdempotencyKey, l.TTL.Milliseconds(),
-		nullTS(l.ExpiresAt), string(meta), l.Reason, t, t)
+		nullTS(l.ExpiresAt), string(meta), l.Reason, l.Role, l.RequestHash, t, t)
 	return err
 }
 
-const leaseColumns = `id, pool, principal, phase, instance_id, alias, idempotency_key, ttl_ms, expires_at, metadata, reason, created_at, updated_at`
+const leaseColumns = `id, pool, principal, phase, instance_id, alias, idempotency_key, ttl_ms, expires_at, metadata, reason, role, request_hash, created_at, updated_at`
 
 func scanLease(sc interface{ Scan(...any) error }) (Lease, error) {
 	var l Lease
@@ -298,7 +299,7 @@ func scanLease(sc interface{ Scan(...any) error }) (Lease, error) {
 	var meta string
 	var expires, created, updated dbTime
 	if err := sc.Scan(&l.ID, &l.Pool, &l.Principal, &l.Phase, &l.InstanceID, &l.Alias, &l.IdempotencyKey, &ttlMS,
-		&expires, &meta, &l.Reason, &created, &updated); err != nil {
+		&expires, &meta, &l.Reason, &l.Role, &l.RequestHash, &created, &updated); err != nil {
 		return Lease{}, err
 	}
 	l.TTL = time.Duration(ttlMS) * time.Millisecond

@@ -61,8 +61,12 @@ type Lease struct {
 	Metadata  map[string]string
 	// Reason is the reason code of a failed or ended lease (e.g. pool_exhausted).
 	Reason    string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// Role is the role of the principal that created it (aggregate quotas count by role).
+	Role string
+	// RequestHash identifies the creating request's body, for idempotent replays.
+	RequestHash string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // LeaseCredential is a lease's kubeconfig as stored: sealed, never plain.
@@ -136,6 +140,16 @@ type Store interface {
 	UpsertLease(ctx context.Context, l Lease) error
 	GetLease(ctx context.Context, id string) (Lease, error)
 	ListLeases(ctx context.Context, f LeaseFilter) ([]Lease, error)
+
+	// AdmitLease records a new Pending lease if its principal's and role's limits allow it
+	// (atomically); see the SQL implementation for idempotency and alias rules.
+	AdmitLease(ctx context.Context, req AdmitRequest) (lease Lease, replayed bool, err error)
+
+	CreateToken(ctx context.Context, t Token) (Token, error)
+	GetTokenByHash(ctx context.Context, hash string) (Token, error)
+	ListTokens(ctx context.Context) ([]Token, error)
+	RevokeToken(ctx context.Context, id string) error
+	TouchToken(ctx context.Context, id string, at time.Time) error
 
 	SetQuota(ctx context.Context, q Quota) error
 	GetQuota(ctx context.Context, subject string) (Quota, error)

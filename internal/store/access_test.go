@@ -1,0 +1,125 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kunobi-ninja/kobe/internal/store"
+)
+
+func testTokens(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	tok, err := s.CreateToken(ctx, store.Token{ID: "tok-1", Name: "gha", Role: "ci", Principal: "github", Hash: "h1",
+		ExpiresAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	_, err = s.CreateToken(ctx, store.Token{ID: "tok-2", Name: "dup", Role: "ci", Principal: "x", Hash: "h1"})
+	assert.Error(t, err, "a hash is unique")
+	got, err := s.GetTokenByHash(ctx, "h1")
+	require.NoError(t, err)
+	assert.Equal(t, "github", got.Principal)
+	assert.Equal(t, tok.CreatedAt, got.CreatedAt)
+	assert.True(t, got.RevokedAt.IsZero())
+	_, err = s.GetTokenByHash(ctx, "nope")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	require.NoError(t, s.TouchToken(ctx, "tok-1", time.Now()))
+	require.NoError(t, s.RevokeToken(ctx, "tok-1"))
+	got, _ = s.GetTokenByHash(ctx, "h1")
+	assert.False(t, got.RevokedAt.IsZero())
+	assert.False(t, got.LastUsedAt.IsZero())
+	assert.ErrorIs(t, s.RevokeToken(ctx, "tok-missing"), store.ErrNotFound)
+	list, err := s.ListTokens(ctx)
+	require.NoError(t, err)
+	assert.Len(t, list, 1)
+}
+
+func testAdmission(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	admit := func(id, principal, alias, key, hash string) (store.Lease, bool, error) {
+		return s.AdmitLease(ctx, store.AdmitRequest{Lease: store.Lease{ID: id, Pool: "p", Principal: principal, Role: "dev",
+			Alias: alias, IdempotencyKey: key, RequestHash: hash, TTL: time.Hour, Metadata: map[string]string{"job": id}},
+			MaxPerPrincipal: 2, MaxPerRole: 3})
+	}
+	l, replayed, err := admit("lease-a1", "ann", "web", "k1", "body1")
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.Equal(t, "Pending", l.Phase)
+	// Same key, same body: the same lease. Same key, other body: a conflict.
+	again, replayed, err := admit("lease-a1-retry", "ann", "web", "k1", "body1")
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, "lease-a1", again.ID)
+	assert.Equal(t, map[string]string{"job": "lease-a1"}, again.Metadata)
+	_, _, err = admit("lease-a1-other", "ann", "", "k1", "body2")
+	assert.ErrorIs(t, err, store.ErrIdempotencyConflict)
+	// The same key from another principal is another lease.
+	_, replayed, err = admit("lease-b1", "bob", "", "k1", "body1")
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	// An active alias cannot be taken twice by its principal.
+	_, _, err = admit("lease-a2", "ann", "web", "", "x")
+	assert.ErrorIs(t, err, store.ErrAliasTaken)
+	_, _, err = admit("lease-a2", "ann", "api", "", "x")
+	require.NoError(t, err)
+	// ann holds 2 of 2.
+	_, _, err = admit("lease-a3", "ann", "", "", "x")
+	var qe *store.QuotaError
+	require.True(t, errors.As(err, &qe), "%v", err)
+	assert.Equal(t, store.QuotaError{Scope: "principal", Name: "ann", Used: 2, Limit: 2}, *qe)
+	// The role holds 3 of 3 (ann 2, bob 1).
+	_, _, err = admit("lease-c1", "cid", "", "", "x")
+	require.True(t, errors.As(err, &qe), "%v", err)
+	assert.Equal(t, "role", qe.Scope)
+	// A lease that ended frees its place (and its alias).
+	a1, err := s.GetLease(ctx, "lease-a1")
+	require.NoError(t, err)
+	a1.Phase = "Released"
+	require.NoError(t, s.UpsertLease(ctx, a1))
+	kept, err := s.GetLease(ctx, "lease-a1")
+	require.NoError(t, err)
+	assert.Equal(t, "dev", kept.Role, "upserts keep the admission fields")
+	assert.Equal(t, "body1", kept.RequestHash)
+	_, _, err = admit("lease-a4", "ann", "web", "", "x")
+	require.NoError(t, err)
+}
+
+// 200 concurrent admissions of one principal with a limit of 5 admit exactly 5.
+func testAdmissionBurst(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted, refused := 0, 0
+	var other []error
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := s.AdmitLease(ctx, store.AdmitRequest{Lease: store.Lease{ID: fmt.Sprintf("lease-burst-%03d", i),
+				Pool: "p", Principal: "matrix", Role: "ci", TTL: time.Hour}, MaxPerPrincipal: 5})
+			mu.Lock()
+			defer mu.Unlock()
+			var qe *store.QuotaError
+			switch {
+			case err == nil:
+				admitted++
+			case errors.As(err, &qe):
+				refused++
+			default:
+				other = append(other, err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Empty(t, other)
+	assert.Equal(t, 5, admitted)
+	assert.Equal(t, 195, refused)
+	active, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "matrix", Phases: store.ActiveLeasePhases})
+	require.NoError(t, err)
+	assert.Len(t, active, 5)
+}
