@@ -60,7 +60,7 @@ type Lease struct {
 	ExpiresAt time.Time
 	Metadata  map[string]string
 	// Reason is the reason code of a failed or ended lease (e.g. pool_exhausted).
-	Reason    string
+	Reason string
 	// Role is the role of the principal that created it (aggregate quotas count by role).
 	Role string
 	// RequestHash identifies the creating request's body, for idempotent replays.
