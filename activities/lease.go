@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -51,7 +52,7 @@ func (a *Activities) RecordLease(ctx context.Context, r LeaseRecord) error {
 	if !changed {
 		return nil
 	}
-	_, err = a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "lease." + r.Phase, Target: r.ID,
+	_, err = a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "lease." + strings.ToLower(r.Phase), Target: r.ID, Pool: r.Pool,
 		Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
 	return err
 }

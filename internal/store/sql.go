@@ -422,9 +422,9 @@ func (s *sqlStore) AppendEvent(ctx context.Context, e Event) (Event, error) {
 	if len(e.Detail) == 0 {
 		e.Detail = json.RawMessage("{}")
 	}
-	err := s.queryRow(ctx, `INSERT INTO events (at, actor, action, target, result, request_id, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		e.Time, e.Actor, e.Action, e.Target, e.Result, e.RequestID, string(e.Detail)).Scan(&e.ID)
+	err := s.queryRow(ctx, `INSERT INTO events (at, actor, action, target, result, request_id, detail, pool)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		e.Time, e.Actor, e.Action, e.Target, e.Result, e.RequestID, string(e.Detail), e.Pool).Scan(&e.ID)
 	if err != nil {
 		return Event{}, s.wrap(err)
 	}
@@ -449,7 +449,10 @@ func (s *sqlStore) ListEvents(ctx context.Context, f EventFilter) ([]Event, erro
 	if f.Target != "" {
 		where, args = append(where, "target = ?"), append(args, f.Target)
 	}
-	q := `SELECT id, at, actor, action, target, result, request_id, detail FROM events` + whereClause(where) + ` ORDER BY id`
+	if f.Pool != "" {
+		where, args = append(where, "pool = ?"), append(args, f.Pool)
+	}
+	q := `SELECT id, at, actor, action, target, result, request_id, detail, pool FROM events` + whereClause(where) + ` ORDER BY id`
 	if f.Limit > 0 {
 		q += ` LIMIT ` + strconv.Itoa(f.Limit)
 	}
@@ -463,7 +466,7 @@ func (s *sqlStore) ListEvents(ctx context.Context, f EventFilter) ([]Event, erro
 		var e Event
 		var at dbTime
 		var detail string
-		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Result, &e.RequestID, &detail); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Result, &e.RequestID, &detail, &e.Pool); err != nil {
 			return nil, err
 		}
 		e.Time, e.Detail = at.t, json.RawMessage(detail)

@@ -94,6 +94,8 @@ type Event struct {
 	Result    string
 	RequestID string
 	Detail    json.RawMessage
+	// Pool the event concerns, if any (for filtering).
+	Pool string
 }
 
 // InstanceFilter selects instances; empty fields match everything.
@@ -118,6 +120,7 @@ type EventFilter struct {
 	Actor   string
 	Action  string
 	Target  string
+	Pool    string
 	Limit   int
 }
 

@@ -17,3 +17,5 @@ ALTER TABLE leases ADD COLUMN request_hash TEXT NOT NULL DEFAULT '';
 CREATE INDEX leases_role_phase ON leases (role, phase);
 CREATE UNIQUE INDEX leases_idempotency ON leases (principal, idempotency_key) WHERE idempotency_key <> '';
 CREATE INDEX events_actor ON events (actor);
+ALTER TABLE events ADD COLUMN pool TEXT NOT NULL DEFAULT '';
+CREATE INDEX events_pool ON events (pool);
