@@ -14,6 +14,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/kunobi-ninja/kobe/internal/access"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
+
 	"github.com/kunobi-ninja/kobe/internal/buildinfo"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
@@ -33,6 +36,17 @@ type Server struct {
 	Backends []string
 	// InstanceName distinguishes this process in probes (host/pid).
 	InstanceName string
+
+	// Policy, Auth and Limiter decide who may do what (see internal/access); InsecureNoAuth
+	// lets every request through as an admin (demos only).
+	Policy         *access.Policy
+	Auth           *access.Authenticator
+	Limiter        *access.RateLimiter
+	InsecureNoAuth bool
+	// Secrets opens the sealed lease kubeconfigs (the workers' key).
+	Secrets *secretbox.Box
+	// SearchAttributes: kobe's search attributes are registered; leases are started with them.
+	SearchAttributes bool
 }
 
 // NewRegistry returns a registry with Go runtime, process and build metrics, plus extra collectors
@@ -70,6 +84,29 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
 	mux.HandleFunc("POST /v1/doctor", s.handleDoctorStart)
 	mux.HandleFunc("GET /v1/doctor/{id}", s.handleDoctorGet)
+	if s.Policy == nil {
+		s.Policy = access.DefaultPolicy()
+	}
+	if s.Auth == nil {
+		s.Auth = &access.Authenticator{Store: s.Store, Policy: s.Policy}
+	}
+	if s.Limiter == nil {
+		s.Limiter = &access.RateLimiter{Policy: s.Policy}
+	}
+	mux.HandleFunc("POST /v1/leases", s.authed(access.PermLease, s.handleLeaseCreate))
+	mux.HandleFunc("GET /v1/leases", s.authed(access.PermLease, s.handleLeaseList))
+	mux.HandleFunc("GET /v1/leases/{id}", s.authed(access.PermLease, s.handleLeaseGet))
+	mux.HandleFunc("PATCH /v1/leases/{id}", s.authed(access.PermLease, s.handleLeaseExtend))
+	mux.HandleFunc("DELETE /v1/leases/{id}", s.authed(access.PermLease, s.handleLeaseRelease))
+	mux.HandleFunc("POST /v1/leases/{id}/heartbeat", s.authed(access.PermLease, s.handleLeaseHeartbeat))
+	mux.HandleFunc("GET /v1/pools", s.authed(access.PermPoolRead, s.handlePoolList))
+	mux.HandleFunc("GET /v1/pools/{name}", s.authed(access.PermPoolRead, s.handlePoolGet))
+	mux.HandleFunc("PUT /v1/pools/{name}", s.authed(access.PermPoolAdmin, s.handlePoolPut))
+	mux.HandleFunc("DELETE /v1/pools/{name}", s.authed(access.PermPoolAdmin, s.handlePoolDelete))
+	mux.HandleFunc("POST /v1/tokens", s.authed(access.PermTokens, s.handleTokenCreate))
+	mux.HandleFunc("GET /v1/tokens", s.authed(access.PermTokens, s.handleTokenList))
+	mux.HandleFunc("DELETE /v1/tokens/{id}", s.authed(access.PermTokens, s.handleTokenRevoke))
+	mux.HandleFunc("GET /v1/audit", s.authed(access.PermAudit, s.handleAudit))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ReasonNotFound, "No such endpoint", r.Method+" "+r.URL.Path)
 	})

@@ -31,6 +31,7 @@ const (
 	SignalMemberFail  = "member-failed"
 	SignalMemberGone  = "member-gone" // MemberReport, from Teardown
 	SignalApply       = "apply"       // pools.Policy: a new spec
+	SignalDeletePool  = "delete"      // drain and forget the pool
 	QueryPoolStatus   = "status"
 )
 
@@ -57,6 +58,8 @@ const (
 	PoolBackoff     = "Backoff"
 	PoolFailing     = "Failing"
 	PoolIdle        = "Idle"
+	// PoolDraining: deleted, tearing its members down (leased ones when their leases end).
+	PoolDraining = "Draining"
 )
 
 // ClaimRequest is a lease asking for an instance.
@@ -128,6 +131,9 @@ type PoolState struct {
 	ConsecutiveFailures int       `json:"consecutiveFailures"`
 	NextAttemptAt       time.Time `json:"nextAttemptAt,omitempty"`
 	LastFailureReason   string    `json:"lastFailureReason,omitempty"`
+	// Draining is set by a delete: no new members, no claims served; the workflow ends once
+	// the last member is gone.
+	Draining bool `json:"draining,omitempty"`
 	// Assigned remembers every instance ever handed to a lease (bounded by continue-as-new
 	// carrying only live ones): an instance is bound at most once.
 	Assigned map[string]string `json:"assigned"`
@@ -184,6 +190,7 @@ const (
 	RecycleScaleDown       = "scale_down"
 	RecycleCreatingTimeout = "creating_timeout"
 	RecycleLeaseGone       = "lease_gone"
+	RecyclePoolDeleted     = "pool_deleted"
 )
 
 // Versions of the pool's behaviour (workflow.GetVersion) so that runs recorded before a change
@@ -225,9 +232,13 @@ func Pool(ctx workflow.Context, st PoolState) error {
 	failed := workflow.GetSignalChannel(ctx, SignalMemberFail)
 	gone := workflow.GetSignalChannel(ctx, SignalMemberGone)
 	apply := workflow.GetSignalChannel(ctx, SignalApply)
+	deletes := workflow.GetSignalChannel(ctx, SignalDeletePool)
 
 	for {
 		p.reconcile()
+		if st.Draining && len(st.Members) == 0 && p.version >= poolVersionRolling {
+			return p.forget()
+		}
 		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > maxHistoryBeforeContinue {
 			break
 		}
@@ -280,7 +291,14 @@ func Pool(ctx workflow.Context, st PoolState) error {
 				st.Generation++
 			}
 			st.Policy = pol
+			st.Draining = false // applying a deleted pool again keeps it
 		})
+		if p.version >= poolVersionRolling {
+			sel.AddReceive(deletes, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				st.Draining = true
+			})
+		}
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)
 		if wake := p.nextWake(); !wake.IsZero() {
 			d := wake.Sub(workflow.Now(ctx))
@@ -411,6 +429,10 @@ func (p *poolRun) memberFailed(r MemberReport) {
 func (p *poolRun) reconcile() {
 	now := p.now()
 	pol := p.st.Policy
+	if p.st.Draining && p.version >= poolVersionRolling {
+		p.drain()
+		return
+	}
 	// Serve the queue from Ready members, oldest Ready first (current spec first while rolling).
 	// The assignments of one pass are signalled together and awaited together: a burst of
 	// claims costs one round trip, not one per lease.
@@ -506,6 +528,35 @@ func (p *poolRun) reconcile() {
 	if p.version >= poolVersionRolling {
 		p.rollOutdated()
 	}
+}
+
+// drain refuses every claim and tears down every member not leased; leased members go when
+// their leases end, creating ones once they report.
+func (p *poolRun) drain() {
+	var refusals []workflow.Future
+	for _, c := range p.st.Queue {
+		refusals = append(refusals, p.signalLeaseAsync(c.LeaseID, SignalClaimFailed, ClaimFailure{Reason: RecyclePoolDeleted,
+			Detail: fmt.Sprintf("pool %s was deleted", p.st.Policy.Name)}))
+	}
+	p.st.Queue = nil
+	for _, f := range refusals {
+		_ = f.Get(p.ctx, nil)
+	}
+	for _, m := range p.sortedMembers() {
+		if m.Phase == MemberReady {
+			p.teardown(m, RecyclePoolDeleted)
+		}
+	}
+}
+
+// forget removes the drained pool from the store; the workflow then ends.
+func (p *poolRun) forget() error {
+	var a *activities.Activities
+	ctx := workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	return workflow.ExecuteActivity(ctx, a.ForgetPool, p.st.Policy.Name).Get(ctx, nil)
 }
 
 func (p *poolRun) outdated(m *Member) bool { return m.Generation < p.st.Generation }
@@ -729,6 +780,8 @@ func (p *poolRun) status() PoolStatus {
 		}
 	}
 	switch {
+	case p.st.Draining:
+		s.Phase = PoolDraining
 	case p.st.ConsecutiveFailures >= failingAfter:
 		s.Phase = PoolFailing
 	case p.now().Before(p.st.NextAttemptAt):

@@ -1,12 +1,14 @@
 package workflows_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -118,4 +120,67 @@ func TestPoolCancelsWedgedCreation(t *testing.T) {
 	assert.Contains(t, after.LastFailureReason, "creatingTimeout")
 	require.Len(t, after.Members, 1)
 	assert.Equal(t, "p-2", after.Members[0].ID, "a replacement after the backoff")
+}
+
+// Deleting a pool: Ready members are torn down at once, a leased one when its lease gives it
+// back, claims arriving meanwhile fail with pool_deleted; then the pool is forgotten and the
+// workflow ends.
+func TestPoolDeleteDrains(t *testing.T) {
+	pol := basePolicy()
+	pol.WarmTarget, pol.MaxClusters, pol.MaxConcurrentProvisions = 2, 2, 2
+	env, out := poolEnv(t, pol)
+	var forgotten []string
+	env.RegisterActivityWithOptions(func(_ context.Context, name string) error {
+		forgotten = append(forgotten, name)
+		return nil
+	}, activity.RegisterOptions{Name: "ForgetPool"})
+	env.RegisterDelayedCallback(func() {
+		for _, m := range status(t, env).Members {
+			env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: m.ID, Endpoint: "https://x"})
+		}
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalClaim, workflows.ClaimRequest{LeaseID: "lease-1", At: env.Now()})
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalDeletePool, nil) }, 4*time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalClaim, workflows.ClaimRequest{LeaseID: "lease-late", At: env.Now()})
+	}, 4500*time.Millisecond)
+	var draining workflows.PoolStatus
+	env.RegisterDelayedCallback(func() {
+		draining = status(t, env)
+		for _, m := range draining.Members {
+			if m.Phase == workflows.MemberDeleting {
+				env.SignalWorkflow(workflows.SignalMemberGone, workflows.MemberReport{InstanceID: m.ID})
+			}
+		}
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := status(t, env)
+		if assert.Len(t, st.Members, 1) {
+			env.SignalWorkflow(workflows.SignalRelease, workflows.ReleaseRequest{LeaseID: "lease-1", InstanceID: st.Members[0].ID})
+		}
+	}, 6*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := status(t, env)
+		if assert.Len(t, st.Members, 1) {
+			env.SignalWorkflow(workflows.SignalMemberGone, workflows.MemberReport{InstanceID: st.Members[0].ID})
+		}
+	}, 7*time.Second)
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError(), "the drained pool's workflow ends")
+	assert.Equal(t, []string{"p"}, forgotten)
+	assert.Equal(t, workflows.PoolDraining, draining.Phase)
+	assert.Equal(t, 1, draining.Leased, "the leased member stays until its lease ends")
+	assert.Equal(t, 1, draining.Deleting, "the Ready member is torn down at once")
+	var refused []string
+	for _, s := range *out {
+		if f, ok := s.arg.(workflows.ClaimFailure); ok && s.signal == workflows.SignalClaimFailed {
+			assert.Equal(t, "pool_deleted", f.Reason)
+			refused = append(refused, s.to)
+		}
+	}
+	assert.Equal(t, []string{"lease-late"}, refused)
 }

@@ -1,0 +1,153 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+func (s *Server) poolView(ctx context.Context, p store.Pool) PoolView {
+	v := PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend, Capabilities: []string{}}
+	if f, ok := backends.Lookup(p.Backend); ok {
+		c := backends.CapabilitiesOf(f.Name, f.Description, f.Prototype)
+		for name, has := range map[string]bool{"sleep": c.Sleep, "snapshot": c.Snapshot, "certRotation": c.CertRotate, "migration": c.Migrate} {
+			if has {
+				v.Capabilities = append(v.Capabilities, name)
+			}
+		}
+		sort.Strings(v.Capabilities)
+	}
+	if m, err := pools.Parse(p.Spec); err == nil {
+		if pol, err := m.Validate(); err == nil {
+			mode := "fixed"
+			if pol.Autoscale {
+				mode = "autoscale"
+			}
+			v.Policy = PoolPolicy{Mode: mode, TTL: pol.TTL.String(), MaxTTL: pol.MaxTTL.String(), MaxExtensions: pol.MaxExtensions,
+				WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String()}
+		}
+	}
+	resp, err := s.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID(p.Name), "", workflows.QueryPoolStatus)
+	if err != nil {
+		v.Phase = "Unknown"
+		return v
+	}
+	var st workflows.PoolStatus
+	if resp.Get(&st) != nil {
+		return v
+	}
+	v.Phase, v.Ready, v.Leased, v.Creating, v.Recycling, v.Outdated, v.QueueDepth = st.Phase, st.Ready, st.Leased, st.Creating, st.Deleting, st.Outdated, st.QueueDepth
+	v.ConsecutiveFailures, v.LastFailureReason, v.Generation = st.ConsecutiveFailures, st.LastFailureReason, st.Generation
+	if !st.NextAttemptAt.IsZero() {
+		t := st.NextAttemptAt
+		v.NextAttemptAt = &t
+	}
+	if qs, err := s.Store.ListInstances(ctx, store.InstanceFilter{Pool: p.Name, Phase: workflows.InstancePhaseQuarantined}); err == nil {
+		v.Quarantined = len(qs)
+	}
+	return v
+}
+
+func (s *Server) handlePoolList(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.Store.ListPools(r.Context())
+	if err != nil {
+		s.unavailable(w, r, "listing pools", err)
+		return
+	}
+	out := PoolList{Items: []PoolView{}}
+	for _, p := range ps {
+		out.Items = append(out.Items, s.poolView(r.Context(), p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handlePoolGet(w http.ResponseWriter, r *http.Request) {
+	p, err := s.Store.GetPool(r.Context(), r.PathValue("name"))
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", r.PathValue("name")))
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, "reading the pool", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.poolView(r.Context(), p))
+}
+
+// handlePoolPut applies a ClusterPool manifest (JSON or YAML): created 201, updated 200.
+func (s *Server) handlePoolPut(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		badRequest(w, "body: "+err.Error())
+		return
+	}
+	m, err := pools.Parse(body)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	if m.Metadata.Name != name {
+		badRequest(w, fmt.Sprintf("metadata.name: %q does not match the URL's pool %q", m.Metadata.Name, name))
+		return
+	}
+	if _, err := m.Validate(); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	_, getErr := s.Store.GetPool(r.Context(), name)
+	created := errors.Is(getErr, store.ErrNotFound)
+	if err := EnsurePool(r.Context(), s.Temporal, s.Store, s.TaskQueue, m); err != nil {
+		s.unavailable(w, r, "applying the pool", err)
+		return
+	}
+	status, result := http.StatusOK, "updated"
+	if created {
+		status, result = http.StatusCreated, "created"
+	}
+	s.audit(r, "pool.apply", name, name, result, map[string]any{"backend": m.Spec.Backend.Type})
+	p, err := s.Store.GetPool(r.Context(), name)
+	if err != nil {
+		s.unavailable(w, r, "reading the pool", err)
+		return
+	}
+	writeJSON(w, status, s.poolView(r.Context(), p))
+}
+
+// handlePoolDelete drains a pool: queued claims fail with pool_deleted, warm members are torn
+// down, leased ones when their leases end; then the pool is forgotten. 202 while draining.
+func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, err := s.Store.GetPool(r.Context(), name); errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
+		return
+	} else if err != nil {
+		s.unavailable(w, r, "reading the pool", err)
+		return
+	}
+	err := s.Temporal.SignalWorkflow(r.Context(), workflows.PoolWorkflowID(name), "", workflows.SignalDeletePool, nil)
+	if isNotRunning(err) {
+		// No workflow holds members: forget the pool at once.
+		if err := s.Store.DeletePool(r.Context(), name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.unavailable(w, r, "deleting the pool", err)
+			return
+		}
+		s.audit(r, "pool.delete", name, name, "deleted", nil)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, "deleting the pool", err)
+		return
+	}
+	s.audit(r, "pool.delete", name, name, "draining", nil)
+	w.WriteHeader(http.StatusAccepted)
+}
