@@ -54,6 +54,14 @@ type Config struct {
 
 	LogFormat string
 	LogLevel  string
+
+	// Policy is the access policy file (roles → rules); empty = the built-in default policy.
+	Policy string
+	// InsecureNoAuth serves every API request as an admin, without a token (demos only).
+	InsecureNoAuth bool
+	// AdminTokenFile holds an admin token: created (0600) with a new token if missing,
+	// registered in the store if the store does not know it. Dev: <state-dir>/admin-token.
+	AdminTokenFile string
 }
 
 // TemporalConfig locates an external Temporal service.
@@ -116,9 +124,11 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		fs.IntVar(&c.UIPort, "ui-port", c.UIPort, "port of the Temporal Web UI (loopback); 0 disables the UI")
 		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN (default: SQLite file in --state-dir, in memory with --ephemeral)")
 		fs.BoolVar(&c.NoDefaultPool, "no-default-pool", c.NoDefaultPool, `do not start the default "dev" pool (two warm local clusters)`)
+		c.addAccessFlags(fs, "admin token file (default <state-dir>/admin-token)")
 	case ModeServer, ModeWorker:
 		if mode == ModeServer {
 			fs.StringVar(&c.APIAddress, "api-address", c.APIAddress, "address of the kobe API server")
+			c.addAccessFlags(fs, "admin token file: created with a new admin token if missing, registered if the store lacks it")
 		} else {
 			fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "address serving /metrics and /healthz of this worker")
 			fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for this host's identity and its local clusters' data")
@@ -133,6 +143,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		fs.StringVar(&c.Temporal.TLSCAFile, "temporal-tls-ca", "", "CA bundle that signs the Temporal server certificate (PEM)")
 		fs.StringVar(&c.Temporal.TLSServerName, "temporal-tls-server-name", "", "server name to verify in the Temporal certificate")
 	}
+}
+
+func (c *Config) addAccessFlags(fs *pflag.FlagSet, adminTokenHelp string) {
+	fs.StringVar(&c.Policy, "policy", c.Policy, "access policy file (YAML: roles, permissions, pools, quotas); default: built-in roles admin, ci, dev, auditor")
+	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "serve every API request as an admin without a token (demos only; never on a shared network)")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, adminTokenHelp)
 }
 
 // EnvName is the environment variable that sets a flag: --temporal-address → KOBE_TEMPORAL_ADDRESS.

@@ -26,6 +26,7 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	localbackend "github.com/kunobi-ninja/kobe/backends/local"
+	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/logging"
@@ -51,6 +52,11 @@ type Process struct {
 	StartupTime time.Duration
 	// SearchAttributes is true once kobe's search attributes are registered on the namespace.
 	SearchAttributes bool
+	// AdminTokenFile holds the admin token (dev, or server with --admin-token-file).
+	AdminTokenFile string
+
+	secrets  *secretbox.Box
+	stateDir string // dev and worker: the state dir in use (a temp dir when ephemeral)
 
 	Store    store.Store
 	Temporal client.Client
@@ -186,8 +192,41 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		p.stops = append(p.stops, ui.Stop)
 	}
 
+	var policy *access.Policy
+	if mode != config.ModeWorker {
+		if policy, err = loadPolicy(cfg.Policy); err != nil {
+			return nil, err
+		}
+		if mode == config.ModeServer && p.secrets == nil && cfg.SecretKeyFile != "" {
+			if p.secrets, err = secretbox.LoadOrCreateKeyFile(cfg.SecretKeyFile); err != nil {
+				return nil, fmt.Errorf("--secret-key-file: %v", err)
+			}
+		}
+		tokenFile := cfg.AdminTokenFile
+		if tokenFile == "" && mode == config.ModeDev {
+			dir := p.stateDir
+			if dir == "" { // no worker in this process
+				dir = cfg.StateDir
+			}
+			tokenFile = filepath.Join(dir, "admin-token")
+		}
+		if tokenFile != "" {
+			if err := ensureAdminToken(ctx, st, policy, tokenFile); err != nil {
+				return nil, err
+			}
+			p.AdminTokenFile = tokenFile
+		}
+		if cfg.InsecureNoAuth {
+			logger.Warn("--insecure-no-auth: EVERY API REQUEST IS SERVED AS ADMIN, WITHOUT A TOKEN. Demos only; never on a shared network.")
+		}
+	}
+
 	host, _ := os.Hostname()
 	apiServer := &api.Server{
+		Policy:           policy,
+		InsecureNoAuth:   cfg.InsecureNoAuth,
+		Secrets:          p.secrets,
+		SearchAttributes: p.SearchAttributes,
 		Temporal:        c,
 		TemporalAddress: temporalAddr,
 		Namespace:       namespace,
@@ -230,6 +269,7 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 		// Registered first so that it runs last, after the backends stopped their instances.
 		p.stops = append(p.stops, func() { _ = os.RemoveAll(dir) })
 	}
+	p.stateDir = stateDir
 	hostID, err := worker.HostID(stateDir)
 	if err != nil {
 		return fmt.Errorf("--state-dir %s: %v", stateDir, err)
@@ -250,6 +290,7 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 	default:
 		logger.Warn("no --secret-key-file: this worker cannot hand out lease credentials")
 	}
+	p.secrets = acts.Secrets
 	acts.SharedQueue = sharedQueue
 	acts.HostQueue = worker.HostQueue(sharedQueue, hostID)
 	for _, name := range backends.Names() {
