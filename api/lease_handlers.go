@@ -532,4 +532,3 @@ func (s *Server) audit(r *http.Request, action, target, pool, result string, det
 		s.Logger.Error("audit event lost")
 	}
 }
-

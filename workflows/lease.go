@@ -22,7 +22,7 @@ const (
 	SignalReleaseLease = "release-lease" // from the API: the user is done
 	// SignalHeartbeat tells a lease with an idle timeout that its user is still there.
 	SignalHeartbeat = "heartbeat"
-	UpdateExtend       = "extend"        // ExtendRequest → ExtendResult
+	UpdateExtend    = "extend" // ExtendRequest → ExtendResult
 	// UpdateWaitBound returns the LeaseView once the lease is no longer Pending: a client
 	// waits for its kubeconfig without polling (also as update-with-start).
 	UpdateWaitBound = "wait-bound"
