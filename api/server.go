@@ -72,6 +72,10 @@ func NewRegistry(extra ...prometheus.Collector) *prometheus.Registry {
 
 // Handler returns the API's HTTP handler.
 func (s *Server) Handler() http.Handler {
+	return s.withRequestLog(s.mux())
+}
+
+func (s *Server) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.HandleFunc("GET /livez", s.handleHealthz)
@@ -81,9 +85,6 @@ func (s *Server) Handler() http.Handler {
 		reg = NewRegistry()
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /v1/status", s.handleStatus)
-	mux.HandleFunc("POST /v1/doctor", s.handleDoctorStart)
-	mux.HandleFunc("GET /v1/doctor/{id}", s.handleDoctorGet)
 	if s.Policy == nil {
 		s.Policy = access.DefaultPolicy()
 	}
@@ -93,24 +94,18 @@ func (s *Server) Handler() http.Handler {
 	if s.Limiter == nil {
 		s.Limiter = &access.RateLimiter{Policy: s.Policy}
 	}
-	mux.HandleFunc("POST /v1/leases", s.authed(access.PermLease, s.handleLeaseCreate))
-	mux.HandleFunc("GET /v1/leases", s.authed(access.PermLease, s.handleLeaseList))
-	mux.HandleFunc("GET /v1/leases/{id}", s.authed(access.PermLease, s.handleLeaseGet))
-	mux.HandleFunc("PATCH /v1/leases/{id}", s.authed(access.PermLease, s.handleLeaseExtend))
-	mux.HandleFunc("DELETE /v1/leases/{id}", s.authed(access.PermLease, s.handleLeaseRelease))
-	mux.HandleFunc("POST /v1/leases/{id}/heartbeat", s.authed(access.PermLease, s.handleLeaseHeartbeat))
-	mux.HandleFunc("GET /v1/pools", s.authed(access.PermPoolRead, s.handlePoolList))
-	mux.HandleFunc("GET /v1/pools/{name}", s.authed(access.PermPoolRead, s.handlePoolGet))
-	mux.HandleFunc("PUT /v1/pools/{name}", s.authed(access.PermPoolAdmin, s.handlePoolPut))
-	mux.HandleFunc("DELETE /v1/pools/{name}", s.authed(access.PermPoolAdmin, s.handlePoolDelete))
-	mux.HandleFunc("POST /v1/tokens", s.authed(access.PermTokens, s.handleTokenCreate))
-	mux.HandleFunc("GET /v1/tokens", s.authed(access.PermTokens, s.handleTokenList))
-	mux.HandleFunc("DELETE /v1/tokens/{id}", s.authed(access.PermTokens, s.handleTokenRevoke))
-	mux.HandleFunc("GET /v1/audit", s.authed(access.PermAudit, s.handleAudit))
+	for _, rt := range s.routes() {
+		h := rt.handler
+		if rt.perm != permNone {
+			h = s.authed(rt.perm, h)
+		}
+		mux.HandleFunc(rt.method+" "+rt.path, h)
+	}
+	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.OpenAPI()) })
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ReasonNotFound, "No such endpoint", r.Method+" "+r.URL.Path)
 	})
-	return s.withRequestLog(mux)
+	return mux
 }
 
 type statusRecorder struct {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes toolchain kobe's tests run as plain processes
-# (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kine, kwok)
+# (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kine, kwok)
 # from the Go module proxy -- no container images, no release downloads.
 #
 # Usage:
@@ -118,7 +118,7 @@ missing() { # prints the binaries of <dir> that do not exist yet
 
 build_kubernetes() {
   local dest=$OUT/kubernetes-$KUBERNETES_VERSION
-  local bins=(kube-apiserver kube-controller-manager kube-scheduler)
+  local bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
   check_pin "$TOOLS_SRC/kubernetes" k8s.io/kubernetes "$KUBERNETES_VERSION"
   local todo; todo=$(missing "$dest" "${bins[@]}")
   if [[ -z $todo ]]; then log "kubernetes $KUBERNETES_VERSION: up to date"; return; fi
@@ -197,6 +197,7 @@ KUBERNETES_VERSION=$KUBERNETES_VERSION
 KUBE_APISERVER=$k/kube-apiserver
 KUBE_CONTROLLER_MANAGER=$k/kube-controller-manager
 KUBE_SCHEDULER=$k/kube-scheduler
+KUBECTL=$k/kubectl
 ETCD_VERSION=$ETCD_VERSION
 ETCD=$OUT/etcd-$ETCD_VERSION/etcd
 KINE_VERSION=$KINE_VERSION
@@ -249,7 +250,7 @@ $replaces
 EOF
   rm -f "$dir/go.sum"
   (cd "$dir" &&
-    go get -tool k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler &&
+    go get -tool k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl &&
     go mod tidy) || die "sync of $dir failed"
   check_pin "$dir" k8s.io/kubernetes "$KUBERNETES_VERSION"
 }
