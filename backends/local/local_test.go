@@ -22,6 +22,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/testsuite/conformance"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
 const kubeVersion = "v1.37.2"
@@ -227,22 +228,8 @@ func TestReadoptionAfterRestart(t *testing.T) {
 func apiserverPIDs(t *testing.T, state string) []int {
 	t.Helper()
 	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
-			continue
-		}
-		cmd := strings.ReplaceAll(string(data), "\x00", " ")
-		if strings.Contains(cmd, "kube-apiserver") && strings.Contains(cmd, state) {
-			var pid int
-			fmt.Sscan(e.Name(), &pid)
-			pids = append(pids, pid)
-		}
+	for _, p := range leaks.Named(leaks.ProcessesNaming(state), "kube-apiserver") {
+		pids = append(pids, p.PID)
 	}
 	return pids
 }

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/service"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
 
@@ -375,22 +374,6 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	assert.Empty(t, kubeAPIServersNaming("kobe-ephemeral-"), "an ephemeral run leaves no cluster running")
 }
 
-func kubeAPIServersNaming(s string) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
-			continue
-		}
-		cmd := strings.ReplaceAll(string(data), "\x00", " ")
-		if strings.Contains(cmd, "kube-apiserver") && strings.Contains(cmd, s) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+func kubeAPIServersNaming(s string) []leaks.Process {
+	return leaks.Named(leaks.ProcessesNaming(s), "kube-apiserver")
 }
