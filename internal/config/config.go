@@ -37,6 +37,9 @@ type Config struct {
 	Ephemeral bool
 	// NoDefaultPool stops `kobe dev` from starting its default "dev" pool.
 	NoDefaultPool bool
+	// NoWorker makes `kobe dev` run the embedded Temporal, the API and the store but no worker:
+	// a separate `kobe worker` against its Temporal port and store file does the work (dev only).
+	NoWorker bool
 	// SecretKeyFile holds the base64 AES-256 key that seals lease kubeconfigs in the store.
 	// The API server and every worker must share it. Dev mode keeps one in --state-dir.
 	SecretKeyFile string
@@ -116,6 +119,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		fs.IntVar(&c.UIPort, "ui-port", c.UIPort, "port of the Temporal Web UI (loopback); 0 disables the UI")
 		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN (default: SQLite file in --state-dir, in memory with --ephemeral)")
 		fs.BoolVar(&c.NoDefaultPool, "no-default-pool", c.NoDefaultPool, `do not start the default "dev" pool (two warm local clusters)`)
+		fs.BoolVar(&c.NoWorker, "no-worker", c.NoWorker, `run no worker in this process: a separate "kobe worker" against --temporal-port and the same store does the work`)
 	case ModeServer, ModeWorker:
 		if mode == ModeServer {
 			fs.StringVar(&c.APIAddress, "api-address", c.APIAddress, "address of the kobe API server")
@@ -132,6 +136,19 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		fs.StringVar(&c.Temporal.TLSKeyFile, "temporal-tls-key", "", "client private key for mTLS to Temporal (PEM)")
 		fs.StringVar(&c.Temporal.TLSCAFile, "temporal-tls-ca", "", "CA bundle that signs the Temporal server certificate (PEM)")
 		fs.StringVar(&c.Temporal.TLSServerName, "temporal-tls-server-name", "", "server name to verify in the Temporal certificate")
+	}
+}
+
+// DevStoreDSN is the store `kobe dev` uses: --store, else kobe.db in --state-dir, else (with
+// --ephemeral) an in-memory database.
+func (c *Config) DevStoreDSN() string {
+	switch {
+	case c.Store != "":
+		return c.Store
+	case c.Ephemeral:
+		return "sqlite://:memory:"
+	default:
+		return "sqlite://" + filepath.Join(c.StateDir, "kobe.db")
 	}
 }
 
@@ -192,7 +209,14 @@ func (c *Config) Validate(mode Mode) error {
 				return err
 			}
 		}
+		if c.NoWorker && c.DevStoreDSN() == "sqlite://:memory:" {
+			// The worker runs in another process: it could not open this process's memory.
+			return errors.New("--no-worker: a separate worker cannot share an in-memory store; drop --ephemeral or give --store")
+		}
 	case ModeServer, ModeWorker:
+		if c.NoWorker {
+			return fmt.Errorf("--no-worker: only kobe dev runs an embedded worker to turn off, not kobe %s", mode)
+		}
 		if mode == ModeServer {
 			if err := validateHostPort("--api-address", c.APIAddress); err != nil {
 				return err

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 
@@ -294,6 +296,50 @@ func TestDevRestartResumesInFlightWorkflows(t *testing.T) {
 		return err == nil && rep.Status != "Running"
 	}, time.Minute, 100*time.Millisecond)
 	requireAllHopsOK(t, rep)
+}
+
+// TestDevWithoutWorker: `kobe dev --no-worker` serves Temporal, the API and the store, and starts
+// the default pool without waiting for a worker; a separate worker against its Temporal port and
+// store file does the work.
+func TestDevWithoutWorker(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := devConfig(t)
+	c.Ephemeral, c.StateDir, c.UIPort = false, dir, 0
+	c.NoWorker, c.NoDefaultPool = true, false
+	t0 := time.Now()
+	dev := start(t, c, config.ModeDev)
+	t.Logf("dev --no-worker started in %s", time.Since(t0).Round(time.Millisecond))
+	assert.Empty(t, dev.HostID, "no worker in this process")
+	assert.Equal(t, "sqlite://"+filepath.Join(dir, "kobe.db"), dev.StoreDSN)
+
+	// The default pool is declared and its workflow waits for a worker.
+	_, err := dev.Store.GetPool(ctx, "dev")
+	require.NoError(t, err)
+	desc, err := dev.Temporal.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID("dev"), "")
+	require.NoError(t, err)
+	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.WorkflowExecutionInfo.Status)
+	var st api.Status
+	_, body := get(t, dev.APIURL+"/v1/status")
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	assert.Empty(t, st.Workers, "nobody polls the task queue")
+	// (No clusters in this test: the pool goes before a worker could provision it.)
+	require.NoError(t, dev.Temporal.TerminateWorkflow(ctx, workflows.PoolWorkflowID("dev"), "", "test"))
+
+	w := config.Default()
+	w.Temporal.Address = dev.TemporalAddress
+	w.Store = "sqlite://" + filepath.Join(dir, "kobe.db")
+	w.StateDir = dir
+	w.SecretKeyFile = filepath.Join(dir, "secret.key")
+	w.MetricsAddress = "127.0.0.1:0"
+	wrk := start(t, w, config.ModeWorker)
+	assert.NotEmpty(t, wrk.HostID)
+
+	// The worker writes the probe row, the dev API reads it: one store file, two connections.
+	requireAllHopsOK(t, runDoctor(t, dev.APIURL, 0))
+	_, body = get(t, dev.APIURL+"/v1/status")
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	require.NotEmpty(t, st.Workers, "status lists the separate worker")
 }
 
 // TestDevStartsDefaultPool: `kobe dev` starts the "dev" pool of two warm local clusters; an
