@@ -93,7 +93,8 @@ func runCrashScenarios(t *testing.T, v victim) {
 				time.Since(restarted).Round(time.Millisecond), e.count(t))
 		}},
 		{"bind", func(t *testing.T) {
-			// A burst of leases: killed right after they were started, before any is bound.
+			// A burst of leases, killed as they are being claimed: as soon as the first lease has
+			// projected itself into the store (it signals its claim to the pool right after).
 			for i := 1; i <= crashLeases; i++ {
 				id := fmt.Sprintf("lease-%s-%d", v, i)
 				run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
@@ -103,8 +104,12 @@ func runCrashScenarios(t *testing.T, v victim) {
 				leaseIDs = append(leaseIDs, id)
 				runs[id] = run
 			}
+			e.waitFor(t, "a lease row", time.Minute, 2*time.Millisecond, func() bool {
+				rows, err := e.s.ListLeases(ctx, store.LeaseFilter{Pool: crashPool})
+				return err == nil && len(rows) > 0
+			})
 			e.kill(t, v)
-			t.Logf("killed the %s right after starting %d leases; lease rows then: %s", v, crashLeases, e.leaseRows(t, leaseIDs))
+			t.Logf("killed the %s while %d leases were being claimed; lease rows then: %s", v, crashLeases, e.leaseRows(t, leaseIDs))
 			restarted := e.restart(t, v)
 
 			// Every lease reaches Bound, or fails with a reason: none stays Pending.
@@ -134,9 +139,11 @@ func runCrashScenarios(t *testing.T, v victim) {
 				cred, err := e.s.GetLeaseCredential(ctx, id)
 				require.NoError(t, err, "lease %s is Bound: its sealed kubeconfig is stored", id)
 				assert.NotEmpty(t, cred.Sealed)
-				row, err := e.s.GetLease(ctx, id)
-				require.NoError(t, err)
-				assert.Equal(t, workflows.LeaseBound, row.Phase)
+				// The lease projects its phase into the store right after it changed it.
+				e.waitFor(t, "lease "+id+" Bound in the store", time.Minute, 50*time.Millisecond, func() bool {
+					row, err := e.s.GetLease(ctx, id)
+					return err == nil && row.Phase == workflows.LeaseBound && row.InstanceID == lv.InstanceID
+				})
 			}
 			st := e.settle(t, crashWarm, len(instances), crashRecovery)
 			for _, m := range st.Members {
