@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -74,7 +75,37 @@ func (a *Activities) BackendCreate(ctx context.Context, req BackendRequest) (bac
 	if err := b.Validate(req.Spec); err != nil {
 		return backends.InstanceStatus{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
 	}
+	defer keepHeartbeating(ctx, "creating")()
 	return b.Create(ctx, req.Spec)
+}
+
+// keepHeartbeating records a heartbeat now and every 2 s until the returned function is called
+// (even while the backend reports no progress). With a heartbeat timeout on the activity, a
+// worker killed in the middle of a long backend call is noticed within that timeout rather than
+// at the end of the start-to-close timeout, and the call is retried on the host's next worker
+// (the backend calls are idempotent by instance id).
+func keepHeartbeating(ctx context.Context, details string) (stop func()) {
+	activity.RecordHeartbeat(ctx, details)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, details)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // BackendWaitReady waits for the instance, heartbeating its progress so that a dead worker is
@@ -84,22 +115,7 @@ func (a *Activities) BackendWaitReady(ctx context.Context, req BackendRequest) (
 	if err != nil {
 		return backends.InstanceStatus{}, err
 	}
-	activity.RecordHeartbeat(ctx, "waiting")
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		// Heartbeat even when the backend reports no progress for a while.
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx, "waiting")
-			}
-		}
-	}()
+	defer keepHeartbeating(ctx, "waiting")()
 	st, err := b.WaitReady(ctx, req.Spec.ID, nil)
 	if errors.Is(err, backends.ErrNotFound) {
 		return st, temporal.NewNonRetryableApplicationError(err.Error(), "InstanceNotFound", err)
@@ -117,6 +133,7 @@ func (a *Activities) BackendDelete(ctx context.Context, req BackendRequest) erro
 	if err != nil {
 		return err
 	}
+	defer keepHeartbeating(ctx, "deleting")()
 	return b.Delete(ctx, req.Spec.ID)
 }
 

@@ -122,7 +122,9 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 		createCtx := onHost(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout:    2 * time.Minute,
 			ScheduleToCloseTimeout: in.CreatingTimeout,
-			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+			// A worker killed mid-create is noticed within this, not after the 2 min above.
+			HeartbeatTimeout: 15 * time.Second,
+			RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 		})
 		if err := workflow.ExecuteActivity(createCtx, a.BackendCreate, req).Get(ctx, &res.Status); err != nil {
 			return err
@@ -236,7 +238,9 @@ func teardown(ctx workflow.Context, backend string, spec backends.InstanceSpec, 
 		TaskQueue:              placement.TaskQueue,
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: 15 * time.Minute,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		// A worker killed mid-delete is noticed within this, not after the 2 min above.
+		HeartbeatTimeout: 15 * time.Second,
+		RetryPolicy:      &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	})
 	err := workflow.ExecuteActivity(delCtx, a.BackendDelete, activities.BackendRequest{Backend: backend, Spec: spec}).Get(ctx, nil)
 	if err != nil {

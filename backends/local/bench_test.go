@@ -21,6 +21,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/pki"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
 // benchRuns is how many instances each benchmark creates (KOBE_BENCH_RUNS, default 20).
@@ -107,13 +108,8 @@ func avg(v []float64) float64 {
 // instanceRSS sums VmRSS of every process of the instance, in MiB.
 func instanceRSS(b *testing.B, id string) float64 {
 	var total float64
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmd), "/"+id+"/") {
-			continue
-		}
-		status, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+	for _, p := range leaks.ProcessesNaming("/" + id + "/") {
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID))
 		for _, line := range strings.Split(string(status), "\n") {
 			if strings.HasPrefix(line, "VmRSS:") {
 				kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)

@@ -52,7 +52,10 @@ type instance struct {
 	stopping bool
 	// starting is set from start until the API-server-dependent components run.
 	starting bool
-	client   *http.Client
+	// adopted is set for an instance found again after a kobe restart (its processes were
+	// started by an earlier kobe, or not at all if that kobe died in the middle of Create).
+	adopted bool
+	client  *http.Client
 }
 
 func (in *instance) path(parts ...string) string {
@@ -255,7 +258,8 @@ func (in *instance) start(b *Backend) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.starting = true
-	for _, c := range []string{"kine", ComponentAPIServer} {
+	in.adopted = false // every process is this kobe's own from here on
+	for _, c := range initialComponents {
 		if err := in.startComponentLocked(b, c); err != nil {
 			return err
 		}
@@ -300,7 +304,34 @@ func (in *instance) adopt() {
 			in.procs = append(in.procs, p)
 		}
 	}
+	in.adopted = true
 	in.ensureClientLocked()
+}
+
+// initialComponents are the processes Create starts before it returns; the others need a
+// serving API server and are started by waitReady.
+var initialComponents = []string{"kine", ComponentAPIServer}
+
+// finishStart completes a Create that a crash of kobe interrupted after the record was written:
+// the initial processes that were never started (none runs for the instance) are started now.
+// Only an instance that was never ready qualifies — nothing was handed out — and a process that
+// this kobe started and saw exit is not restarted (that is reported, see status).
+func (in *instance) finishStart(b *Backend) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.adopted || in.rec.ReadyOnce || in.rec.Sleeping || in.failure != "" || in.stopping {
+		return nil
+	}
+	for _, c := range initialComponents {
+		if in.hasProcess(c) {
+			continue
+		}
+		if err := in.startComponentLocked(b, c); err != nil {
+			return err
+		}
+		in.starting = true
+	}
+	return nil
 }
 
 func binaryOf(component string) string {
@@ -392,6 +423,16 @@ func (in *instance) deadProcessLocked() string {
 		for _, c := range in.processOrder() {
 			if !running[c] {
 				return fmt.Sprintf("%s is not running", c)
+			}
+		}
+	}
+	if in.adopted && !in.rec.ReadyOnce && !in.stopping {
+		// Found again after a restart before it was ever ready: Create had started (or, if it
+		// was interrupted, its retry has started) kine and the API server. One missing will
+		// never become ready: say so now rather than let a wait run into its timeout.
+		for _, c := range initialComponents {
+			if !running[c] {
+				return fmt.Sprintf("%s is not running (no process found when kobe restarted before the instance was ever ready)", c)
 			}
 		}
 	}

@@ -239,7 +239,12 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	unlock := b.lock(spec.ID)
 	defer unlock()
 	if in, ok := b.get(spec.ID); ok {
-		return in.status(), nil // idempotent: the same id never makes a second instance
+		// Idempotent: the same id never makes a second instance. A retry after a crash of
+		// kobe in the middle of the first Create finishes what that one started.
+		if err := in.finishStart(b); err != nil {
+			in.fail(err.Error())
+		}
+		return in.status(), nil
 	}
 	opts, _ := ParseOptions(spec.Options)
 	if opts.Nodes == 0 && contains(opts.Components, ComponentKwok) {

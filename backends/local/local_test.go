@@ -22,6 +22,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/testsuite/conformance"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
 const kubeVersion = "v1.37.2"
@@ -227,22 +228,8 @@ func TestReadoptionAfterRestart(t *testing.T) {
 func apiserverPIDs(t *testing.T, state string) []int {
 	t.Helper()
 	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
-			continue
-		}
-		cmd := strings.ReplaceAll(string(data), "\x00", " ")
-		if strings.Contains(cmd, "kube-apiserver") && strings.Contains(cmd, state) {
-			var pid int
-			fmt.Sscan(e.Name(), &pid)
-			pids = append(pids, pid)
-		}
+	for _, p := range leaks.Named(leaks.ProcessesNaming(state), "kube-apiserver") {
+		pids = append(pids, p.PID)
 	}
 	return pids
 }
@@ -253,4 +240,64 @@ func kubeClient(t *testing.T, kc []byte) *kubernetes.Clientset {
 	c, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	return c
+}
+
+// TestCreateInterruptedByACrash: kobe dies in the middle of Create — the record is written and
+// kine runs, the API server never started — and comes back on the same state dir. The Create
+// that the workflow retries finishes the start: the instance becomes ready with one kine and one
+// API server. An instance left like that and only waited on (no Create retry) is reported Failed
+// at once, naming the missing process, instead of the wait running into its timeout.
+func TestCreateInterruptedByACrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real kine and kube-apiserver processes; skipped with -short")
+	}
+	state := t.TempDir()
+	t.Cleanup(func() { leaks.KillNaming(state + "/") })
+	ctx := context.Background()
+	b1 := newBackend(t, state)
+	ids := []string{"interrupted", "abandoned"}
+	for _, id := range ids {
+		_, err := b1.Create(ctx, spec(id, ""))
+		require.NoError(t, err)
+		// The crash came before the API server ran: no such process remains.
+		dir := filepath.Join(state, "local", "instances", id) + "/"
+		for _, p := range leaks.Named(leaks.ProcessesNaming(dir), "kube-apiserver") {
+			require.NoError(t, syscall.Kill(p.PID, syscall.SIGKILL))
+		}
+		require.Eventually(t, func() bool { return len(leaks.Named(leaks.ProcessesNaming(dir), "kube-apiserver")) == 0 },
+			10*time.Second, 20*time.Millisecond)
+	}
+
+	b2 := newBackend(t, state)
+	t.Cleanup(func() {
+		for _, id := range ids {
+			_ = b2.Delete(context.Background(), id)
+		}
+	})
+	st, err := b2.Create(ctx, spec("interrupted", ""))
+	require.NoError(t, err, "the retried Create")
+	assert.Equal(t, backends.PhaseCreating, st.Phase, st.Message)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	st, err = b2.WaitReady(wctx, "interrupted", nil)
+	require.NoError(t, err)
+	assert.Equal(t, backends.PhaseReady, st.Phase)
+	procs := leaks.ProcessesNaming(filepath.Join(state, "local", "instances", "interrupted") + "/")
+	assert.Len(t, leaks.Named(procs, "kube-apiserver"), 1, "%v", procs)
+	assert.Len(t, leaks.Named(procs, "kine"), 1, "the running kine is kept, not doubled: %v", procs)
+
+	t0 := time.Now()
+	wctx2, cancel2 := context.WithTimeout(ctx, time.Minute)
+	defer cancel2()
+	st, err = b2.WaitReady(wctx2, "abandoned", nil)
+	require.Error(t, err)
+	assert.Equal(t, backends.PhaseFailed, st.Phase)
+	assert.Contains(t, st.Message, "apiserver is not running")
+	assert.Less(t, time.Since(t0), 10*time.Second, "reported at once, not at the wait's deadline")
+	t.Logf("abandoned: %s: %s", st.Phase, st.Message)
+
+	for _, id := range ids {
+		require.NoError(t, b2.Delete(ctx, id))
+	}
+	assert.Empty(t, leaks.ProcessesNaming(state+"/"))
 }

@@ -37,6 +37,9 @@ type Config struct {
 	Ephemeral bool
 	// NoDefaultPool stops `kobe dev` from starting its default "dev" pool.
 	NoDefaultPool bool
+	// NoWorker makes `kobe dev` run the embedded Temporal, the API and the store but no worker:
+	// a separate `kobe worker` against its Temporal port and store file does the work (dev only).
+	NoWorker bool
 	// SecretKeyFile holds the base64 AES-256 key that seals lease kubeconfigs in the store.
 	// The API server and every worker must share it. Dev mode keeps one in --state-dir.
 	SecretKeyFile string
@@ -125,6 +128,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN (default: SQLite file in --state-dir, in memory with --ephemeral)")
 		fs.BoolVar(&c.NoDefaultPool, "no-default-pool", c.NoDefaultPool, `do not start the default "dev" pool (two warm local clusters)`)
 		c.addAccessFlags(fs, "admin token file (default <state-dir>/admin-token)")
+		fs.BoolVar(&c.NoWorker, "no-worker", c.NoWorker, `run no worker in this process: a separate "kobe worker" against --temporal-port and the same store does the work`)
 	case ModeServer, ModeWorker:
 		if mode == ModeServer {
 			fs.StringVar(&c.APIAddress, "api-address", c.APIAddress, "address of the kobe API server")
@@ -149,6 +153,19 @@ func (c *Config) addAccessFlags(fs *pflag.FlagSet, adminTokenHelp string) {
 	fs.StringVar(&c.Policy, "policy", c.Policy, "access policy file (YAML: roles, permissions, pools, quotas); default: built-in roles admin, ci, dev, auditor")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "serve every API request as an admin without a token (demos only; never on a shared network)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, adminTokenHelp)
+}
+
+// DevStoreDSN is the store `kobe dev` uses: --store, else kobe.db in --state-dir, else (with
+// --ephemeral) an in-memory database.
+func (c *Config) DevStoreDSN() string {
+	switch {
+	case c.Store != "":
+		return c.Store
+	case c.Ephemeral:
+		return "sqlite://:memory:"
+	default:
+		return "sqlite://" + filepath.Join(c.StateDir, "kobe.db")
+	}
 }
 
 // EnvName is the environment variable that sets a flag: --temporal-address → KOBE_TEMPORAL_ADDRESS.
@@ -208,7 +225,14 @@ func (c *Config) Validate(mode Mode) error {
 				return err
 			}
 		}
+		if c.NoWorker && c.DevStoreDSN() == "sqlite://:memory:" {
+			// The worker runs in another process: it could not open this process's memory.
+			return errors.New("--no-worker: a separate worker cannot share an in-memory store; drop --ephemeral or give --store")
+		}
 	case ModeServer, ModeWorker:
+		if c.NoWorker {
+			return fmt.Errorf("--no-worker: only kobe dev runs an embedded worker to turn off, not kobe %s", mode)
+		}
 		if mode == ModeServer {
 			if err := validateHostPort("--api-address", c.APIAddress); err != nil {
 				return err

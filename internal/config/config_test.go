@@ -31,6 +31,9 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 			c.Temporal.TLSCAFile = "/definitely/missing/ca.pem"
 		}, "--temporal-tls-ca"},
 		{"empty namespace", ModeWorker, func(c *Config) { c.Store = "sqlite:///tmp/x.db"; c.Temporal.Namespace = "" }, "--temporal-namespace"},
+		{"no-worker with an in-memory store", ModeDev, func(c *Config) { c.NoWorker = true; c.Ephemeral = true }, "--no-worker"},
+		{"no-worker with an explicit in-memory store", ModeDev, func(c *Config) { c.NoWorker = true; c.Store = "sqlite://:memory:" }, "--no-worker"},
+		{"no-worker outside dev", ModeWorker, func(c *Config) { c.Store = "sqlite:///tmp/x.db"; c.NoWorker = true }, "--no-worker"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,6 +47,11 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 	}
 	ok := Default()
 	require.NoError(t, ok.Validate(ModeDev))
+	ok.NoWorker = true
+	require.NoError(t, ok.Validate(ModeDev), "--no-worker with the state dir's store file")
+	ok.Ephemeral, ok.Store = true, "postgres://kobe@db:5432/kobe"
+	require.NoError(t, ok.Validate(ModeDev), "--no-worker --ephemeral with a store a worker can reach")
+	ok = Default()
 	ok.Store = "postgres://kobe@db:5432/kobe"
 	require.NoError(t, ok.Validate(ModeServer))
 	require.NoError(t, ok.Validate(ModeWorker))
@@ -92,6 +100,19 @@ func TestFlagsPerMode(t *testing.T) {
 	}
 	assert.True(t, has(ModeWorker, "metrics-address"))
 	assert.False(t, has(ModeWorker, "api-address"))
+	assert.True(t, has(ModeDev, "no-worker"))
+	assert.False(t, has(ModeWorker, "no-worker"))
+	assert.False(t, has(ModeServer, "no-worker"))
+}
+
+func TestDevStoreDSN(t *testing.T) {
+	c := Default()
+	c.StateDir = "/var/lib/kobe"
+	assert.Equal(t, "sqlite:///var/lib/kobe/kobe.db", c.DevStoreDSN(), "the file a separate worker opens with --store")
+	c.Ephemeral = true
+	assert.Equal(t, "sqlite://:memory:", c.DevStoreDSN())
+	c.Store = "postgres://kobe@db/kobe"
+	assert.Equal(t, "postgres://kobe@db/kobe", c.DevStoreDSN())
 }
 
 func TestParseStoreDSN(t *testing.T) {

@@ -118,12 +118,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 				return nil, fmt.Errorf("--ui-port: %w", err)
 			}
 		}
-		if storeDSN == "" {
-			storeDSN = "sqlite://:memory:"
-			if !cfg.Ephemeral {
-				storeDSN = "sqlite://" + filepath.Join(cfg.StateDir, "kobe.db")
-			}
-		}
+		storeDSN = cfg.DevStoreDSN()
 	}
 
 	st, err := store.Open(ctx, storeDSN)
@@ -177,9 +172,19 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		cancel()
 	}
 
-	if mode == config.ModeDev || mode == config.ModeWorker {
+	if mode == config.ModeWorker || (mode == config.ModeDev && !cfg.NoWorker) {
 		if err := p.startWorkers(cfg, mode, c, st, taskQueue, logger); err != nil {
 			return nil, err
+		}
+	}
+	if mode == config.ModeDev && !cfg.NoDefaultPool {
+		// Starting the pool needs no worker: its workflow waits in Temporal until one polls
+		// (with --no-worker, the separate kobe worker).
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := api.EnsurePool(pctx, c, st, taskQueue, api.DefaultDevPool(defaultPoolVersion()))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("default pool: %w", err)
 		}
 	}
 
@@ -197,9 +202,17 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		if policy, err = loadPolicy(cfg.Policy); err != nil {
 			return nil, err
 		}
-		if mode == config.ModeServer && p.secrets == nil && cfg.SecretKeyFile != "" {
-			if p.secrets, err = secretbox.LoadOrCreateKeyFile(cfg.SecretKeyFile); err != nil {
-				return nil, fmt.Errorf("--secret-key-file: %v", err)
+		// The API opens the sealed lease kubeconfigs with the workers' key: the in-process
+		// worker's in dev, else --secret-key-file (or, dev --no-worker, <state-dir>/secret.key).
+		if p.secrets == nil {
+			keyFile := cfg.SecretKeyFile
+			if keyFile == "" && mode == config.ModeDev && !cfg.Ephemeral {
+				keyFile = filepath.Join(cfg.StateDir, "secret.key")
+			}
+			if keyFile != "" {
+				if p.secrets, err = secretbox.LoadOrCreateKeyFile(keyFile); err != nil {
+					return nil, fmt.Errorf("--secret-key-file: %v", err)
+				}
 			}
 		}
 		tokenFile := cfg.AdminTokenFile
@@ -313,20 +326,16 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 		p.stops = append(p.stops, w.Stop)
 	}
 	p.HostID = hostID
-	if mode == config.ModeDev && !cfg.NoDefaultPool {
-		version := "v1.37.2"
-		if local, ok := acts.Backends["local"].(interface{ Tools() localbackend.Tools }); ok {
-			if vs := local.Tools().KubernetesVersions(); len(vs) > 0 {
-				version = vs[len(vs)-1]
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := api.EnsurePool(ctx, c, st, sharedQueue, api.DefaultDevPool(version)); err != nil {
-			return fmt.Errorf("default pool: %w", err)
-		}
-	}
 	return nil
+}
+
+// defaultPoolVersion is the newest Kubernetes version the local backend finds built (the same
+// tools directory its instances use), or the version `make tools` builds.
+func defaultPoolVersion() string {
+	if vs := (localbackend.Tools{Dir: localbackend.DefaultToolsDir()}).KubernetesVersions(); len(vs) > 0 {
+		return vs[len(vs)-1]
+	}
+	return "v1.37.2"
 }
 
 // deleteAll deletes every instance of a backend that can list them.

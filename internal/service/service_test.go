@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 
@@ -24,6 +24,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/service"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
 
@@ -297,6 +298,50 @@ func TestDevRestartResumesInFlightWorkflows(t *testing.T) {
 	requireAllHopsOK(t, rep)
 }
 
+// TestDevWithoutWorker: `kobe dev --no-worker` serves Temporal, the API and the store, and starts
+// the default pool without waiting for a worker; a separate worker against its Temporal port and
+// store file does the work.
+func TestDevWithoutWorker(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := devConfig(t)
+	c.Ephemeral, c.StateDir, c.UIPort = false, dir, 0
+	c.NoWorker, c.NoDefaultPool = true, false
+	t0 := time.Now()
+	dev := start(t, c, config.ModeDev)
+	t.Logf("dev --no-worker started in %s", time.Since(t0).Round(time.Millisecond))
+	assert.Empty(t, dev.HostID, "no worker in this process")
+	assert.Equal(t, "sqlite://"+filepath.Join(dir, "kobe.db"), dev.StoreDSN)
+
+	// The default pool is declared and its workflow waits for a worker.
+	_, err := dev.Store.GetPool(ctx, "dev")
+	require.NoError(t, err)
+	desc, err := dev.Temporal.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID("dev"), "")
+	require.NoError(t, err)
+	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.WorkflowExecutionInfo.Status)
+	var st api.Status
+	_, body := get(t, dev.APIURL+"/v1/status")
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	assert.Empty(t, st.Workers, "nobody polls the task queue")
+	// (No clusters in this test: the pool goes before a worker could provision it.)
+	require.NoError(t, dev.Temporal.TerminateWorkflow(ctx, workflows.PoolWorkflowID("dev"), "", "test"))
+
+	w := config.Default()
+	w.Temporal.Address = dev.TemporalAddress
+	w.Store = "sqlite://" + filepath.Join(dir, "kobe.db")
+	w.StateDir = dir
+	w.SecretKeyFile = filepath.Join(dir, "secret.key")
+	w.MetricsAddress = "127.0.0.1:0"
+	wrk := start(t, w, config.ModeWorker)
+	assert.NotEmpty(t, wrk.HostID)
+
+	// The worker writes the probe row, the dev API reads it: one store file, two connections.
+	requireAllHopsOK(t, runDoctor(t, dev.APIURL, 0))
+	_, body = get(t, dev.APIURL+"/v1/status")
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	require.NotEmpty(t, st.Workers, "status lists the separate worker")
+}
+
 // TestDevStartsDefaultPool: `kobe dev` starts the "dev" pool of two warm local clusters; an
 // ephemeral run deletes them at stop, leaving no process behind.
 func TestDevStartsDefaultPool(t *testing.T) {
@@ -375,22 +420,6 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	assert.Empty(t, kubeAPIServersNaming("kobe-ephemeral-"), "an ephemeral run leaves no cluster running")
 }
 
-func kubeAPIServersNaming(s string) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
-			continue
-		}
-		cmd := strings.ReplaceAll(string(data), "\x00", " ")
-		if strings.Contains(cmd, "kube-apiserver") && strings.Contains(cmd, s) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+func kubeAPIServersNaming(s string) []leaks.Process {
+	return leaks.Named(leaks.ProcessesNaming(s), "kube-apiserver")
 }

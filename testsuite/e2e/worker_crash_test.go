@@ -3,10 +3,8 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
 
@@ -48,12 +47,12 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 
 	// Kill the worker as soon as the instance's processes exist: mid-creation.
 	instDir := filepath.Join(stateDir, "local", "instances", id)
-	require.Eventually(t, func() bool { return len(processesNaming(instDir)) > 0 }, 2*time.Minute, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(leaks.ProcessesNaming(instDir+"/")) > 0 }, 2*time.Minute, 20*time.Millisecond)
 	require.NoError(t, w1.cmd.Process.Signal(syscall.SIGKILL))
 	<-w1.done
 	row, err := s.GetInstance(ctx, id)
 	require.NoError(t, err, "the instance was recorded before it was created")
-	t.Logf("killed the worker with the instance %s; processes running: %v", row.Phase, processesNaming(instDir))
+	t.Logf("killed the worker with the instance %s; processes running: %v", row.Phase, leaks.ProcessesNaming(instDir+"/"))
 
 	startKobe(t, nil, workerArgs...)
 	var res workflows.ProvisionResult
@@ -65,15 +64,15 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 	assert.Equal(t, workflows.InstancePhaseReady, row.Phase)
 	assert.Equal(t, res.Status.Endpoint, row.Endpoint)
 	assert.Equal(t, res.Placement.HostID, row.Host)
-	procs := processesNaming(instDir)
-	assert.Equal(t, 1, countPrefix(procs, "kube-apiserver"), "one API server, adopted, not duplicated: %v", procs)
+	procs := leaks.ProcessesNaming(instDir + "/")
+	assert.Len(t, leaks.Named(procs, "kube-apiserver"), 1, "one API server, adopted, not duplicated: %v", procs)
 
 	// Tear down: verified gone everywhere.
 	td, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "teardown-" + id, TaskQueue: "kobe"},
 		workflows.TeardownWorkflowName, workflows.TeardownInput{Backend: "local", Spec: spec, Placement: res.Placement})
 	require.NoError(t, err)
 	require.NoError(t, td.Get(ctx, nil))
-	assert.Empty(t, processesNaming(instDir))
+	assert.Empty(t, leaks.ProcessesNaming(instDir+"/"))
 	_, err = os.Stat(instDir)
 	assert.True(t, os.IsNotExist(err))
 	_, err = s.GetInstance(ctx, id)
@@ -85,35 +84,4 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 		actions = append(actions, e.Action)
 	}
 	assert.Equal(t, []string{"instance.Creating", "instance.Ready", "instance.Deleting", "instance.deleted"}, actions)
-}
-
-// processesNaming lists "binary=pid" for live processes whose arguments name dir.
-func processesNaming(dir string) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if len(args) > 1 && strings.Contains(strings.Join(args[1:], " "), dir+"/") {
-			out = append(out, fmt.Sprintf("%s=%s", filepath.Base(args[0]), e.Name()))
-		}
-	}
-	return out
-}
-
-func countPrefix(list []string, prefix string) int {
-	n := 0
-	for _, s := range list {
-		if strings.HasPrefix(s, prefix+"=") {
-			n++
-		}
-	}
-	return n
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -41,10 +42,18 @@ One process serves, on loopback:
   - kobe's store (SQLite in --state-dir, or --store).
 
 Starting again on the same --state-dir resumes every workflow that was in flight.
+
+With --no-worker the process runs no worker: a separate "kobe worker" against
+--temporal-port and the same store file (and the dev sealing key) does the work, so that
+either process can be stopped or killed apart from the other.
+
 Every flag can also be set with a KOBE_* environment variable (--api-address → KOBE_API_ADDRESS).`,
 		Example: `  kobe dev
   kobe dev --state-dir /tmp/kobe --api-address 127.0.0.1:9080
-  kobe dev --ephemeral --log-format json`,
+  kobe dev --ephemeral --log-format json
+  kobe dev --state-dir /tmp/kobe --no-worker &
+  kobe worker --temporal-address 127.0.0.1:7233 --store sqlite:///tmp/kobe/kobe.db \
+    --state-dir /tmp/kobe --secret-key-file /tmp/kobe/secret.key`,
 	})
 }
 
@@ -142,6 +151,11 @@ func printBanner(w io.Writer, opts *Options, p *service.Process) {
 		fmt.Fprintf(w, "  State      in memory (--ephemeral): nothing is kept\n")
 	case p.StateDir != "":
 		fmt.Fprintf(w, "  State      %s\n", p.StateDir)
+	}
+	if opts.Mode == config.ModeDev && opts.Config.NoWorker {
+		fmt.Fprintf(w, "  Worker     none (--no-worker); start one with:\n")
+		fmt.Fprintf(w, "             kobe worker --temporal-address %s --store %s --state-dir %s --secret-key-file %s\n",
+			p.TemporalAddress, p.StoreDSN, opts.Config.StateDir, filepath.Join(opts.Config.StateDir, "secret.key"))
 	}
 	if opts.Mode != config.ModeWorker {
 		fmt.Fprintf(w, "Try: kobe status   kobe doctor        (Ctrl-C stops)\n")

@@ -27,6 +27,47 @@ func TestDevFlags(t *testing.T) {
 	assert.Equal(t, "json", got.Config.LogFormat)
 }
 
+func TestDevNoWorker(t *testing.T) {
+	run := func(args ...string) (*Options, error) {
+		io, _, _, _ := iostreams.Test()
+		var got *Options
+		cmd := NewCmdDev(&factory.Factory{IOStreams: io}, func(o *Options) error { got = o; return nil })
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		return got, cmd.Execute()
+	}
+	got, err := run("--state-dir", "/tmp/k")
+	require.NoError(t, err)
+	assert.False(t, got.Config.NoWorker, "a worker by default")
+
+	got, err = run("--state-dir", "/tmp/k", "--no-worker")
+	require.NoError(t, err)
+	assert.True(t, got.Config.NoWorker)
+	assert.Equal(t, "sqlite:///tmp/k/kobe.db", got.Config.DevStoreDSN())
+
+	t.Setenv("KOBE_NO_WORKER", "true")
+	got, err = run("--state-dir", "/tmp/k")
+	require.NoError(t, err)
+	assert.True(t, got.Config.NoWorker, "from the environment")
+	t.Setenv("KOBE_NO_WORKER", "")
+
+	got, err = run("--no-worker", "--ephemeral")
+	require.Error(t, err, "a worker in another process cannot open an in-memory store")
+	assert.Nil(t, got, "refused before running")
+	assert.Contains(t, err.Error(), "--no-worker")
+
+	io, _, _, _ := iostreams.Test()
+	cmd := NewCmdDev(&factory.Factory{IOStreams: io}, nil)
+	assert.Contains(t, cmd.Flags().FlagUsages(), "--no-worker ", "documented in --help")
+
+	wcmd := NewCmdWorker(&factory.Factory{IOStreams: io}, func(o *Options) error { return nil })
+	wcmd.SetArgs([]string{"--store", "sqlite:///tmp/x.db", "--no-worker"})
+	wcmd.SilenceUsage, wcmd.SilenceErrors = true, true
+	err = wcmd.Execute()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unknown flag: --no-worker")
+}
+
 func TestDevDefaults(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", "/xdg")
 	io, _, _, _ := iostreams.Test()
