@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/config"
+	"github.com/kunobi-ninja/kobe/testsuite"
 )
 
 type apiCaller struct {
@@ -227,5 +229,84 @@ func TestLeaseAPIOnDev(t *testing.T) {
 			assert.Equal(t, "alice", e.Actor)
 			assert.NotEmpty(t, e.RequestID)
 		}
+	}
+}
+
+// A burst of 200 concurrent lease requests from one principal whose role allows 5 at once
+// admits exactly 5, on both store drivers, through the real API.
+func TestConcurrentAdmission(t *testing.T) {
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			c := devConfig(t)
+			c.UIPort = 0
+			if driver == "postgres" {
+				c.Store = testsuite.PostgresDSN(t)
+			}
+			policy := t.TempDir() + "/policy.yaml"
+			require.NoError(t, os.WriteFile(policy, []byte(`roles:
+  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}
+  ci:
+    permissions: [lease]
+    maxConcurrentLeases: 5
+    rateLimit: {requestsPerSecond: 10000, burst: 10000}
+`), 0o600))
+			c.Policy = policy
+			p := start(t, c, config.ModeDev)
+			adminToken, err := os.ReadFile(p.AdminTokenFile)
+			require.NoError(t, err)
+			admin := apiCaller{t, p.APIURL, strings.TrimSpace(string(adminToken))}
+			// A pool with no warm clusters: admitted leases wait in its queue (and hold quota).
+			status, _, _ := admin.do("PUT", "/v1/pools/burst", `apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: burst}
+spec:
+  size: 0
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+  scaling: {minReady: 0, maxClusters: 1, queueTimeout: 10m}
+`, nil)
+			require.Equal(t, 201, status)
+			var tok api.Token
+			admin.do("POST", "/v1/tokens", api.TokenRequest{Name: "matrix", Role: "ci"}, &tok)
+			ci := apiCaller{t, p.APIURL, tok.Secret}
+
+			codes := make([]int, 200)
+			reasons := make([]string, 200)
+			ids := make([]string, 200)
+			var wg sync.WaitGroup
+			for i := range 200 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var l api.Lease
+					var eb api.ErrorBody
+					codes[i], eb, _ = ci.do("POST", "/v1/leases", `{"profile":"burst","ttl":"10m"}`, &l)
+					reasons[i], ids[i] = eb.Reason, l.ID
+				}()
+			}
+			wg.Wait()
+			admitted, refused := 0, 0
+			for i, code := range codes {
+				switch {
+				case code == 202:
+					admitted++
+				case code == 429 && reasons[i] == "quota_exhausted":
+					refused++
+				default:
+					t.Errorf("request %d: %d %s", i, code, reasons[i])
+				}
+			}
+			assert.Equal(t, 5, admitted)
+			assert.Equal(t, 195, refused)
+			var mine api.LeaseList
+			ci.do("GET", "/v1/leases", nil, &mine)
+			assert.Len(t, mine.Items, 5)
+			for _, id := range ids {
+				if id != "" {
+					status, _, _ := ci.do("DELETE", "/v1/leases/"+id, nil, nil)
+					assert.Equal(t, 204, status)
+				}
+			}
+		})
 	}
 }
