@@ -411,6 +411,24 @@ func (s *Server) waitBound(ctx context.Context, leaseID string, d time.Duration)
 	}
 }
 
+func (s *Server) handleLeaseKubeconfig(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.ownLease(w, r)
+	if !ok {
+		return
+	}
+	view, err := s.leaseView(r.Context(), l, true)
+	if err != nil {
+		s.unavailable(w, r, "reading the lease", err)
+		return
+	}
+	if view.Phase != workflows.LeaseBound {
+		writeError(w, http.StatusConflict, ReasonNotReady, "Lease not bound", "the lease is "+view.Phase)
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = io.WriteString(w, view.Kubeconfig)
+}
+
 func (s *Server) handleLeaseList(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
 	f := store.LeaseFilter{Principal: p.Name, Alias: r.URL.Query().Get("alias"), Phases: store.ActiveLeasePhases}

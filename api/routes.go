@@ -42,6 +42,8 @@ func (s *Server) routes() []route {
 			response: LeaseList{}, status: 200, query: []string{"alias", "all"}, handler: s.handleLeaseList},
 		{method: "GET", path: "/v1/leases/{id}", perm: access.PermLease, summary: "A lease by id or alias; the kubeconfig once Bound; wait=30s long-polls",
 			response: Lease{}, status: 200, errors: []int{400, 404}, query: []string{"wait"}, handler: s.handleLeaseGet},
+		{method: "GET", path: "/v1/leases/{id}/kubeconfig", perm: access.PermLease, summary: "A Bound lease's kubeconfig as YAML (for curl users)",
+			status: 200, errors: []int{404, 409}, handler: s.handleLeaseKubeconfig},
 		{method: "PATCH", path: "/v1/leases/{id}", perm: access.PermLease, summary: "Extend a lease (extendTtl or extend_ttl)",
 			request: ExtendRequest{}, response: ExtendResponse{}, status: 200, errors: []int{400, 404, 409}, handler: s.handleLeaseExtend},
 		{method: "DELETE", path: "/v1/leases/{id}", perm: access.PermLease, summary: "Release a lease (idempotent)",

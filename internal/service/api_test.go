@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -230,6 +231,18 @@ func TestLeaseAPIOnDev(t *testing.T) {
 			assert.NotEmpty(t, e.RequestID)
 		}
 	}
+
+	// The documented curl flow (docs/lease-with-curl.sh), run as is.
+	kubeconfig := t.TempDir() + "/kubeconfig"
+	cmd := exec.Command("sh", "../../docs/lease-with-curl.sh", "dev", kubeconfig)
+	cmd.Env = append(os.Environ(), "KOBE_SERVER="+p.APIURL, "KOBE_TOKEN="+admin.token)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Logf("curl flow:\n%s", out)
+	assert.Contains(t, string(out), "released")
+	cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err, "the curl flow saved a kubeconfig")
+	assert.NotEmpty(t, cfg.Host)
 }
 
 // A burst of 200 concurrent lease requests from one principal whose role allows 5 at once
