@@ -16,7 +16,7 @@ ARGS ?=
 TEST_FLAGS ?= -race -count=1 -p 1 -timeout 60m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
-.PHONY: all build dev test test-short bench lint tools postgres-check postgres clean help
+.PHONY: all build dev test test-short bench fuzz lint tools postgres-check postgres clean help
 
 all: build
 
@@ -25,6 +25,7 @@ help:
 	@echo "make test        the whole test suite (needs PostgreSQL on 127.0.0.1:5432 or KOBE_TEST_POSTGRES)"
 	@echo "make test-short  fast tests only (no PostgreSQL, no real binary)"
 	@echo "make bench       benchmarks, printing their figures"
+	@echo "make fuzz        the fuzz targets, FUZZTIME each (part of make test)"
 	@echo "make lint        gofmt and go vet"
 	@echo "make build       bin/kobe"
 	@echo "make tools       build kube-apiserver, etcd, kine, kwok… into .cache/tools (cached by version)"
@@ -40,6 +41,16 @@ test: postgres-check tools
 	KOBE_TEST_REQUIRE_POSTGRES=1 $(GO) test $(TEST_FLAGS) ./...
 	# The 50-lease burst on real clusters, without the race detector (it skips itself under -race).
 	KOBE_TEST_REQUIRE_POSTGRES=1 $(GO) test -count=1 -timeout 30m -run TestBurstOfLeasesOnASmallPool ./testsuite/
+	$(MAKE) fuzz
+
+# Each fuzz target for a bounded time (FUZZTIME); a crash or a 5xx fails the run and leaves the
+# input under testdata/fuzz for a regression test.
+FUZZTIME ?= 10s
+fuzz:
+	@for f in FuzzLeaseCreate FuzzLeaseExtend FuzzPoolManifest; do \
+	  echo "fuzz $$f for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 2 ./api/ || exit 1; \
+	done
 
 test-short:
 	$(GO) test -short -count=1 ./...
