@@ -15,6 +15,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -47,7 +48,9 @@ func TestRecordHistories(t *testing.T) {
 	acts := testsuite.StartHostWorker(t, tmp.Client, "record-host", s, t.TempDir())
 	spec := backends.InstanceSpec{ID: "rec-instance", Pool: "rec", KubernetesVersion: "v1.37.2"}
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-provision", TaskQueue: "record-host"},
-		workflows.ProvisionWorkflowName, workflows.ProvisionInput{Backend: "local", Spec: spec})
+		workflows.ProvisionWorkflowName, workflows.ProvisionInput{Backend: "local", Spec: spec,
+			Addons: []pools.Addon{{Name: "widgets", Manifest: widgetsCRD}},
+			Gates:  []pools.ReadinessGate{{Type: "CRDExists", Name: "widgets.example.com"}}})
 	require.NoError(t, err)
 	var res workflows.ProvisionResult
 	require.NoError(t, run.Get(ctx, &res))
@@ -101,6 +104,21 @@ spec:
 	writeHistory(t, ctx, tmp.Client, "lease-rec", filepath.Join("..", "workflows", "testdata", "histories", "lease-"+recordVersion+".json"))
 	writeHistory(t, ctx, tmp.Client, workflows.PoolWorkflowID("rec"), filepath.Join("..", "workflows", "testdata", "histories", "pool-"+recordVersion+".json"))
 }
+
+// widgetsCRD is the addon of the recorded provision; its readiness gate waits for it.
+const widgetsCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
 
 // recordVersion names the files of this recording (doctor's excepted).
 const recordVersion = "v2"
