@@ -185,8 +185,10 @@ type Overrides struct {
 
 // Resolve works out the target. Precedence, for the server and the token separately:
 // flags (--server, --token) > environment (KOBE_SERVER, KOBE_TOKEN) > the context named by
-// --context, else the current context > the default server (no token). The config file is read
-// only when a context is needed; --context naming a context that does not exist is an error.
+// --context, else the current context > the default server (no token). A context's token is
+// bound to its server: it is used only when the server resolved is that context's, so that a
+// --server or KOBE_SERVER pointing elsewhere never receives it. The config file is read only
+// when a context is needed; --context naming a context that does not exist is an error.
 func Resolve(o Overrides, lookupEnv func(string) (string, bool), configPath string) (Target, error) {
 	var t Target
 	env := func(k string) string {
@@ -229,7 +231,7 @@ func Resolve(o Overrides, lookupEnv func(string) (string, bool), configPath stri
 			if t.Server == "" && ctx.Server != "" {
 				t.Server, t.ServerFrom, t.Context = ctx.Server, from, name
 			}
-			if t.Token == "" {
+			if t.Token == "" && (t.Server == "" || SameServer(t.Server, ctx.Server)) {
 				tok, err := ctx.ReadToken()
 				if err != nil {
 					return t, fmt.Errorf("context %s: %w", name, err)
@@ -244,6 +246,12 @@ func Resolve(o Overrides, lookupEnv func(string) (string, bool), configPath stri
 		t.Server, t.ServerFrom = DefaultServer, "default"
 	}
 	return t, nil
+}
+
+// SameServer reports whether two API URLs name the same server (ignoring a trailing slash
+// and letter case).
+func SameServer(a, b string) bool {
+	return strings.EqualFold(strings.TrimRight(a, "/"), strings.TrimRight(b, "/"))
 }
 
 // ReadToken returns the context's token, reading its token file if it has one.

@@ -114,8 +114,12 @@ func TestResolvePrecedence(t *testing.T) {
 			Target{Server: "http://env", Token: "env-token", ServerFrom: "KOBE_SERVER", TokenFrom: "KOBE_TOKEN"}},
 		{"flags beat env", Overrides{Server: "http://flag", Token: "flag-token"}, map[string]string{"KOBE_SERVER": "http://env", "KOBE_TOKEN": "env-token"},
 			Target{Server: "http://flag", Token: "flag-token", ServerFrom: "--server", TokenFrom: "--token"}},
-		{"server from env, token from the context", Overrides{}, map[string]string{"KOBE_SERVER": "http://env"},
-			Target{Server: "http://env", Token: "file-token", Context: "dev", ServerFrom: "KOBE_SERVER", TokenFrom: "context dev"}},
+		{"the context's token only goes to the context's server", Overrides{}, map[string]string{"KOBE_SERVER": "http://elsewhere"},
+			Target{Server: "http://elsewhere", ServerFrom: "KOBE_SERVER"}},
+		{"--server elsewhere gets no context token", Overrides{Server: "https://evil.example.com", Context: "prod"}, nil,
+			Target{Server: "https://evil.example.com", ServerFrom: "--server"}},
+		{"server from env, token from the context of that server", Overrides{}, map[string]string{"KOBE_SERVER": "http://DEV:8080/"},
+			Target{Server: "http://DEV:8080/", Token: "file-token", Context: "dev", ServerFrom: "KOBE_SERVER", TokenFrom: "context dev"}},
 		{"a context without a token", Overrides{Context: "bare"}, nil,
 			Target{Server: "http://bare", Context: "bare", ServerFrom: "context bare"}},
 	} {
@@ -135,6 +139,15 @@ func TestResolvePrecedence(t *testing.T) {
 		_, err := Resolve(Overrides{Context: "staging", Server: "http://x", Token: "t"}, env(nil), path)
 		require.ErrorContains(t, err, `--context "staging"`)
 		assert.ErrorContains(t, err, "bare, dev, prod")
+	})
+	t.Run("a broken token file does not matter for another server", func(t *testing.T) {
+		c.Contexts["dev"] = Context{Server: "http://dev:8080", TokenFile: filepath.Join(dir, "gone")}
+		require.NoError(t, c.Save(path))
+		got, err := Resolve(Overrides{Server: "http://other"}, env(nil), path)
+		require.NoError(t, err)
+		assert.Equal(t, Target{Server: "http://other", ServerFrom: "--server"}, got)
+		c.Contexts["dev"] = Context{Server: "http://dev:8080", TokenFile: tokFile}
+		require.NoError(t, c.Save(path))
 	})
 	t.Run("flags need no config file", func(t *testing.T) {
 		bad := filepath.Join(dir, "bad.yaml")

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,6 +53,8 @@ func TestHints(t *testing.T) {
 		{apiErr(409, api.ReasonIdempotencyConflict), "--idempotency-key"},
 		{&LeaseEndedError{Lease: api.Lease{ID: "l", Phase: "Failed", Reason: api.ReasonPoolExhausted}}, "maxClusters"},
 		{apiErr(400, api.ReasonInvalidRequest), ""},
+		{fmt.Errorf("cannot reach the kobe API at http://x: %w", syscall.ECONNREFUSED), "kobe dev"},
+		{fmt.Errorf("temporal at t:7233: %w", syscall.ECONNREFUSED), ""},
 		{errors.New("plain"), ""},
 	} {
 		if tc.want == "" {

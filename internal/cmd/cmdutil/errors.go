@@ -63,7 +63,9 @@ func Hint(err error) string {
 		}
 		return reasonHint(apiErr.Body.Reason, apiErr.Body.Detail, apiErr.RetryAfter.Seconds())
 	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
+	// Only for the API client's own "cannot reach" errors: kobe server/worker dialling Temporal
+	// or a store must not be told to start kobe dev.
+	if errors.Is(err, syscall.ECONNREFUSED) && strings.Contains(err.Error(), "cannot reach the kobe API") {
 		return "is kobe running there? Start one with `kobe dev`, or point --server, KOBE_SERVER or a context (`kobe context list`) at it"
 	}
 	return ""

@@ -337,6 +337,9 @@ wait:
 	var ee *exec.ExitError
 	switch {
 	case waitErr == nil:
+	case errors.Is(waitErr, exec.ErrWaitDelay):
+		// CMD exited; something it left behind held its output open past WaitDelay.
+		code = child.ProcessState.ExitCode()
 	case errors.As(waitErr, &ee):
 		code = ee.ExitCode()
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -373,11 +376,17 @@ func keepAlive(ctx context.Context, c *api.Client, l api.Lease, opts *Options, w
 			every = min(max(opts.IdleTimeout/3, time.Second), time.Minute)
 		}
 	}
-	extending := l.ExpiresAt != nil
+	// The expiry as the API gives it; without one, estimated from the bind time (or now).
 	var expires time.Time
-	if extending {
+	switch {
+	case l.ExpiresAt != nil:
 		expires = *l.ExpiresAt
+	case l.BoundAt != nil:
+		expires = l.BoundAt.Add(ttl)
+	default:
+		expires = time.Now().Add(ttl)
 	}
+	extending := true
 	nextHeartbeat := time.Now().Add(every)
 	var notBefore time.Time // no extension attempt before this (after a failure or a short grant)
 	heartbeatFailing := false
