@@ -17,6 +17,8 @@ type Client struct {
 	BaseURL    string
 	Token      string
 	HTTPClient *http.Client
+	// Retry bounds the retries of 503 and 429 rate_limited answers (zero value: the defaults).
+	Retry RetryPolicy
 }
 
 // NewClient returns a client for the API at baseURL (e.g. http://127.0.0.1:8080).
@@ -32,6 +34,8 @@ func NewClient(baseURL string) (*Client, error) {
 type Error struct {
 	StatusCode int
 	Body       ErrorBody
+	// RetryAfter is the answer's Retry-After header (0 when absent).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -47,17 +51,23 @@ func (e *Error) Error() string {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	_, err := c.send(ctx, method, path, in, out)
+	return err
+}
+
+// send makes one request and returns the answer's status code.
+func (c *Client) send(ctx context.Context, method, path string, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -66,32 +76,36 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	resp, err := c.HTTPClient.Do(req)
+	hc := c.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach the kobe API at %s: %w", c.BaseURL, unwrapURLError(err))
+		return 0, fmt.Errorf("cannot reach the kobe API at %s: %w", c.BaseURL, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return err
+		return resp.StatusCode, err
 	}
 	if resp.StatusCode >= 300 {
-		apiErr := &Error{StatusCode: resp.StatusCode}
+		apiErr := &Error{StatusCode: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 		if json.Unmarshal(data, &apiErr.Body) != nil || apiErr.Body.Error == "" {
 			apiErr.Body.Error = strings.TrimSpace(string(data))
 			if apiErr.Body.Error == "" {
 				apiErr.Body.Error = http.StatusText(resp.StatusCode)
 			}
 		}
-		return apiErr
+		return resp.StatusCode, apiErr
 	}
-	if out == nil {
-		return nil
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return resp.StatusCode, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("unexpected answer from %s%s: %w", c.BaseURL, path, err)
+		return resp.StatusCode, fmt.Errorf("unexpected answer from %s%s: %w", c.BaseURL, path, err)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 func unwrapURLError(err error) error {
@@ -108,7 +122,11 @@ func (c *Client) Healthz(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.HTTPClient.Do(req)
+	hc := c.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("cannot reach the kobe API at %s: %w", c.BaseURL, unwrapURLError(err))
 	}

@@ -2,11 +2,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	// Backends compiled into this binary register themselves.
 	_ "github.com/kunobi-ninja/kobe/backends/local"
+	"github.com/kunobi-ninja/kobe/internal/cmd/cmdutil"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/root"
 )
@@ -14,8 +14,9 @@ import (
 func main() {
 	f := factory.New()
 	if err := root.NewCmdRoot(f).Execute(); err != nil {
-		// One line that names the problem, and a non-zero exit: scripts and people both rely on it.
-		fmt.Fprintf(os.Stderr, "kobe: %v\n", err)
-		os.Exit(1)
+		// One line that names the problem (and a hint line when there is something to do about
+		// it), and a non-zero exit: scripts and people both rely on it. `kobe run` exits with its
+		// command's code.
+		os.Exit(cmdutil.Report(os.Stderr, err))
 	}
 }

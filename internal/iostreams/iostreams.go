@@ -41,6 +41,9 @@ func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
 // SetStdoutTTY overrides terminal detection (tests).
 func (s *IOStreams) SetStdoutTTY(v bool) { s.stdoutTTY = v }
 
+// SetStderrTTY overrides terminal detection of stderr (tests).
+func (s *IOStreams) SetStderrTTY(v bool) { s.stderrTTY = v }
+
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0

@@ -320,11 +320,13 @@ func TestCLIAgainstARunningKobe(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, `"version"`)
 
-	// Nothing listening: one clear line and exit 1.
+	// Nothing listening: one clear line, a hint, and exit 1.
 	code, _, errOut = run(nil, "status", "--server", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
 	assert.Equal(t, 1, code)
-	assert.Len(t, nonEmptyLines(errOut), 1)
-	assert.Contains(t, errOut, "cannot reach the kobe API")
+	lines := nonEmptyLines(errOut)
+	require.Len(t, lines, 2, errOut)
+	assert.Contains(t, lines[0], "cannot reach the kobe API")
+	assert.True(t, strings.HasPrefix(lines[1], "hint: "), errOut)
 
 	code, _, errOut = run(nil, "doctor", "--server", ports.apiURL(), "--hold", "2h")
 	assert.Equal(t, 1, code)

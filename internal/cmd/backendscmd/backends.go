@@ -3,7 +3,6 @@
 package backendscmd
 
 import (
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -11,12 +10,13 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cmd/output"
 )
 
 // Options of `kobe backends`.
 type Options struct {
 	Factory *factory.Factory
-	Output  string
+	Output  *output.Format
 	// Matrix returns the capability matrix (the compiled-in registry by default).
 	Matrix func() []backends.Capabilities
 }
@@ -34,29 +34,24 @@ rotation, migration between hosts, and whether its instances are bound to one ko
   kobe backends -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Output != "table" && opts.Output != "json" {
-				return fmt.Errorf("-o %q: must be table or json", opts.Output)
-			}
 			if runF != nil {
 				return runF(opts)
 			}
 			return backendsRun(opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table or json")
+	opts.Output = output.AddFlag(cmd)
 	return cmd
 }
 
 func backendsRun(opts *Options) error {
 	m := opts.Matrix()
 	out := opts.Factory.IOStreams.Out
-	if opts.Output == "json" {
+	if !opts.Output.Is(output.Table) {
 		if m == nil {
 			m = []backends.Capabilities{}
 		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(m)
+		return opts.Output.Print(out, m, nil)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tCONTRACT\tSLEEP\tSNAPSHOT\tCERT-ROTATION\tMIGRATION\tHOST-BOUND\tDESCRIPTION")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
@@ -49,8 +50,16 @@ func TestJSON(t *testing.T) {
 	assert.Equal(t, matrix, got)
 }
 
+func TestYAML(t *testing.T) {
+	out, err := run(t, "-o", "yaml")
+	require.NoError(t, err)
+	var got []backends.Capabilities
+	require.NoError(t, yaml.Unmarshal([]byte(out), &got))
+	assert.Equal(t, matrix, got)
+}
+
 func TestBadOutput(t *testing.T) {
-	_, err := run(t, "-o", "yaml")
+	_, err := run(t, "-o", "xml")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `-o "yaml"`)
+	assert.Contains(t, err.Error(), `-o "xml": must be table, json or yaml`)
 }

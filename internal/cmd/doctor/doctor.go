@@ -3,9 +3,9 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	stdio "io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cmd/output"
 )
 
 // Options of `kobe doctor`.
@@ -22,7 +23,7 @@ type Options struct {
 	Hold    time.Duration
 	Timeout time.Duration
 	ID      string
-	Output  string
+	Output  *output.Format
 	// Poll is the pause between retries when the API is unreachable (tests shorten it).
 	Poll time.Duration
 }
@@ -44,9 +45,6 @@ or pick it up again later with --id).`,
   kobe doctor -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Output != "table" && opts.Output != "json" {
-				return fmt.Errorf("-o %q: must be table or json", opts.Output)
-			}
 			if opts.Hold < 0 || opts.Hold > api.MaxDoctorHold {
 				return fmt.Errorf("--hold %s: must be between 0s and %s", opts.Hold, api.MaxDoctorHold)
 			}
@@ -65,7 +63,7 @@ or pick it up again later with --id).`,
 	cmd.Flags().DurationVar(&opts.Hold, "hold", 0, "wait this long in a durable timer between two probes (e.g. 30s)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "give up after this long (default: hold + 2m)")
 	cmd.Flags().StringVar(&opts.ID, "id", "", "follow an existing doctor run instead of starting one")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table or json")
+	opts.Output = output.AddFlag(cmd)
 	return cmd
 }
 
@@ -110,14 +108,11 @@ func doctorRun(ctx context.Context, opts *Options) error {
 	res.Status, res.Error = report.Status, report.Error
 	res.Hops = append(res.Hops, report.Hops...)
 
-	if opts.Output == "json" {
-		enc := json.NewEncoder(io.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return err
-		}
-	} else {
-		printTable(io.Out, res, report.TotalMs)
+	if err := opts.Output.Print(io.Out, res, func(w stdio.Writer) error {
+		printTable(w, res, report.TotalMs)
+		return nil
+	}); err != nil {
+		return err
 	}
 	if res.Status != "Completed" {
 		return fmt.Errorf("doctor run %s %s: %s", res.ID, strings.ToLower(res.Status), res.Error)

@@ -3,36 +3,55 @@
 package factory
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/cliconfig"
 	"github.com/kunobi-ninja/kobe/internal/iostreams"
 )
 
-// DefaultServer is the API the CLI talks to when neither --server nor KOBE_SERVER is set.
-const DefaultServer = "http://127.0.0.1:8080"
+// DefaultServer is the API the CLI talks to when neither a flag, the environment nor a context
+// names one.
+const DefaultServer = cliconfig.DefaultServer
 
 // Factory is shared by all commands.
 type Factory struct {
 	IOStreams *iostreams.IOStreams
-	// Server is the API base URL, set from --server / KOBE_SERVER by the root command.
-	Server string
-	// APIClient builds a client for Server.
+	// Server, Token and Context are the persistent flags --server, --token and --context as
+	// given on the command line ("" when not given); Target resolves them.
+	Server  string
+	Token   string
+	Context string
+	// Target resolves the server and token: flags > KOBE_SERVER/KOBE_TOKEN > context > default.
+	Target func() (cliconfig.Target, error)
+	// APIClient builds a client for the resolved target.
 	APIClient func() (*api.Client, error)
 }
 
 // New returns the factory used by the real binary.
 func New() *Factory {
-	f := &Factory{IOStreams: iostreams.System(), Server: DefaultServer}
-	if v := os.Getenv("KOBE_SERVER"); v != "" {
-		f.Server = v
+	f := &Factory{IOStreams: iostreams.System()}
+	f.Target = func() (cliconfig.Target, error) {
+		path, err := cliconfig.Path()
+		if err != nil && (f.Server == "" || f.Token == "") {
+			return cliconfig.Target{}, err
+		}
+		return cliconfig.Resolve(cliconfig.Overrides{Server: f.Server, Token: f.Token, Context: f.Context}, os.LookupEnv, path)
 	}
 	f.APIClient = func() (*api.Client, error) {
-		c, err := api.NewClient(f.Server)
+		t, err := f.Target()
 		if err != nil {
 			return nil, err
 		}
-		c.Token = os.Getenv("KOBE_TOKEN")
+		c, err := api.NewClient(t.Server)
+		if err != nil {
+			if t.ServerFrom != "--server" {
+				return nil, fmt.Errorf("server %q (from %s): want a URL such as %s", t.Server, t.ServerFrom, DefaultServer)
+			}
+			return nil, err
+		}
+		c.Token = t.Token
 		return c, nil
 	}
 	return f

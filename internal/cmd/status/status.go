@@ -3,7 +3,6 @@ package status
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -12,12 +11,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cmd/output"
 )
 
 // Options of `kobe status`.
 type Options struct {
 	Factory *factory.Factory
-	Output  string
+	Output  *output.Format
 }
 
 // NewCmdStatus builds the command; runF replaces the behaviour in tests.
@@ -28,19 +28,17 @@ func NewCmdStatus(f *factory.Factory, runF func(*Options) error) *cobra.Command 
 		Short: "Show the health of a kobe server: version, Temporal, store, workers, backends",
 		Example: `  kobe status
   kobe status -o json
+  kobe status --context prod
   kobe status --server http://kobe.internal:8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Output != "table" && opts.Output != "json" {
-				return fmt.Errorf("-o %q: must be table or json", opts.Output)
-			}
 			if runF != nil {
 				return runF(opts)
 			}
 			return statusRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table or json")
+	opts.Output = output.AddFlag(cmd)
 	return cmd
 }
 
@@ -56,10 +54,8 @@ func statusRun(ctx context.Context, opts *Options) error {
 		return err
 	}
 	out := opts.Factory.IOStreams.Out
-	if opts.Output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+	if !opts.Output.Is(output.Table) {
+		return opts.Output.Print(out, st, nil)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Server\t%s\t%s\n", c.BaseURL, st.Version)

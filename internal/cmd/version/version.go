@@ -2,19 +2,19 @@
 package version
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kunobi-ninja/kobe/internal/buildinfo"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cmd/output"
 )
 
 // Options of `kobe version`.
 type Options struct {
 	Factory *factory.Factory
-	Output  string
+	Output  *output.Format
 }
 
 // NewCmdVersion builds the command; runF replaces the behaviour in tests.
@@ -27,26 +27,21 @@ func NewCmdVersion(f *factory.Factory, runF func(*Options) error) *cobra.Command
   kobe version -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Output != "text" && opts.Output != "json" {
-				return fmt.Errorf("-o %q: must be text or json", opts.Output)
-			}
 			if runF != nil {
 				return runF(opts)
 			}
 			return versionRun(opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	opts.Output = output.AddFlag(cmd, "text", output.JSON, output.YAML)
 	return cmd
 }
 
 func versionRun(opts *Options) error {
 	bi := buildinfo.Get()
 	out := opts.Factory.IOStreams.Out
-	if opts.Output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(bi)
+	if !opts.Output.Is("text") {
+		return opts.Output.Print(out, bi, nil)
 	}
 	commit := bi.Commit
 	if len(commit) > 12 {

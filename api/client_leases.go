@@ -1,0 +1,288 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Typed client of the /v1 lease, pool, token and audit API. Every method sends the bearer
+// token when the client has one and retries what the API marks as transient (see RetryPolicy).
+
+// RetryPolicy bounds the retries of transient answers: 503 (any reason) and 429 rate_limited
+// or server_busy. 429 quota_exhausted is an answer, not congestion, and is never retried.
+type RetryPolicy struct {
+	// MaxAttempts is the number of requests made in all, first included (default 4; 1 = no retry).
+	MaxAttempts int
+	// BaseDelay is the pause before the first retry when the answer has no Retry-After; it
+	// doubles on each retry (default 500ms).
+	BaseDelay time.Duration
+	// MaxDelay is the longest pause honoured: an answer asking to wait longer is returned as it
+	// is (default 30s).
+	MaxDelay time.Duration
+
+	// sleep replaces the pause in tests.
+	sleep func(context.Context, time.Duration) error
+}
+
+const (
+	defaultMaxAttempts = 4
+	defaultBaseDelay   = 500 * time.Millisecond
+	defaultMaxDelay    = 30 * time.Second
+)
+
+// Retryable reports whether an error is an answer the client retries: 503, or 429 with reason
+// rate_limited or server_busy.
+func Retryable(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.StatusCode {
+	case http.StatusServiceUnavailable:
+		return true
+	case http.StatusTooManyRequests:
+		return e.Body.Reason == ReasonRateLimited || e.Body.Reason == "server_busy"
+	}
+	return false
+}
+
+// Reason returns the reason code of an API error ("" for any other error).
+func Reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Body.Reason
+	}
+	return ""
+}
+
+// call makes a request, retrying transient answers within the policy and the context.
+func (c *Client) call(ctx context.Context, method, path string, in, out any) (int, error) {
+	p := c.Retry
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = defaultMaxAttempts
+	}
+	if p.BaseDelay <= 0 {
+		p.BaseDelay = defaultBaseDelay
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = defaultMaxDelay
+	}
+	if p.sleep == nil {
+		p.sleep = sleepCtx
+	}
+	delay := p.BaseDelay
+	for attempt := 1; ; attempt++ {
+		status, err := c.send(ctx, method, path, in, out)
+		if err == nil || attempt >= p.MaxAttempts || !Retryable(err) {
+			return status, err
+		}
+		var apiErr *Error
+		errors.As(err, &apiErr)
+		pause := delay
+		if apiErr.RetryAfter > 0 {
+			pause = apiErr.RetryAfter
+		}
+		if pause > p.MaxDelay {
+			return status, err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < pause {
+			return status, err
+		}
+		if p.sleep(ctx, pause) != nil {
+			return status, err
+		}
+		delay = min(2*delay, p.MaxDelay)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// parseRetryAfter reads a Retry-After header: seconds, or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// CreateLease asks for a lease (POST /v1/leases). The lease comes back Pending (202); replayed
+// is true when the server answered 200 because req.IdempotencyKey matched an earlier request.
+func (c *Client) CreateLease(ctx context.Context, req LeaseRequest) (lease Lease, replayed bool, err error) {
+	status, err := c.call(ctx, http.MethodPost, "/v1/leases", req, &lease)
+	return lease, status == http.StatusOK, err
+}
+
+// ListLeases returns the caller's leases (GET /v1/leases), only the one with that alias when
+// alias is set.
+func (c *Client) ListLeases(ctx context.Context, alias string) ([]Lease, error) {
+	path := "/v1/leases"
+	if alias != "" {
+		path += "?alias=" + url.QueryEscape(alias)
+	}
+	var out LeaseList
+	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
+	return out.Items, err
+}
+
+// GetLease returns a lease by id or alias (GET /v1/leases/{id|alias}); its kubeconfig is set
+// once it is Bound. With wait > 0 the server holds the request until the lease is Bound or
+// final, or wait has passed, and answers with the lease as it is then.
+func (c *Client) GetLease(ctx context.Context, idOrAlias string, wait time.Duration) (Lease, error) {
+	path := "/v1/leases/" + url.PathEscape(idOrAlias)
+	if wait > 0 {
+		path += "?wait=" + wait.String()
+	}
+	var out Lease
+	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
+// ExtendLease extends a Bound lease by ttl (PATCH /v1/leases/{id}). Rejections carry the reason
+// codes extension_budget_exhausted, max_ttl_ceiling and not_ready.
+func (c *Client) ExtendLease(ctx context.Context, id string, ttl time.Duration) (ExtendResponse, error) {
+	var out ExtendResponse
+	_, err := c.call(ctx, http.MethodPatch, "/v1/leases/"+url.PathEscape(id), ExtendRequest{ExtendTTL: ttl.String()}, &out)
+	return out, err
+}
+
+// ReleaseLease gives a lease back (DELETE /v1/leases/{id}); releasing twice is not an error.
+func (c *Client) ReleaseLease(ctx context.Context, id string) error {
+	_, err := c.call(ctx, http.MethodDelete, "/v1/leases/"+url.PathEscape(id), nil, nil)
+	return err
+}
+
+// HeartbeatLease tells the server the lease is in use (POST /v1/leases/{id}/heartbeat), which
+// keeps a lease with an idle timeout alive.
+func (c *Client) HeartbeatLease(ctx context.Context, id string) error {
+	_, err := c.call(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(id)+"/heartbeat", nil, nil)
+	return err
+}
+
+// ListPools returns the pools (GET /v1/pools).
+func (c *Client) ListPools(ctx context.Context) ([]PoolView, error) {
+	var out PoolList
+	_, err := c.call(ctx, http.MethodGet, "/v1/pools", nil, &out)
+	return out.Items, err
+}
+
+// GetPool returns one pool (GET /v1/pools/{name}).
+func (c *Client) GetPool(ctx context.Context, name string) (PoolView, error) {
+	var out PoolView
+	_, err := c.call(ctx, http.MethodGet, "/v1/pools/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// ApplyPool creates or updates a pool from its ClusterPool manifest in JSON
+// (PUT /v1/pools/{metadata.name}); created is true when the pool is new (201).
+func (c *Client) ApplyPool(ctx context.Context, manifestJSON []byte) (pool PoolView, created bool, err error) {
+	var head struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(manifestJSON, &head); err != nil {
+		return pool, false, fmt.Errorf("pool manifest is not JSON: %w", err)
+	}
+	if head.Metadata.Name == "" {
+		return pool, false, errors.New("pool manifest: metadata.name: required")
+	}
+	status, err := c.call(ctx, http.MethodPut, "/v1/pools/"+url.PathEscape(head.Metadata.Name), json.RawMessage(manifestJSON), &pool)
+	return pool, status == http.StatusCreated, err
+}
+
+// DeletePool deletes a pool (DELETE /v1/pools/{name}); draining is true when the server
+// accepted the deletion but waits for the pool's leases to end first (202).
+func (c *Client) DeletePool(ctx context.Context, name string) (draining bool, err error) {
+	status, err := c.call(ctx, http.MethodDelete, "/v1/pools/"+url.PathEscape(name), nil, nil)
+	return status == http.StatusAccepted, err
+}
+
+// CreateToken creates an API token (POST /v1/tokens); the answer's Secret is the only copy.
+func (c *Client) CreateToken(ctx context.Context, req TokenRequest) (Token, error) {
+	var out Token
+	_, err := c.call(ctx, http.MethodPost, "/v1/tokens", req, &out)
+	return out, err
+}
+
+// ListTokens returns the tokens, without their secrets (GET /v1/tokens).
+func (c *Client) ListTokens(ctx context.Context) ([]Token, error) {
+	var out TokenList
+	_, err := c.call(ctx, http.MethodGet, "/v1/tokens", nil, &out)
+	return out.Items, err
+}
+
+// RevokeToken revokes a token (DELETE /v1/tokens/{id}).
+func (c *Client) RevokeToken(ctx context.Context, id string) error {
+	_, err := c.call(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, nil)
+	return err
+}
+
+// AuditQuery selects audit events; zero fields do not filter.
+type AuditQuery struct {
+	// Since is an RFC 3339 time or a duration back from the server's now ("1h").
+	Since  string
+	Actor  string
+	Pool   string
+	Action string
+	// After returns only events with a larger id (paging: the last id of the previous page).
+	After int64
+	Limit int
+}
+
+// Values encodes the query as URL parameters.
+func (q AuditQuery) Values() url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	set("since", q.Since)
+	set("actor", q.Actor)
+	set("pool", q.Pool)
+	set("action", q.Action)
+	if q.After > 0 {
+		v.Set("after", strconv.FormatInt(q.After, 10))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return v
+}
+
+// ListAudit returns audit events, oldest first (GET /v1/audit).
+func (c *Client) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEvent, error) {
+	path := "/v1/audit"
+	if v := q.Values(); len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out AuditList
+	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
+	return out.Items, err
+}

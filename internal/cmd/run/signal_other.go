@@ -1,0 +1,11 @@
+//go:build !unix
+
+package run
+
+import (
+	"os"
+
+	"github.com/kunobi-ninja/kobe/internal/iostreams"
+)
+
+func deliveredByTerminal(os.Signal, *iostreams.IOStreams) bool { return false }

@@ -1,0 +1,111 @@
+package token
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/cmd/cmdtest"
+	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/iostreams"
+)
+
+func testFactory() *factory.Factory {
+	ios, _, _, _ := iostreams.Test()
+	return &factory.Factory{IOStreams: ios}
+}
+
+func TestFlags(t *testing.T) {
+	var got *CreateOptions
+	require.NoError(t, cmdtest.Run(NewCmdCreate(testFactory(), func(o *CreateOptions) error { got = o; return nil }),
+		"--role", "ci", "--name", "gha", "--principal", "bot", "--ttl", "720h", "-o", "json"))
+	assert.Equal(t, "ci", got.Role)
+	assert.Equal(t, "gha", got.Name)
+	assert.Equal(t, "bot", got.Principal)
+	assert.Equal(t, 720*time.Hour, got.TTL)
+	assert.Equal(t, "json", got.Output.String())
+
+	create := func(ran *bool) *cobra.Command {
+		return NewCmdCreate(testFactory(), func(*CreateOptions) error { *ran = true; return nil })
+	}
+	for _, tc := range []struct {
+		cmd  func(*bool) *cobra.Command
+		args []string
+		want string
+	}{
+		{create, nil, "--role is required"},
+		{create, []string{"--role", "ci", "--ttl", "1month"}, `"--ttl"`},
+		{create, []string{"--role", "ci", "--ttl", "-1h"}, "--ttl -1h0m0s: must be a positive duration"},
+		{create, []string{"--role", "ci", "-o", "text"}, `-o "text": must be table, json or yaml`},
+		{create, []string{"ci"}, "unknown command"},
+		{func(ran *bool) *cobra.Command {
+			return NewCmdList(testFactory(), func(*ListOptions) error { *ran = true; return nil })
+		}, []string{"-o", "xml"}, `-o "xml"`},
+		{func(ran *bool) *cobra.Command {
+			return NewCmdRevoke(testFactory(), func(*RevokeOptions) error { *ran = true; return nil })
+		}, nil, "give the token id"},
+	} {
+		ran := false
+		err := cmdtest.Run(tc.cmd(&ran), tc.args...)
+		require.Error(t, err, tc.args)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.False(t, ran)
+	}
+}
+
+func TestCreateListRevoke(t *testing.T) {
+	a := cmdtest.New(t)
+	f, ios := a.Factory()
+	out, errOut := ios.Out.(*bytes.Buffer), ios.ErrOut.(*bytes.Buffer)
+
+	// Not a terminal: only the secret on stdout, the warning on stderr.
+	cmd := NewCmdCreate(f, nil)
+	require.NoError(t, cmdtest.Run(cmd, "--role", "ci", "--name", "gha", "--ttl", "720h"))
+	assert.Equal(t, "kobe_secret_tok-0001\n", out.String())
+	assert.Contains(t, errOut.String(), "shown once and cannot be shown again")
+	a.Mu.Lock()
+	assert.JSONEq(t, `{"name":"gha","role":"ci","ttl":"720h0m0s"}`, a.Requests[0].Body)
+	a.Mu.Unlock()
+
+	// A default name from the role and the time.
+	out.Reset()
+	errOut.Reset()
+	cmd = NewCmdCreate(f, func(o *CreateOptions) error {
+		o.Now = func() time.Time { return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC) }
+		return createRun(cmd.Context(), o)
+	})
+	require.NoError(t, cmdtest.Run(cmd, "--role", "developer", "--principal", "alice", "-o", "json"))
+	var tok api.Token
+	require.NoError(t, json.Unmarshal(out.Bytes(), &tok))
+	assert.Equal(t, "developer-20300102-030405", tok.Name)
+	assert.Equal(t, "alice", tok.Principal)
+	assert.Equal(t, "kobe_secret_tok-0002", tok.Secret)
+	assert.Contains(t, errOut.String(), "cannot be shown again")
+
+	// On a terminal: a sentence around the secret.
+	out.Reset()
+	ios.SetStdoutTTY(true)
+	require.NoError(t, cmdtest.Run(NewCmdCreate(f, nil), "--role", "ci", "--name", "x"))
+	assert.Contains(t, out.String(), "Created token tok-0003 (name x, role ci, principal x, expires never):\n\n  kobe_secret_tok-0003\n")
+
+	out.Reset()
+	ios.SetStdoutTTY(false)
+	require.NoError(t, cmdtest.Run(NewCmdRevoke(f, nil), "tok-0001"))
+	require.NoError(t, cmdtest.Run(NewCmdList(f, nil)))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 4)
+	assert.Regexp(t, `^ID\s+NAME\s+ROLE\s+PRINCIPAL\s+STATUS\s+CREATED\s+EXPIRES\s+LAST USED$`, lines[0])
+	assert.Regexp(t, `^tok-0001\s+gha\s+ci\s+gha\s+revoked\s+\S+Z\s+\S+Z\s+-$`, lines[1])
+	assert.Regexp(t, `^tok-0002\s+developer-20300102-030405\s+developer\s+alice\s+active\s+\S+\s+never\s+-$`, lines[2])
+	assert.NotContains(t, out.String(), "kobe_secret", "secrets are never listed")
+
+	err := cmdtest.Run(NewCmdRevoke(f, nil), "tok-9")
+	require.ErrorContains(t, err, "revoke token tok-9: Token not found")
+}
