@@ -40,6 +40,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	kobeBin = filepath.Join(dir, "kobe")
+	// kobe dev writes a CLI context: into the test's own config, never the user's.
+	os.Setenv("KOBE_CONFIG", filepath.Join(dir, "config.yaml"))
 	build := exec.Command("go", "build", "-o", kobeBin, "../../cmd/kobe")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

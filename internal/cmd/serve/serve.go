@@ -16,6 +16,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/buildinfo"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cliconfig"
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/service"
@@ -116,7 +117,20 @@ func serveRun(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	// `kobe dev` writes a CLI context for itself, so that `kobe …` in another shell reaches it
+	// with its admin token and no flags. A failure is not fatal: kobe runs, the CLI needs flags.
+	contextNote := ""
+	if opts.Mode == config.ModeDev && p.AdminTokenFile != "" {
+		if err := cliconfig.WriteContext("dev", p.APIURL, p.AdminTokenFile, true); err != nil {
+			logger.Warn("could not write the CLI context", zap.Error(err))
+		} else if path, err := cliconfig.Path(); err == nil {
+			contextNote = fmt.Sprintf("CLI context \"dev\" (current) in %s; admin token in %s", path, p.AdminTokenFile)
+		}
+	}
 	printBanner(opts.Factory.IOStreams.Out, opts, p)
+	if contextNote != "" {
+		fmt.Fprintf(opts.Factory.IOStreams.Out, "  %s\n", contextNote)
+	}
 	logger.Info("kobe started", zap.String("mode", string(opts.Mode)), zap.Duration("startup", p.StartupTime))
 
 	select {
@@ -158,6 +172,6 @@ func printBanner(w io.Writer, opts *Options, p *service.Process) {
 			p.TemporalAddress, p.StoreDSN, opts.Config.StateDir, filepath.Join(opts.Config.StateDir, "secret.key"))
 	}
 	if opts.Mode != config.ModeWorker {
-		fmt.Fprintf(w, "Try: kobe status   kobe doctor        (Ctrl-C stops)\n")
+		fmt.Fprintf(w, "Try: kobe status   kobe lease create dev --wait   kobe run dev -- kubectl get ns   (Ctrl-C stops)\n")
 	}
 }
