@@ -145,7 +145,7 @@ func (a *Activities) RecordInstance(ctx context.Context, r InstanceRecord) error
 	}); err != nil {
 		return err
 	}
-	_, err := a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance." + r.Phase, Target: r.ID,
+	_, err := a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance." + r.Phase, Target: r.ID, Pool: r.Pool,
 		Result: "ok", Detail: data})
 	return err
 }

@@ -147,6 +147,36 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 		}
 	}
 
+	// The extend handler exists from the start (its validator refuses until Bound): a client
+	// that sees Bound — by query or by the wait-bound update — can extend at once.
+	var issue func(ctx workflow.Context) error
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend,
+		func(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
+			view.ExpiresAt = view.ExpiresAt.Add(req.By)
+			view.Extensions++
+			// A fresh certificate that expires with the lease.
+			if err := issue(ctx); err != nil {
+				return ExtendResult{}, err
+			}
+			claimEvent("extended")
+			return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ExtendRequest) error {
+			switch {
+			case view.Phase != LeaseBound:
+				return temporal.NewApplicationError(ReasonNotReady, ExtendRejection)
+			case req.By <= 0:
+				return temporal.NewApplicationError(ReasonInvalidRequest, ExtendRejection)
+			case view.Extensions >= in.MaxExtensions:
+				return temporal.NewApplicationError(ReasonExtensionBudgetExhausted, ExtendRejection)
+			case view.ExpiresAt.Add(req.By).After(view.BoundAt.Add(in.MaxTTL)):
+				return temporal.NewApplicationError(ReasonMaxTTLCeiling, ExtendRejection)
+			}
+			return nil
+		}}); err != nil {
+		return view, err
+	}
+
 	releaseCh := workflow.GetSignalChannel(ctx, SignalReleaseLease)
 	assignedCh := workflow.GetSignalChannel(ctx, SignalAssigned)
 	failedCh := workflow.GetSignalChannel(ctx, SignalClaimFailed)
@@ -211,7 +241,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 		ScheduleToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
 	})
-	issue := func(ctx workflow.Context) error {
+	issue = func(ctx workflow.Context) error {
 		hctx := workflow.WithActivityOptions(ctx, workflow.GetActivityOptions(host))
 		return workflow.ExecuteActivity(hctx, a.IssueLeaseCredentials, activities.LeaseCredentialRequest{
 			LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID, ExpiresAt: view.ExpiresAt,
@@ -232,33 +262,6 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 		claimEvent("created_queued")
 	} else {
 		claimEvent("created_fast")
-	}
-
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend,
-		func(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
-			view.ExpiresAt = view.ExpiresAt.Add(req.By)
-			view.Extensions++
-			// A fresh certificate that expires with the lease.
-			if err := issue(ctx); err != nil {
-				return ExtendResult{}, err
-			}
-			claimEvent("extended")
-			return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ExtendRequest) error {
-			switch {
-			case view.Phase != LeaseBound:
-				return temporal.NewApplicationError(ReasonNotReady, ExtendRejection)
-			case req.By <= 0:
-				return temporal.NewApplicationError(ReasonInvalidRequest, ExtendRejection)
-			case view.Extensions >= in.MaxExtensions:
-				return temporal.NewApplicationError(ReasonExtensionBudgetExhausted, ExtendRejection)
-			case view.ExpiresAt.Add(req.By).After(view.BoundAt.Add(in.MaxTTL)):
-				return temporal.NewApplicationError(ReasonMaxTTLCeiling, ExtendRejection)
-			}
-			return nil
-		}}); err != nil {
-		return view, err
 	}
 
 	heartbeatCh := workflow.GetSignalChannel(ctx, SignalHeartbeat)
