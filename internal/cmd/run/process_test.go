@@ -91,7 +91,9 @@ func TestProcessExitCodeAndSIGTERMWhileQueued(t *testing.T) {
 	assert.Equal(t, "Released", a.OnlyLease(t).Phase)
 
 	b := cmdtest.New(t)
+	b.Mu.Lock()
 	b.PendingPolls = 100000
+	b.Mu.Unlock()
 	p, stderr = startKobeRun(t, b, "ci", "--", "true")
 	require.Eventually(t, func() bool { return len(b.Seen()) >= 2 }, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, p.Process.Signal(syscall.SIGTERM))
@@ -100,7 +102,9 @@ func TestProcessExitCodeAndSIGTERMWhileQueued(t *testing.T) {
 	assert.Contains(t, stderr.String(), "interrupted")
 
 	c := cmdtest.New(t)
+	c.Mu.Lock()
 	c.Fail["POST /v1/leases"] = cmdtest.Failure{Status: 429, Reason: "quota_exhausted", Detail: "2 of 2 active leases"}
+	c.Mu.Unlock()
 	p, stderr = startKobeRun(t, c, "ci", "--", "true")
 	assert.Equal(t, ExitLeaseFailed, exitStatus(t, p))
 	assert.Contains(t, stderr.String(), "reason quota_exhausted")
