@@ -15,6 +15,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	localbackend "github.com/kunobi-ninja/kobe/backends/local"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
 // kobeCLI runs the kobe CLI with the context `kobe dev` wrote (no --server, no --token).
@@ -46,7 +47,15 @@ func TestKobeRunAgainstDev(t *testing.T) {
 	env := []string{"PATH=" + kubectlDir + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"KOBE_CONFIG=" + filepath.Join(t.TempDir(), "config.yaml"), "KOBE_SERVER=", "KOBE_TOKEN="}
 	ports := newDevPorts(t)
-	args := ports.args(filepath.Join(t.TempDir(), "state"))
+	stateDir := filepath.Join(t.TempDir(), "state")
+	// kobe dev keeps its clusters across restarts (they are re-adopted), so a killed dev leaves
+	// them running: registered before dev starts, this runs after dev is killed.
+	t.Cleanup(func() {
+		if left := leaks.KillNaming(stateDir); len(left) > 0 {
+			t.Logf("stopped the clusters kobe dev left: %v", left)
+		}
+	})
+	args := ports.args(stateDir)
 	args = append(args[:len(args)-2], "--ui-port", "0") // no Web UI
 	for i, a := range args {
 		if a == "--no-default-pool" {
