@@ -26,14 +26,17 @@ func tokenView(t store.Token) Token {
 	return v
 }
 
+// invalidInput marks an error in the caller's request (400), as opposed to a store failure.
+type invalidInput struct{ error }
+
 // CreateToken makes a token for a role of the policy and returns it with its secret (the only
 // time the secret is seen: the store keeps its hash).
 func CreateToken(r *http.Request, st store.Store, pol *access.Policy, req TokenRequest) (Token, error) {
 	if req.Name == "" || len(req.Name) > 100 || strings.ContainsAny(req.Name, "\n\r\t") {
-		return Token{}, errors.New("name: required, one line of at most 100 characters")
+		return Token{}, invalidInput{errors.New("name: required, one line of at most 100 characters")}
 	}
 	if _, ok := pol.Role(req.Role); !ok {
-		return Token{}, fmt.Errorf("role: %q is not a role of the policy (roles: %s)", req.Role, strings.Join(pol.RoleNames(), ", "))
+		return Token{}, invalidInput{fmt.Errorf("role: %q is not a role of the policy (roles: %s)", req.Role, strings.Join(pol.RoleNames(), ", "))}
 	}
 	if req.Principal == "" {
 		req.Principal = req.Name
@@ -42,7 +45,7 @@ func CreateToken(r *http.Request, st store.Store, pol *access.Policy, req TokenR
 	if req.TTL != "" {
 		d, err := time.ParseDuration(req.TTL)
 		if err != nil || d <= 0 {
-			return Token{}, fmt.Errorf("ttl: %q is not a positive duration (e.g. 720h)", req.TTL)
+			return Token{}, invalidInput{fmt.Errorf("ttl: %q is not a positive duration (e.g. 720h)", req.TTL)}
 		}
 		expires = time.Now().Add(d)
 	}
@@ -66,11 +69,12 @@ func (s *Server) handleTokenCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := CreateToken(r, s.Store, s.Policy, req)
+	var bad invalidInput
+	if errors.As(err, &bad) {
+		badRequest(w, err.Error())
+		return
+	}
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "name:") || strings.HasPrefix(err.Error(), "role:") || strings.HasPrefix(err.Error(), "ttl:") {
-			badRequest(w, err.Error())
-			return
-		}
 		s.unavailable(w, r, "creating the token", err)
 		return
 	}

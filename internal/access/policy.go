@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -117,7 +118,7 @@ func (p *Policy) validate() error {
 			return fmt.Errorf("%s.permissions: at least one of %s", field, strings.Join(knownPermissions, ", "))
 		}
 		for i, perm := range r.Permissions {
-			if !contains(knownPermissions, perm) {
+			if !slices.Contains(knownPermissions, perm) {
 				return fmt.Errorf("%s.permissions[%d]: unknown permission %q (known: %s)", field, i, perm, strings.Join(knownPermissions, ", "))
 			}
 		}
@@ -164,7 +165,7 @@ func (p *Policy) RoleNames() []string {
 }
 
 // Can says whether the role holds a permission.
-func (r Role) Can(perm string) bool { return contains(r.Permissions, perm) }
+func (r Role) Can(perm string) bool { return slices.Contains(r.Permissions, perm) }
 
 // AllowsPool says whether the role may lease from a pool.
 func (r Role) AllowsPool(pool string) bool {
@@ -181,12 +182,3 @@ func (r Role) AllowsPool(pool string) bool {
 
 // MaxTTLOrZero is the role's TTL ceiling, zero when it has none.
 func (r Role) MaxTTLOrZero() time.Duration { return r.maxTTL }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
