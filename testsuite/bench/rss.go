@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
+)
+
+// Memory is a process's memory, in KiB: VmRSS (what `ps` and `top` show) and PSS (the
+// proportional set size: shared pages divided among the processes sharing them). Fifty
+// kube-apiservers share one binary's pages, so summing their RSS counts that text fifty times;
+// PSS sums to what the instances really cost together.
+type Memory struct {
+	RSSKiB int64
+	PSSKiB int64
+}
+
+// ReadMemory reads a process's VmRSS and PSS. PSS needs /proc/<pid>/smaps_rollup (Linux 4.14+)
+// and is 0 when unreadable.
+func ReadMemory(pid int) (Memory, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	m := Memory{RSSKiB: ParseMeminfoKiB(string(status), "VmRSS")}
+	if rollup, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
+		m.PSSKiB = ParseMeminfoKiB(string(rollup), "Pss")
+	}
+	return m, nil
+}
+
+// InstanceMemory is the memory of a set of local instances: per instance on average, and per
+// component (process name) on average over the instances.
+type InstanceMemory struct {
+	Instances int `json:"instances"`
+	// Components are the process names found per instance, e.g. [kine kube-apiserver].
+	Components        []string           `json:"components"`
+	RSSMiB            float64            `json:"rssMiBPerInstance"`
+	PSSMiB            float64            `json:"pssMiBPerInstance"`
+	RSSMiBByComponent map[string]float64 `json:"rssMiBByComponent"`
+	PSSMiBByComponent map[string]float64 `json:"pssMiBByComponent"`
+}
+
+// MeasureInstances sums the memory of every process of every instance under stateDir's local
+// backend (processes are recognised by the instance directory they name, as testsuite/leaks
+// does) and divides by the number of instances. want is the number of instances expected: a
+// different count is an error, since an average over the wrong set would be wrong.
+func MeasureInstances(ctx context.Context, stateDir string, want int) (InstanceMemory, error) {
+	l, err := leaks.CountLocalInstances(ctx, stateDir, nil, "")
+	if err != nil {
+		return InstanceMemory{}, err
+	}
+	if len(l.Processes) != want {
+		return InstanceMemory{}, fmt.Errorf("found processes of %d local instances under %s, want %d", len(l.Processes), leaks.InstancesDir(stateDir), want)
+	}
+	var rss, pss int64
+	rssBy, pssBy := map[string]int64{}, map[string]int64{}
+	for id, ps := range l.Processes {
+		for _, p := range ps {
+			m, err := ReadMemory(p.PID)
+			if err != nil {
+				return InstanceMemory{}, fmt.Errorf("instance %s: %s (pid %d): %w", id, p.Name, p.PID, err)
+			}
+			rss += m.RSSKiB
+			pss += m.PSSKiB
+			rssBy[p.Name] += m.RSSKiB
+			pssBy[p.Name] += m.PSSKiB
+		}
+	}
+	return averageMemory(want, rss, pss, rssBy, pssBy), nil
+}
+
+// averageMemory divides KiB totals by the number of instances, in MiB.
+func averageMemory(n int, rss, pss int64, rssBy, pssBy map[string]int64) InstanceMemory {
+	perMiB := func(kib int64) float64 { return round1(float64(kib) / 1024 / float64(n)) }
+	out := InstanceMemory{Instances: n, RSSMiB: perMiB(rss), PSSMiB: perMiB(pss),
+		RSSMiBByComponent: map[string]float64{}, PSSMiBByComponent: map[string]float64{}}
+	for name, kib := range rssBy {
+		out.Components = append(out.Components, name)
+		out.RSSMiBByComponent[name] = perMiB(kib)
+		out.PSSMiBByComponent[name] = perMiB(pssBy[name])
+	}
+	sort.Strings(out.Components)
+	return out
+}
+
+func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
