@@ -126,6 +126,9 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	if work, err = filepath.EvalSymlinks(work); err != nil {
 		return nil, err
 	}
+	// Said at the start: if the bench itself is killed (kill -9), `pkill -9 -f <this dir>/`
+	// stops what it left running.
+	log.Printf("temp dir %s (kobe dev's state, clusters, cold starts)", work)
 	var dev *devProcess
 	defer func() {
 		log.Printf("cleaning up %s", work)

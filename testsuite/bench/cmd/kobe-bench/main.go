@@ -48,6 +48,10 @@ func run() int {
 	}()
 
 	rep, err := bench.Run(ctx, o, os.Stderr)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "kobe-bench: interrupted; everything it started was stopped, no figures reported")
+		return 130
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kobe-bench: FAILED, no figures reported: %v\n", err)
 		return 1
