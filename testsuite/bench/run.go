@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -62,40 +61,14 @@ func ResolveTools(dir, version string) (string, error) {
 	return version, nil
 }
 
-// NewestVersion returns the highest of versions such as v1.37.2, comparing numbers (v1.9 <
-// v1.37, which a string sort gets wrong).
+// NewestVersion returns the highest of versions such as v1.37.2, by number (v1.9 < v1.37).
 func NewestVersion(versions []string) string {
 	if len(versions) == 0 {
 		return ""
 	}
 	s := append([]string(nil), versions...)
-	sort.Slice(s, func(i, j int) bool { return versionLess(s[i], s[j]) })
+	local.SortVersions(s)
 	return s[len(s)-1]
-}
-
-func versionLess(a, b string) bool {
-	pa, pb := versionParts(a), versionParts(b)
-	for i := 0; i < len(pa) && i < len(pb); i++ {
-		if pa[i] != pb[i] {
-			return pa[i] < pb[i]
-		}
-	}
-	return len(pa) < len(pb)
-}
-
-func versionParts(v string) []int {
-	var out []int
-	for _, f := range strings.FieldsFunc(strings.TrimPrefix(v, "v"), func(r rune) bool { return r == '.' || r == '-' || r == '+' }) {
-		n := 0
-		for _, c := range f {
-			if c < '0' || c > '9' {
-				break
-			}
-			n = n*10 + int(c-'0')
-		}
-		out = append(out, n)
-	}
-	return out
 }
 
 // Pool names. The bind pool is deleted before the lifecycle pool is applied, so the two
