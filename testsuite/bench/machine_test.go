@@ -2,6 +2,7 @@ package bench
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -39,4 +40,14 @@ func TestNewestVersion(t *testing.T) {
 	assert.Equal(t, "v1.37.2", NewestVersion([]string{"v1.9.11", "v1.37.2"}))
 	assert.Equal(t, "v1.37.10", NewestVersion([]string{"v1.37.10", "v1.9.11", "v1.37.2"}), "numbers, not strings")
 	assert.Equal(t, "", NewestVersion(nil))
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// The command name may hold spaces and parentheses.
+	stat := "4242 (kube apiserver (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 12 0 100 0 0\n"
+	d, err := ParseStatCPU(stat)
+	assert.NoError(t, err)
+	assert.Equal(t, 3250*time.Millisecond, d, "utime 250 + stime 75 ticks of 10 ms")
+	_, err = ParseStatCPU("garbage")
+	assert.Error(t, err)
 }

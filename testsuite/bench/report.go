@@ -68,6 +68,13 @@ type BindLevel struct {
 	Latency Latency `json:"latency"`
 	// ServerVersion is what one kubeconfig of the level reported (checked outside the timing).
 	ServerVersion string `json:"serverVersion"`
+	// BurstSeconds is the wall time of the level's rounds (first POST → last Bound), summed,
+	// and BindsPerSecond the binds of the level divided by it.
+	BurstSeconds   float64 `json:"burstSeconds"`
+	BindsPerSecond float64 `json:"bindsPerSecond"`
+	// KobeCores is the CPU time the kobe dev process (API, Temporal server, worker) used during
+	// the bursts divided by BurstSeconds: how many cores it kept busy.
+	KobeCores float64 `json:"kobeCores"`
 }
 
 // Lifecycles is the throughput of full lease lifecycles.
@@ -201,6 +208,7 @@ func (r *Report) Render(w io.Writer) error {
 	}
 	for _, b := range r.Bind {
 		lat(fmt.Sprintf("bind (POST → Bound + kubeconfig), %d client%s", b.Clients, plural(b.Clients)), b.Latency)
+		value("  binds/s in the burst; kobe dev CPU", fmt.Sprintf("%.1f /s; %.2f cores", b.BindsPerSecond, b.KobeCores))
 	}
 	lc := r.Lifecycles
 	value(fmt.Sprintf("lease lifecycles/s, %d clients, pool of %d warm", lc.Clients, lc.PoolMinReady), fmt.Sprintf("%.2f /s", lc.PerSecond))

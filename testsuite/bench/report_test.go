@@ -31,7 +31,7 @@ func sampleReport() *Report {
 			RSSMiBByComponent: map[string]float64{"kine": 40, "kube-apiserver": 210},
 			PSSMiBByComponent: map[string]float64{"kine": 30, "kube-apiserver": 170}},
 		Bind: []BindLevel{
-			{Clients: 10, Rounds: 1, Latency: lat(300), ServerVersion: "v1.37.2"},
+			{Clients: 10, Rounds: 1, Latency: lat(300), ServerVersion: "v1.37.2", BurstSeconds: 0.9, BindsPerSecond: 11.1, KobeCores: 1.85},
 			{Clients: 1, Rounds: 10, Latency: lat(120), ServerVersion: "v1.37.2"},
 		},
 		Lifecycles: Lifecycles{Count: 20, Clients: 4, PoolMinReady: 4, Seconds: 40, PerSecond: 0.5,
@@ -66,6 +66,7 @@ func TestRenderTable(t *testing.T) {
 		"2.35 s",
 		"180.2 MiB (170.1 MiB)",
 		"0.50 /s",
+		"11.1 /s; 1.85 cores",
 		"is 30.0x faster than a cold local instance (3.60 s)",
 		"is 50.0x faster than etcd + kube-apiserver the envtest way (6.00 s)",
 		"costs 30.0x an engine Update (4.00 ms)",
@@ -88,7 +89,7 @@ func TestRenderTable(t *testing.T) {
 			table = append(table, line)
 		}
 	}
-	require.Len(t, table, 1+2+1+2+2+4+2+2, "header, dev (2), instance + 2 components, 2 bind levels, lifecycles (4), cold (2), floor (2)")
+	require.Len(t, table, 1+2+1+2+2*2+4+2+2, "header, dev (2), instance + 2 components, 2 bind levels (2 rows each), lifecycles (4), cold (2), floor (2)")
 	// Aligned: every row ends either where the header ends (rows with percentiles) or where
 	// its P50 / VALUE column ends (rows with one value).
 	valueEnd := strings.Index(table[0], "P50 / VALUE") + len("P50 / VALUE")
@@ -98,6 +99,7 @@ func TestRenderTable(t *testing.T) {
 	}
 	assert.Contains(t, table[0], "P50 / VALUE")
 	assert.Regexp(t, `^bind \(POST → Bound \+ kubeconfig\), 10 clients +10 +300 ms +600 ms +900 ms +900 ms$`, table[6])
+	assert.Contains(t, table[7], "binds/s in the burst")
 }
 
 func TestWriteJSONStableNames(t *testing.T) {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
@@ -88,3 +91,36 @@ func averageMemory(n int, rss, pss int64, rssBy, pssBy map[string]int64) Instanc
 }
 
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat: 100 on Linux for every
+// architecture Go supports (the kernel converts to it whatever its internal HZ).
+const clockTicks = 100
+
+// ReadCPU returns the CPU time (user + system) a process has used so far.
+func ReadCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return ParseStatCPU(string(data))
+}
+
+// ParseStatCPU reads utime + stime from a /proc/<pid>/stat line. The command name (field 2)
+// may hold spaces and parentheses, so the fields are counted after its last ')'.
+func ParseStatCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc stat line %q", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	// After the name: state(3) ppid(4) … utime(14) stime(15); f[0] is field 3.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc stat line %q", stat)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("unexpected /proc stat line %q", stat)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}

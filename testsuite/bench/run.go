@@ -203,11 +203,23 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		log.Printf("bind latency: %d client%s, %d round%s", c, plural(c), rounds, plural(rounds))
 		level := BindLevel{Clients: c, Rounds: rounds}
 		var samples []time.Duration
+		var burst, cpu time.Duration
 		for round := range rounds {
 			if _, err := ab.waitQuiet(ctx, bindPool, most, 15*time.Minute, dev.Alive); err != nil {
 				return nil, err
 			}
+			cpu0, err := ReadCPU(dev.cmd.Process.Pid)
+			if err != nil {
+				return nil, fmt.Errorf("kobe dev CPU time: %w", err)
+			}
+			t0 := time.Now()
 			leases, err := ab.bindRound(ctx, bindPool, c)
+			burst += time.Since(t0)
+			if cpu1, cerr := ReadCPU(dev.cmd.Process.Pid); cerr == nil {
+				cpu += cpu1 - cpu0
+			} else if err == nil {
+				err = fmt.Errorf("kobe dev CPU time: %w", cerr)
+			}
 			if err == nil && round == 0 {
 				// Outside the timing, before the release revokes it: a kubeconfig the API
 				// handed out really works.
@@ -226,6 +238,9 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 			}
 		}
 		level.Latency = Summarize(samples)
+		level.BurstSeconds = round1(burst.Seconds())
+		level.BindsPerSecond = Ratio(float64(len(samples)), burst.Seconds())
+		level.KobeCores = Ratio(cpu.Seconds(), burst.Seconds())
 		r.Bind = append(r.Bind, level)
 		log.Printf("  p50 %s, p95 %s, max %s (kubeconfig works: server %s)", FormatMs(level.Latency.P50Ms),
 			FormatMs(level.Latency.P95Ms), FormatMs(level.Latency.MaxMs), level.ServerVersion)
