@@ -37,18 +37,15 @@ type Report struct {
 	Ratios        Ratios         `json:"ratios"`
 }
 
-// PoolShape describes the pool (as applied through the API).
+// PoolShape describes the bind pool (as applied through the API). It grows with the levels:
+// before each level its minReady becomes the level's client count (maxClusters 2 more).
 type PoolShape struct {
 	Name              string `json:"name"`
 	Backend           string `json:"backend"`
 	KubernetesVersion string `json:"kubernetesVersion"`
 	// Components of each instance (the local backend's default: apiserver, which runs kine too).
 	Components              []string `json:"components"`
-	MinReady                int      `json:"minReady"`
-	MaxClusters             int      `json:"maxClusters"`
 	MaxConcurrentProvisions int      `json:"maxConcurrentProvisions"`
-	// WarmupSeconds is the time from applying the pool to MinReady Ready members.
-	WarmupSeconds float64 `json:"warmupSeconds"`
 }
 
 // DevFigures are about the `kobe dev` process.
@@ -63,9 +60,14 @@ type DevFigures struct {
 // BindLevel is the bind latency at one concurrency level: POST /v1/leases sent → GET answer
 // with phase Bound and a kubeconfig received.
 type BindLevel struct {
-	Clients int     `json:"clients"`
-	Rounds  int     `json:"rounds"`
-	Latency Latency `json:"latency"`
+	Clients int `json:"clients"`
+	Rounds  int `json:"rounds"`
+	// PoolMinReady and PoolMaxClusters: the pool's size for this level.
+	PoolMinReady    int `json:"poolMinReady"`
+	PoolMaxClusters int `json:"poolMaxClusters"`
+	// WarmupSeconds is the time from applying that size to the pool being full and quiet.
+	WarmupSeconds float64 `json:"warmupSeconds"`
+	Latency       Latency `json:"latency"`
 	// ServerVersion is what one kubeconfig of the level reported (checked outside the timing).
 	ServerVersion string `json:"serverVersion"`
 	// BurstSeconds is the wall time of the level's rounds (first POST → last Bound), summed,
@@ -73,8 +75,10 @@ type BindLevel struct {
 	BurstSeconds   float64 `json:"burstSeconds"`
 	BindsPerSecond float64 `json:"bindsPerSecond"`
 	// KobeCores is the CPU time the kobe dev process (API, Temporal server, worker) used during
-	// the bursts divided by BurstSeconds: how many cores it kept busy.
-	KobeCores float64 `json:"kobeCores"`
+	// the bursts divided by BurstSeconds: how many cores it kept busy; KobeCPUPerBindMs is that
+	// CPU time divided by the binds.
+	KobeCores        float64 `json:"kobeCores"`
+	KobeCPUPerBindMs float64 `json:"kobeCpuPerBindMs"`
 }
 
 // Lifecycles is the throughput of full lease lifecycles.
@@ -181,8 +185,12 @@ func (r *Report) Render(w io.Writer) error {
 	fmt.Fprintf(w, "kobe:     commit %s, `kobe version`: %s\n", r.Kobe.Commit, r.Kobe.Version)
 	fmt.Fprintf(w, "flags:    %s\n", r.Flags.CommandLine())
 	p := r.Pool
-	fmt.Fprintf(w, "pool:     %s, backend %s, Kubernetes %s, components %s, minReady %d, maxClusters %d, maxConcurrentProvisions %d (warm in %.0f s)\n",
-		p.Name, p.Backend, p.KubernetesVersion, strings.Join(p.Components, "+"), p.MinReady, p.MaxClusters, p.MaxConcurrentProvisions, p.WarmupSeconds)
+	var warm []string
+	for _, b := range r.Bind {
+		warm = append(warm, fmt.Sprintf("%d in %.0f s", b.PoolMinReady, b.WarmupSeconds))
+	}
+	fmt.Fprintf(w, "pool:     %s, backend %s, Kubernetes %s, components %s, maxConcurrentProvisions %d; minReady = the level's clients (warm: %s)\n",
+		p.Name, p.Backend, p.KubernetesVersion, strings.Join(p.Components, "+"), p.MaxConcurrentProvisions, strings.Join(warm, ", "))
 	fmt.Fprintf(w, "run:      %.0f s\n\n", r.DurationSeconds)
 
 	var table bytes.Buffer
@@ -206,9 +214,10 @@ func (r *Report) Render(w io.Writer) error {
 	for _, c := range wi.Components {
 		value("  "+c, fmt.Sprintf("%s (%s)", mib(wi.RSSMiBByComponent[c]), mib(wi.PSSMiBByComponent[c])))
 	}
+	value("  idle CPU, per instance", fmt.Sprintf("%.1f %% of a core", 100*wi.IdleCoresPerInstance))
 	for _, b := range r.Bind {
 		lat(fmt.Sprintf("bind (POST → Bound + kubeconfig), %d client%s", b.Clients, plural(b.Clients)), b.Latency)
-		value("  binds/s in the burst; kobe dev CPU", fmt.Sprintf("%.1f /s; %.2f cores", b.BindsPerSecond, b.KobeCores))
+		value("  binds/s; kobe dev CPU: cores, per bind", fmt.Sprintf("%.1f /s; %.2f, %.0f ms", b.BindsPerSecond, b.KobeCores, b.KobeCPUPerBindMs))
 	}
 	lc := r.Lifecycles
 	value(fmt.Sprintf("lease lifecycles/s, %d clients, pool of %d warm", lc.Clients, lc.PoolMinReady), fmt.Sprintf("%.2f /s", lc.PerSecond))

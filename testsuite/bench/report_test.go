@@ -25,14 +25,15 @@ func sampleReport() *Report {
 		Kobe:  Build{Commit: "abc1234-dirty", Version: "kobe v0.1.0-dev (commit abc)"},
 		Flags: DefaultOptions(),
 		Pool: PoolShape{Name: "bench", Backend: "local", KubernetesVersion: "v1.37.2", Components: []string{"apiserver"},
-			MinReady: 50, MaxClusters: 52, MaxConcurrentProvisions: 4, WarmupSeconds: 180},
+			MaxConcurrentProvisions: 4},
 		Dev: DevFigures{StartToReadyMs: 2345.6, IdleRSSMiB: 180.2, IdlePSSMiB: 170.1},
 		WarmInstances: InstanceMemory{Instances: 50, Components: []string{"kine", "kube-apiserver"}, RSSMiB: 250, PSSMiB: 200,
 			RSSMiBByComponent: map[string]float64{"kine": 40, "kube-apiserver": 210},
-			PSSMiBByComponent: map[string]float64{"kine": 30, "kube-apiserver": 170}},
+			PSSMiBByComponent: map[string]float64{"kine": 30, "kube-apiserver": 170}, IdleCoresPerInstance: 0.0234},
 		Bind: []BindLevel{
-			{Clients: 10, Rounds: 1, Latency: lat(300), ServerVersion: "v1.37.2", BurstSeconds: 0.9, BindsPerSecond: 11.1, KobeCores: 1.85},
-			{Clients: 1, Rounds: 10, Latency: lat(120), ServerVersion: "v1.37.2"},
+			{Clients: 10, Rounds: 1, PoolMinReady: 10, PoolMaxClusters: 12, WarmupSeconds: 40, Latency: lat(300), ServerVersion: "v1.37.2",
+				BurstSeconds: 0.9, BindsPerSecond: 11.1, KobeCores: 1.85, KobeCPUPerBindMs: 166},
+			{Clients: 1, Rounds: 10, PoolMinReady: 1, PoolMaxClusters: 3, WarmupSeconds: 6, Latency: lat(120), ServerVersion: "v1.37.2"},
 		},
 		Lifecycles: Lifecycles{Count: 20, Clients: 4, PoolMinReady: 4, Seconds: 40, PerSecond: 0.5,
 			Lifecycle: lat(7000), Bind: lat(2000), Teardown: lat(900)},
@@ -62,11 +63,13 @@ func TestRenderTable(t *testing.T) {
 		"go:       go1.26.8 linux/amd64",
 		"kobe:     commit abc1234-dirty, `kobe version`: kobe v0.1.0-dev (commit abc)",
 		"flags:    -clients 1,10,50 -rounds 0 -lifecycles 20",
-		"pool:     bench, backend local, Kubernetes v1.37.2, components apiserver, minReady 50, maxClusters 52",
+		"pool:     bench, backend local, Kubernetes v1.37.2, components apiserver, maxConcurrentProvisions 4; minReady = the level's clients (warm: 10 in 40 s, 1 in 6 s)",
+		"idle CPU, per instance",
+		"2.3 % of a core",
 		"2.35 s",
 		"180.2 MiB (170.1 MiB)",
 		"0.50 /s",
-		"11.1 /s; 1.85 cores",
+		"11.1 /s; 1.85, 166 ms",
 		"is 30.0x faster than a cold local instance (3.60 s)",
 		"is 50.0x faster than etcd + kube-apiserver the envtest way (6.00 s)",
 		"costs 30.0x an engine Update (4.00 ms)",
@@ -89,7 +92,7 @@ func TestRenderTable(t *testing.T) {
 			table = append(table, line)
 		}
 	}
-	require.Len(t, table, 1+2+1+2+2*2+4+2+2, "header, dev (2), instance + 2 components, 2 bind levels (2 rows each), lifecycles (4), cold (2), floor (2)")
+	require.Len(t, table, 1+2+1+2+1+2*2+4+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (2 rows each), lifecycles (4), cold (2), floor (2)")
 	// Aligned: every row ends either where the header ends (rows with percentiles) or where
 	// its P50 / VALUE column ends (rows with one value).
 	valueEnd := strings.Index(table[0], "P50 / VALUE") + len("P50 / VALUE")
@@ -98,8 +101,8 @@ func TestRenderTable(t *testing.T) {
 		assert.True(t, n == len(table[0]) || n == valueEnd, "row %q is aligned with the header", line)
 	}
 	assert.Contains(t, table[0], "P50 / VALUE")
-	assert.Regexp(t, `^bind \(POST → Bound \+ kubeconfig\), 10 clients +10 +300 ms +600 ms +900 ms +900 ms$`, table[6])
-	assert.Contains(t, table[7], "binds/s in the burst")
+	assert.Regexp(t, `^bind \(POST → Bound \+ kubeconfig\), 10 clients +10 +300 ms +600 ms +900 ms +900 ms$`, table[7])
+	assert.Contains(t, table[8], "binds/s; kobe dev CPU: cores, per bind")
 }
 
 func TestWriteJSONStableNames(t *testing.T) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -45,6 +46,9 @@ type InstanceMemory struct {
 	PSSMiB            float64            `json:"pssMiBPerInstance"`
 	RSSMiBByComponent map[string]float64 `json:"rssMiBByComponent"`
 	PSSMiBByComponent map[string]float64 `json:"pssMiBByComponent"`
+	// IdleCoresPerInstance is the CPU the instances' processes used while nobody used them,
+	// over a few seconds, per instance, in cores (0.02 = 2 % of one core).
+	IdleCoresPerInstance float64 `json:"idleCoresPerInstance"`
 }
 
 // MeasureInstances sums the memory of every process of every instance under stateDir's local
@@ -73,8 +77,42 @@ func MeasureInstances(ctx context.Context, stateDir string, want int) (InstanceM
 			pssBy[p.Name] += m.PSSKiB
 		}
 	}
-	return averageMemory(want, rss, pss, rssBy, pssBy), nil
+	out := averageMemory(want, rss, pss, rssBy, pssBy)
+
+	// Idle CPU: the processes' CPU time over a window with the pool quiet. A process that
+	// exits meanwhile makes the figure wrong, so it is an error.
+	cpu := func() (time.Duration, error) {
+		var total time.Duration
+		for id, ps := range l.Processes {
+			for _, p := range ps {
+				d, err := ReadCPU(p.PID)
+				if err != nil {
+					return 0, fmt.Errorf("instance %s: %s (pid %d): %w", id, p.Name, p.PID, err)
+				}
+				total += d
+			}
+		}
+		return total, nil
+	}
+	c0, err := cpu()
+	if err != nil {
+		return out, err
+	}
+	t0 := time.Now()
+	if err := sleepCtx(ctx, idleWindow); err != nil {
+		return out, err
+	}
+	c1, err := cpu()
+	if err != nil {
+		return out, err
+	}
+	out.IdleCoresPerInstance = math.Round((c1-c0).Seconds()/time.Since(t0).Seconds()/float64(want)*10000) / 10000
+	return out, nil
 }
+
+// idleWindow is how long idle CPU is observed: CPU times tick at 10 ms, so 10 s of a few
+// percent of a core per instance is a figure to two digits.
+const idleWindow = 10 * time.Second
 
 // averageMemory divides KiB totals by the number of instances, in MiB.
 func averageMemory(n int, rss, pss int64, rssBy, pssBy map[string]int64) InstanceMemory {

@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -111,7 +112,11 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		// A clean `kobe dev` stop leaves its local instances running (a restart re-adopts
 		// them): kill everything that names the bench's temp dir — instances, cold starts.
 		if killed := leaks.KillNaming(work + string(os.PathSeparator)); len(killed) > 0 {
-			log.Printf("  killed %d leftover processes (%v)", len(killed), killed)
+			byName := map[string]int{}
+			for _, p := range killed {
+				byName[p.Name]++
+			}
+			log.Printf("  killed %d leftover processes %v", len(killed), byName)
 			waitNoProcesses(work+string(os.PathSeparator), 10*time.Second)
 		}
 		if rerr := os.RemoveAll(work); rerr != nil {
@@ -152,29 +157,34 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		return nil, err
 	}
 
-	// 2. The warm pool, through PUT /v1/pools/bench.
-	most := o.MaxClientsLevel()
-	r.Pool = PoolShape{Name: bindPool, Backend: "local", KubernetesVersion: o.KubernetesVersion, Components: []string{"apiserver"},
-		MinReady: most, MaxClusters: most + 2, MaxConcurrentProvisions: o.MaxProvisions}
-	log.Printf("applying pool %s: %d warm local clusters (Kubernetes %s), %d provisions at a time", bindPool, most, o.KubernetesVersion, o.MaxProvisions)
-	t0 := time.Now()
-	if err := ab.applyPool(ctx, poolManifest(bindPool, o.KubernetesVersion, most, r.Pool.MaxClusters, o.MaxProvisions)); err != nil {
+	// 2. The warm pool, through PUT /v1/pools/bench. It grows level by level (minReady = the
+	// level's clients) rather than starting at the largest: each warm local instance costs a
+	// few percent of a core even idle, so fifty of them would slow every refill of the small
+	// levels (and their binds) on a 2-core machine. Levels run from the smallest up.
+	levels := slices.Sorted(slices.Values(o.Clients))
+	most := levels[len(levels)-1]
+	r.Pool = PoolShape{Name: bindPool, Backend: "local", KubernetesVersion: o.KubernetesVersion,
+		Components: []string{"apiserver"}, MaxConcurrentProvisions: o.MaxProvisions}
+	grow := func(size int) (float64, error) {
+		log.Printf("pool %s: %d warm local cluster%s (Kubernetes %s), %d provisions at a time", bindPool, size, plural(size), o.KubernetesVersion, o.MaxProvisions)
+		t0 := time.Now()
+		if err := ab.applyPool(ctx, poolManifest(bindPool, o.KubernetesVersion, size, size+2, o.MaxProvisions)); err != nil {
+			return 0, err
+		}
+		if _, err := ab.waitQuiet(ctx, bindPool, size, 30*time.Minute, dev.Alive); err != nil {
+			return 0, err
+		}
+		s := round1(time.Since(t0).Seconds())
+		log.Printf("  %d Ready and quiet in %.0f s", size, s)
+		return s, nil
+	}
+	firstWarmup, err := grow(levels[0])
+	if err != nil {
 		return nil, err
 	}
-	if _, err := ab.waitQuiet(ctx, bindPool, most, 30*time.Minute, dev.Alive); err != nil {
-		return nil, err
-	}
-	r.Pool.WarmupSeconds = time.Since(t0).Seconds()
-	log.Printf("  %d Ready in %.0f s", most, r.Pool.WarmupSeconds)
 
-	// 3. Memory of the warm instances.
-	if r.WarmInstances, err = MeasureInstances(ctx, dev.stateDir, most); err != nil {
-		return nil, err
-	}
-	log.Printf("  per instance: RSS %.1f MiB, PSS %.1f MiB (%s)", r.WarmInstances.RSSMiB, r.WarmInstances.PSSMiB, strings.Join(r.WarmInstances.Components, ", "))
-
-	// 4. The engine floor, on the same Temporal server, with the pool warm and idle (the
-	// conditions of the binds).
+	// 3. The engine floor, on the same Temporal server, with the pool of the first level warm
+	// and idle: the conditions of that level's binds, which the ratios compare with.
 	log.Printf("engine floor: %d Updates, %d UpdateWithStarts on %s", o.Floor, o.Floor, dev.TemporalAddr)
 	upd, uws, err := measureFloor(ctx, dev.TemporalAddr, o.Floor, log)
 	if err != nil {
@@ -182,7 +192,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	}
 	r.Floor = Floor{Update: Summarize(upd), UpdateWithStart: Summarize(uws)}
 
-	// 5. Cold starts, also beside the warm idle pool.
+	// 4. Cold starts, in the same conditions.
 	log.Printf("cold local instances (local backend in-process): %d", o.Cold)
 	cl, err := coldLocal(ctx, o.ToolsDir, o.KubernetesVersion, work, o.Cold, log)
 	if err != nil {
@@ -196,16 +206,30 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	}
 	r.Cold.Envtest = Summarize(ce)
 
-	// 6. Bind latency per concurrency level. Every round starts on a quiet, full pool: the
-	// previous round's clusters released, torn down and replaced.
-	for _, c := range o.Clients {
+	// 5. Bind latency per concurrency level, the pool grown to the level's size first. Every
+	// round starts on a full, quiet pool: the previous round's clusters released, torn down
+	// and replaced. At the largest level, the memory and idle CPU of its warm instances.
+	for li, c := range levels {
 		rounds := o.RoundsFor(c)
+		level := BindLevel{Clients: c, Rounds: rounds, PoolMinReady: c, PoolMaxClusters: c + 2, WarmupSeconds: firstWarmup}
+		if li > 0 {
+			if level.WarmupSeconds, err = grow(c); err != nil {
+				return nil, err
+			}
+		}
+		if c == most {
+			if r.WarmInstances, err = MeasureInstances(ctx, dev.stateDir, c); err != nil {
+				return nil, err
+			}
+			wi := r.WarmInstances
+			log.Printf("  per warm instance: RSS %.1f MiB, PSS %.1f MiB (%s), idle CPU %.1f %% of a core",
+				wi.RSSMiB, wi.PSSMiB, strings.Join(wi.Components, ", "), 100*wi.IdleCoresPerInstance)
+		}
 		log.Printf("bind latency: %d client%s, %d round%s", c, plural(c), rounds, plural(rounds))
-		level := BindLevel{Clients: c, Rounds: rounds}
 		var samples []time.Duration
 		var burst, cpu time.Duration
 		for round := range rounds {
-			if _, err := ab.waitQuiet(ctx, bindPool, most, 15*time.Minute, dev.Alive); err != nil {
+			if _, err := ab.waitQuiet(ctx, bindPool, c, 15*time.Minute, dev.Alive); err != nil {
 				return nil, err
 			}
 			cpu0, err := ReadCPU(dev.cmd.Process.Pid)
@@ -241,6 +265,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		level.BurstSeconds = round1(burst.Seconds())
 		level.BindsPerSecond = Ratio(float64(len(samples)), burst.Seconds())
 		level.KobeCores = Ratio(cpu.Seconds(), burst.Seconds())
+		level.KobeCPUPerBindMs = Ms(cpu / time.Duration(len(samples)))
 		r.Bind = append(r.Bind, level)
 		log.Printf("  p50 %s, p95 %s, max %s (kubeconfig works: server %s)", FormatMs(level.Latency.P50Ms),
 			FormatMs(level.Latency.P95Ms), FormatMs(level.Latency.MaxMs), level.ServerVersion)
