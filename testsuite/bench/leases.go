@@ -217,7 +217,16 @@ func (b *apiBench) bindRound(ctx context.Context, pool string, n int) ([]boundLe
 	}
 	close(start)
 	wg.Wait()
-	return out, errors.Join(errs...)
+	bound := 0
+	for _, err := range errs {
+		if err == nil {
+			bound++
+		}
+	}
+	if bound < n {
+		return out, fmt.Errorf("%d of %d clients got a kubeconfig: %w", bound, n, errors.Join(errs...))
+	}
+	return out, nil
 }
 
 // release deletes the leases (DELETE /v1/leases/{id}), each with the client that owns it.
