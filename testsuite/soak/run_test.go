@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -358,7 +360,16 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 		if u, err := url.Parse(l.Endpoint); err == nil {
 			if c, err := net.DialTimeout("tcp", u.Host, time.Second); err == nil {
 				c.Close()
-				leaked = append(leaked, fmt.Sprintf("%s (port %s still open)", l.Instance, u.Host))
+				port, _ := strconv.Atoi(u.Port())
+				pid, cmd, err := portOwner(port)
+				switch {
+				case err != nil:
+					leaked = append(leaked, fmt.Sprintf("%s (port %s still open: %v)", l.Instance, u.Host, err))
+				case strings.Contains(cmd, e.state):
+					leaked = append(leaked, fmt.Sprintf("%s (port %s still open, pid %d)", l.Instance, u.Host, pid))
+				default:
+					e.t.Logf("port %s of deleted instance %s was taken since by another program (pid %d: %.80s)", u.Host, l.Instance, pid, cmd)
+				}
 			}
 		}
 	}
