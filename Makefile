@@ -66,7 +66,19 @@ soak: postgres-check tools
 test-short:
 	$(GO) test -short -count=1 ./...
 
-bench: postgres-check tools
+# The benchmark program (testsuite/bench, docs/performance.md): the real `kobe dev` with the local
+# backend, everything in one run so the ratios hold on a noisy machine; a table on stdout, the
+# figures as JSON in BENCH_OUT. About 10 minutes on 2 cores with the defaults. Smaller, e.g.:
+# make bench BENCH_ARGS="-clients 1,2 -rounds 1 -lifecycles 2 -lifecycle-clients 2 -cold 1 -floor 20"
+BENCH_OUT ?= bench.json
+BENCH_ARGS ?=
+bench: build tools
+	$(GO) run ./testsuite/bench/cmd/kobe-bench -kobe bin/kobe -out $(BENCH_OUT) $(BENCH_ARGS)
+
+# The packages' Go benchmarks (store writes on both drivers, doctor through the API, kobe dev
+# start-up, local instance create/delete): `go test -bench`, in the usual benchmark table.
+.PHONY: bench-go
+bench-go: postgres-check tools
 	$(GO) test $(BENCH_FLAGS) ./...
 
 lint:

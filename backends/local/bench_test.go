@@ -36,6 +36,11 @@ func benchRuns() int {
 // local instance create → ready and delete (verified gone), the RSS of an idle instance
 // (apiserver only, and with controller-manager + scheduler + kwok and 3 fake nodes), and the
 // same start done by hand the envtest way (fresh etcd + kube-apiserver, wait for /readyz).
+//
+// `make bench` (testsuite/bench) also times create → ready against an envtest-style start, in
+// the same run as the lease path so that the warm/cold ratios hold. This benchmark stays (under
+// `make bench-go`) for what that program does not measure: delete times, the full-stack
+// footprint, and many runs of the package alone (e.g. with -cpuprofile).
 func BenchmarkLocalInstance(b *testing.B) {
 	runs := benchRuns()
 	tools := local.Tools{Dir: local.DefaultToolsDir()}

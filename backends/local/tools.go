@@ -43,7 +43,7 @@ func (t Tools) KubernetesVersions() []string {
 	for _, m := range matches {
 		out = append(out, strings.TrimPrefix(filepath.Base(filepath.Dir(m)), "kubernetes-"))
 	}
-	sort.Strings(out)
+	SortVersions(out)
 	return out
 }
 
@@ -62,6 +62,53 @@ func (t Tools) Newest(tool, binary string) (string, error) {
 	if len(matches) == 0 {
 		return "", fmt.Errorf("%s is not built in %s (run `make tools`)", tool, t.Dir)
 	}
-	sort.Strings(matches)
+	// By version, not by string: "kine-v0.9.0" sorts after "kine-v0.17.5" as text.
+	sort.Slice(matches, func(i, j int) bool {
+		return versionLess(filepath.Base(filepath.Dir(matches[i])), filepath.Base(filepath.Dir(matches[j])))
+	})
 	return matches[len(matches)-1], nil
+}
+
+// SortVersions sorts versions such as v1.37.2 (or tool-v1.37.2) by their numbers, oldest first.
+func SortVersions(vs []string) {
+	sort.Slice(vs, func(i, j int) bool { return versionLess(vs[i], vs[j]) })
+}
+
+// versionLess compares the dot-separated numbers after the first "v" followed by a digit;
+// anything after a number's digits (-rc.1, +build) is ignored.
+func versionLess(a, b string) bool {
+	pa, pb := versionNumbers(a), versionNumbers(b)
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		if pa[i] != pb[i] {
+			return pa[i] < pb[i]
+		}
+	}
+	if len(pa) != len(pb) {
+		return len(pa) < len(pb)
+	}
+	return a < b
+}
+
+func versionNumbers(s string) []int {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == 'v' && s[i+1] >= '0' && s[i+1] <= '9' {
+			s = s[i+1:]
+			break
+		}
+	}
+	var out []int
+	for _, part := range strings.Split(s, ".") {
+		n, digits := 0, 0
+		for _, c := range part {
+			if c < '0' || c > '9' {
+				break
+			}
+			n, digits = n*10+int(c-'0'), digits+1
+		}
+		if digits == 0 {
+			break
+		}
+		out = append(out, n)
+	}
+	return out
 }

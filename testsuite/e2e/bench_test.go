@@ -12,6 +12,9 @@ import (
 
 // BenchmarkDevStartToReady measures `kobe dev` from exec to a 200 on /readyz, on a fresh
 // state dir and on an existing one (after a clean stop), and the process's RSS once idle.
+// `make bench` reports the fresh-state-dir start and idle RSS too, once, beside the lease
+// figures; this benchmark stays (under `make bench-go`) for the restart on an existing state
+// dir and for repeated runs.
 func BenchmarkDevStartToReady(b *testing.B) {
 	for _, existing := range []bool{false, true} {
 		name := "cold-state-dir"

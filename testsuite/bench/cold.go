@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/local"
+	"github.com/kunobi-ninja/kobe/internal/devserver"
+	"github.com/kunobi-ninja/kobe/internal/pki"
+)
+
+// coldLocal creates n local instances one after the other with the local backend in this
+// process (the code a pool member's Provision runs, without the workflow around it) and times
+// Create → WaitReady. WaitReady is what makes an instance Ready: Status alone never turns
+// Ready (the backend marks the instance ready-once inside WaitReady), so the bench calls it as
+// the Provision workflow does. Each instance is deleted before the next one, outside the timing.
+func coldLocal(ctx context.Context, toolsDir, version, workDir string, n int, log *progress) ([]time.Duration, error) {
+	lb, err := local.New(local.Config{StateDir: filepath.Join(workDir, "cold-local"), HostID: "kobe-bench", ToolsDir: toolsDir})
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for i := range n {
+		id := fmt.Sprintf("cold-%d", i+1)
+		spec := backends.InstanceSpec{ID: id, Pool: "kobe-bench-cold", KubernetesVersion: version}
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		t0 := time.Now()
+		_, err := lb.Create(wctx, spec)
+		if err == nil {
+			_, err = lb.WaitReady(wctx, id, nil)
+		}
+		d := time.Since(t0)
+		cancel()
+		// Deleted whatever happened (a fresh context: ctx may be the one that was cancelled).
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		derr := lb.Delete(dctx, id)
+		dcancel()
+		if err != nil {
+			return nil, fmt.Errorf("local instance %s: %w", id, err)
+		}
+		if derr != nil {
+			return nil, fmt.Errorf("deleting local instance %s: %w", id, derr)
+		}
+		out = append(out, d)
+		log.Printf("  local instance %d/%d ready in %s", i+1, n, FormatMs(Ms(d)))
+	}
+	return out, nil
+}
+
+// coldEnvtest starts n times what a user does without kobe, the way controller-runtime's
+// envtest does it: a fresh etcd and a fresh kube-apiserver with envtest's default flags
+// (pkg/internal/testing/controlplane: etcd.go and apiserver.go), and waits for /readyz 200.
+// The certificates are generated inside the timing, as envtest's Start does.
+func coldEnvtest(ctx context.Context, tools local.Tools, version, workDir string, n int, log *progress) ([]time.Duration, error) {
+	etcd, err := tools.Newest("etcd", "etcd")
+	if err != nil {
+		return nil, err
+	}
+	apiserver, err := tools.Kubernetes(version, "kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for i := range n {
+		d, err := envtestStart(ctx, etcd, apiserver, filepath.Join(workDir, fmt.Sprintf("envtest-%d", i+1)))
+		if err != nil {
+			return nil, fmt.Errorf("etcd + kube-apiserver start %d: %w", i+1, err)
+		}
+		out = append(out, d)
+		log.Printf("  etcd + kube-apiserver %d/%d ready in %s", i+1, n, FormatMs(Ms(d)))
+	}
+	return out, nil
+}
+
+func envtestStart(ctx context.Context, etcdBin, apiserverBin, dir string) (time.Duration, error) {
+	certDir, dataDir := filepath.Join(dir, "certs"), filepath.Join(dir, "etcd")
+	for _, d := range []string{certDir, dataDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return 0, err
+		}
+	}
+	defer os.RemoveAll(dir)
+	etcdPort, err := devserver.FreePort("127.0.0.1")
+	if err != nil {
+		return 0, err
+	}
+	apiPort, err := devserver.FreePort("127.0.0.1")
+	if err != nil {
+		return 0, err
+	}
+
+	t0 := time.Now()
+	cp, err := pki.NewClusterPKI("envtest", nil, nil, time.Hour)
+	if err != nil {
+		return 0, err
+	}
+	// kube-apiserver finds its serving certificate in --cert-dir under these names, as envtest
+	// provides it.
+	files := map[string][]byte{
+		"apiserver.crt": cp.Serving.CertPEM, "apiserver.key": cp.Serving.KeyPEM,
+		"sa-signer.pub": cp.ServiceAccountPublicPEM, "sa-signer.key": cp.ServiceAccountPrivatePEM,
+		"client-ca.crt": cp.CA.CertPEM,
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
+			return 0, err
+		}
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	etcdCmd := exec.Command(etcdBin,
+		"--data-dir="+dataDir,
+		"--listen-client-urls="+etcdURL,
+		"--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls=http://localhost:0",
+		// Not an envtest default: skipping fsync only makes this baseline faster (the ratio
+		// against kobe more conservative), and it is what a user would set for tests.
+		"--unsafe-no-fsync")
+	// No --advertise-address (envtest's current defaults have none): the API server takes the
+	// host's address; 127.0.0.1 is refused by its endpoint reconciler.
+	apiCmd := exec.Command(apiserverBin,
+		"--etcd-servers="+etcdURL,
+		"--cert-dir="+certDir,
+		fmt.Sprintf("--secure-port=%d", apiPort),
+		"--bind-address=127.0.0.1",
+		"--disable-admission-plugins=ServiceAccount",
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--allow-privileged=true",
+		"--authorization-mode=RBAC",
+		fmt.Sprintf("--service-account-issuer=https://127.0.0.1:%d/", apiPort),
+		"--service-account-key-file="+filepath.Join(certDir, "sa-signer.pub"),
+		"--service-account-signing-key-file="+filepath.Join(certDir, "sa-signer.key"),
+		// envtest's certificate authentication: a client CA, with an admin user it issued.
+		"--client-ca-file="+filepath.Join(certDir, "client-ca.crt"))
+	// The log sits beside dir (removed at the end of the start), so that a failure can show it.
+	logPath := dir + ".log"
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	type proc struct {
+		cmd  *exec.Cmd
+		done chan struct{}
+	}
+	var started []proc
+	defer func() {
+		for _, p := range started {
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}()
+	for _, c := range []*exec.Cmd{etcdCmd, apiCmd} {
+		c.Stdout, c.Stderr = logf, logf
+		// Own process group, killed as a group; the arguments name dir, so a straggler is
+		// found by the bench's final sweep too.
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			return 0, err
+		}
+		p := proc{cmd: c, done: make(chan struct{})}
+		go func() { _ = c.Wait(); close(p.done) }()
+		started = append(started, p)
+	}
+
+	cert, err := tls.X509KeyPair(cp.Admin.CertPEM, cp.Admin.KeyPEM)
+	if err != nil {
+		return 0, err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(cp.CA.CertPEM)
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}}
+	defer hc.CloseIdleConnections()
+	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", apiPort)
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		for _, p := range started {
+			select {
+			case <-p.done:
+				return 0, fmt.Errorf("%s exited (%s); last lines of its log:\n%s", filepath.Base(p.cmd.Path), p.cmd.ProcessState, tailFile(logPath, 15))
+			default:
+			}
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(t0), nil
+			}
+		}
+		// The same poll interval as the local backend's WaitReady.
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("not ready after 3 minutes; last lines of the log:\n%s", tailFile(logPath, 15))
+}

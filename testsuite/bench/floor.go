@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// The engine floor: what the Temporal server embedded in `kobe dev` costs by itself, measured
+// from the bench process against that same server, with a worker of the bench's own on a task
+// queue of its own. A lease bind is a workflow start plus an Update (the GET ?wait) plus kobe's
+// work in between, so these two figures bound from below what a bind could ever cost here.
+const (
+	floorTaskQueue = "kobe-bench-floor"
+	floorWorkflow  = "KobeBenchFloor"
+	floorUpdate    = "ping"
+	floorFinish    = "finish"
+)
+
+// FloorWorkflow accepts the "ping" Update, which returns at once, until it is signalled to
+// finish (the bench terminates it instead).
+func FloorWorkflow(ctx workflow.Context) error {
+	if err := workflow.SetUpdateHandler(ctx, floorUpdate, func(ctx workflow.Context) error { return nil }); err != nil {
+		return err
+	}
+	workflow.GetSignalChannel(ctx, floorFinish).Receive(ctx, nil)
+	return nil
+}
+
+// measureFloor returns n samples of (a) an Update to one running workflow, sequentially, and
+// (b) an UpdateWithStart of a fresh workflow, each waiting until the Update completed.
+func measureFloor(ctx context.Context, hostPort string, n int, log *progress) (update, withStart []time.Duration, err error) {
+	c, err := client.Dial(client.Options{HostPort: hostPort, Namespace: "default",
+		// The SDK logs every worker start and stop at info; the bench prints its own progress.
+		Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	if err != nil {
+		return nil, nil, fmt.Errorf("dialing Temporal at %s: %w", hostPort, err)
+	}
+	defer c.Close()
+	w := worker.New(c, floorTaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(FloorWorkflow, workflow.RegisterOptions{Name: floorWorkflow})
+	if err := w.Start(); err != nil {
+		return nil, nil, fmt.Errorf("starting the floor worker: %w", err)
+	}
+	defer w.Stop()
+
+	prefix := fmt.Sprintf("kobe-bench-floor-%d", time.Now().UnixNano())
+	var started []string
+	defer func() {
+		// Terminate every floor workflow, whatever happened (a fresh context: ctx may be done).
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, id := range started {
+			_ = c.TerminateWorkflow(cctx, id, "", "kobe-bench: done")
+		}
+	}()
+
+	ping := func(id string) error {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: floorUpdate,
+			WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, nil)
+	}
+	startAndPing := func(id string) error {
+		op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: id, TaskQueue: floorTaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}, floorWorkflow)
+		h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{UpdateName: floorUpdate, WaitForStage: client.WorkflowUpdateStageCompleted}})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, nil)
+	}
+
+	// (a) One running workflow; the first Update is a warm-up (the worker caches the workflow
+	// after its first task, as kobe's worker caches a lease), not timed.
+	running := prefix + "-running"
+	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: running, TaskQueue: floorTaskQueue}, floorWorkflow); err != nil {
+		return nil, nil, fmt.Errorf("starting the floor workflow: %w", err)
+	}
+	started = append(started, running)
+	if err := ping(running); err != nil {
+		return nil, nil, fmt.Errorf("floor Update (warm-up): %w", err)
+	}
+	for i := range n {
+		t0 := time.Now()
+		if err := ping(running); err != nil {
+			return nil, nil, fmt.Errorf("floor Update %d: %w", i+1, err)
+		}
+		update = append(update, time.Since(t0))
+	}
+	log.Printf("  Update to a running workflow: %d samples, p50 %s", n, FormatMs(Ms(Percentile(update, 0.5))))
+
+	// (b) A fresh workflow per sample; one untimed warm-up first.
+	for i := 0; i <= n; i++ {
+		id := fmt.Sprintf("%s-start-%d", prefix, i)
+		t0 := time.Now()
+		err := startAndPing(id)
+		d := time.Since(t0)
+		started = append(started, id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("floor UpdateWithStart %d: %w", i, err)
+		}
+		if i > 0 {
+			withStart = append(withStart, d)
+		}
+	}
+	log.Printf("  UpdateWithStart: %d samples, p50 %s", n, FormatMs(Ms(Percentile(withStart, 0.5))))
+	return update, withStart, nil
+}

@@ -1,0 +1,280 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// SchemaVersion names the JSON layout; it changes when a field is renamed or removed.
+const SchemaVersion = "kobe-bench/1"
+
+// Report is everything one run measured. It is written as JSON (-out) and printed as a table;
+// it exists only for a run where every measurement succeeded.
+type Report struct {
+	Schema          string    `json:"schema"`
+	Date            time.Time `json:"date"`
+	DurationSeconds float64   `json:"durationSeconds"`
+	Machine         Machine   `json:"machine"`
+	Kobe            Build     `json:"kobe"`
+	Flags           Options   `json:"flags"`
+
+	// Pool is the shape of the warm pool the binds were measured on.
+	Pool PoolShape `json:"pool"`
+	// Dev is `kobe dev` itself: start-up and idle memory.
+	Dev DevFigures `json:"dev"`
+	// WarmInstances is the memory of the bind pool's warm instances.
+	WarmInstances InstanceMemory `json:"warmInstances"`
+	Bind          []BindLevel    `json:"bind"`
+	Lifecycles    Lifecycles     `json:"lifecycles"`
+	Cold          Cold           `json:"cold"`
+	Floor         Floor          `json:"floor"`
+	Ratios        Ratios         `json:"ratios"`
+}
+
+// PoolShape describes the bind pool (as applied through the API). It grows with the levels:
+// before each level its minReady becomes the level's client count (maxClusters 2 more).
+type PoolShape struct {
+	Name              string `json:"name"`
+	Backend           string `json:"backend"`
+	KubernetesVersion string `json:"kubernetesVersion"`
+	// Components of each instance (the local backend's default: apiserver, which runs kine too).
+	Components              []string `json:"components"`
+	MaxConcurrentProvisions int      `json:"maxConcurrentProvisions"`
+}
+
+// DevFigures are about the `kobe dev` process.
+type DevFigures struct {
+	// StartToReadyMs: exec of `kobe dev` on an empty state dir → first 200 from /readyz.
+	StartToReadyMs float64 `json:"startToReadyMs"`
+	// IdleRSSMiB and IdlePSSMiB of the kobe process a few seconds after ready, no pool.
+	IdleRSSMiB float64 `json:"idleRssMiB"`
+	IdlePSSMiB float64 `json:"idlePssMiB"`
+}
+
+// BindLevel is the bind latency at one concurrency level: POST /v1/leases sent → GET answer
+// with phase Bound and a kubeconfig received.
+type BindLevel struct {
+	Clients int `json:"clients"`
+	Rounds  int `json:"rounds"`
+	// PoolMinReady and PoolMaxClusters: the pool's size for this level.
+	PoolMinReady    int `json:"poolMinReady"`
+	PoolMaxClusters int `json:"poolMaxClusters"`
+	// WarmupSeconds is the time from applying that size to the pool being full and quiet.
+	WarmupSeconds float64 `json:"warmupSeconds"`
+	Latency       Latency `json:"latency"`
+	// ServerVersion is what one kubeconfig of the level reported (checked outside the timing).
+	ServerVersion string `json:"serverVersion"`
+	// BurstSeconds is the wall time of the level's rounds (first POST → last Bound), summed,
+	// and BindsPerSecond the binds of the level divided by it.
+	BurstSeconds   float64 `json:"burstSeconds"`
+	BindsPerSecond float64 `json:"bindsPerSecond"`
+	// KobeCores is the CPU time the kobe dev process (API, Temporal server, worker) used during
+	// the bursts divided by BurstSeconds: how many cores it kept busy; KobeCPUPerBindMs is that
+	// CPU time divided by the binds.
+	KobeCores        float64 `json:"kobeCores"`
+	KobeCPUPerBindMs float64 `json:"kobeCpuPerBindMs"`
+}
+
+// Lifecycles is the throughput of full lease lifecycles.
+type Lifecycles struct {
+	Count   int `json:"count"`
+	Clients int `json:"clients"`
+	// PoolMinReady is the warm size of the pool they ran on (= Clients).
+	PoolMinReady int     `json:"poolMinReady"`
+	Seconds      float64 `json:"seconds"`
+	PerSecond    float64 `json:"perSecond"`
+	// Lifecycle is one lifecycle: POST → Bound → DELETE → Released and instance gone.
+	Lifecycle Latency `json:"lifecycle"`
+	// Bind is the POST → Bound part of each lifecycle.
+	Bind Latency `json:"bind"`
+	// Teardown is the DELETE → instance gone part of each lifecycle.
+	Teardown Latency `json:"teardown"`
+}
+
+// Cold is starting a cluster from nothing.
+type Cold struct {
+	// Local: the local backend in-process, Create → WaitReady (same code the pool runs).
+	Local Latency `json:"local"`
+	// Envtest: a fresh etcd + kube-apiserver with envtest's flags, start → /readyz 200.
+	Envtest Latency `json:"envtest"`
+}
+
+// Floor is what the Temporal server of `kobe dev` costs by itself.
+type Floor struct {
+	// Update: an Update (waiting for Completed) to an already-running workflow.
+	Update Latency `json:"update"`
+	// UpdateWithStart: a fresh workflow started together with an Update (waiting for Completed).
+	UpdateWithStart Latency `json:"updateWithStart"`
+}
+
+// Ratios compare the warm-lease bind latency (p50 at the smallest concurrency level, normally
+// 1 client) with the other figures, all at p50.
+type Ratios struct {
+	// BindClients is the concurrency level whose p50 is the reference.
+	BindClients int     `json:"bindClients"`
+	BindP50Ms   float64 `json:"bindP50Ms"`
+	// ColdLocalOverBind: how many times faster a warm lease is than a cold local instance.
+	ColdLocalOverBind float64 `json:"coldLocalOverBind"`
+	// EnvtestOverBind: how many times faster a warm lease is than etcd + kube-apiserver.
+	EnvtestOverBind float64 `json:"envtestOverBind"`
+	// BindOverUpdate: how many engine Updates one bind costs.
+	BindOverUpdate float64 `json:"bindOverUpdate"`
+	// BindOverUpdateWithStart: how many engine start+Updates one bind costs.
+	BindOverUpdateWithStart float64 `json:"bindOverUpdateWithStart"`
+}
+
+// ComputeRatios fills r.Ratios from the figures.
+func (r *Report) ComputeRatios() {
+	if len(r.Bind) == 0 {
+		return
+	}
+	ref := r.Bind[0]
+	for _, b := range r.Bind[1:] {
+		if b.Clients < ref.Clients {
+			ref = b
+		}
+	}
+	bind := ref.Latency.P50Ms
+	r.Ratios = Ratios{
+		BindClients:             ref.Clients,
+		BindP50Ms:               bind,
+		ColdLocalOverBind:       Ratio(r.Cold.Local.P50Ms, bind),
+		EnvtestOverBind:         Ratio(r.Cold.Envtest.P50Ms, bind),
+		BindOverUpdate:          Ratio(bind, r.Floor.Update.P50Ms),
+		BindOverUpdateWithStart: Ratio(bind, r.Floor.UpdateWithStart.P50Ms),
+	}
+}
+
+// WriteJSON writes the report, indented, to path.
+func (r *Report) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// FormatMs prints a duration given in milliseconds the way a reader compares it: milliseconds
+// under a second, seconds above.
+func FormatMs(ms float64) string {
+	switch {
+	case ms >= 1000:
+		return fmt.Sprintf("%.2f s", ms/1000)
+	case ms >= 100:
+		return fmt.Sprintf("%.0f ms", ms)
+	case ms >= 10:
+		return fmt.Sprintf("%.1f ms", ms)
+	default:
+		return fmt.Sprintf("%.2f ms", ms)
+	}
+}
+
+// Render prints the header, the table of every figure and the ratios.
+func (r *Report) Render(w io.Writer) error {
+	m := r.Machine
+	fmt.Fprintf(w, "kobe bench — %s\n", r.Date.Format(time.RFC3339))
+	fmt.Fprintf(w, "machine:  %s, %d CPUs (%s), %d MiB memory, load average %s at start, %s at end\n",
+		orUnknown(m.Hostname), m.CPUs, orUnknown(m.CPUModel), m.MemTotalMiB, loadString(m.LoadStart), loadString(m.LoadEnd))
+	fmt.Fprintf(w, "go:       %s %s/%s\n", m.GoVersion, m.OS, m.Arch)
+	fmt.Fprintf(w, "kobe:     commit %s, `kobe version`: %s\n", r.Kobe.Commit, r.Kobe.Version)
+	fmt.Fprintf(w, "flags:    %s\n", r.Flags.CommandLine())
+	p := r.Pool
+	var warm []string
+	for _, b := range r.Bind {
+		warm = append(warm, fmt.Sprintf("%d in %.0f s", b.PoolMinReady, b.WarmupSeconds))
+	}
+	fmt.Fprintf(w, "pool:     %s, backend %s, Kubernetes %s, components %s, maxConcurrentProvisions %d; minReady = the level's clients (warm: %s)\n",
+		p.Name, p.Backend, p.KubernetesVersion, strings.Join(p.Components, "+"), p.MaxConcurrentProvisions, strings.Join(warm, ", "))
+	fmt.Fprintf(w, "run:      %.0f s\n\n", r.DurationSeconds)
+
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// The first column is left-aligned by hand (padded) so the numbers line up on the right.
+	type row struct {
+		name string
+		cols []string
+	}
+	var rows []row
+	lat := func(name string, l Latency) {
+		rows = append(rows, row{name, []string{fmt.Sprint(l.N), FormatMs(l.P50Ms), FormatMs(l.P95Ms), FormatMs(l.P99Ms), FormatMs(l.MaxMs)}})
+	}
+	value := func(name, v string) { rows = append(rows, row{name, []string{"", v, "", "", ""}}) }
+	mib := func(f float64) string { return fmt.Sprintf("%.1f MiB", f) }
+
+	value("kobe dev: exec → /readyz 200", FormatMs(r.Dev.StartToReadyMs))
+	value("kobe dev: idle RSS (PSS)", fmt.Sprintf("%s (%s)", mib(r.Dev.IdleRSSMiB), mib(r.Dev.IdlePSSMiB)))
+	wi := r.WarmInstances
+	value(fmt.Sprintf("warm local instance: RSS (PSS), mean of %d", wi.Instances), fmt.Sprintf("%s (%s)", mib(wi.RSSMiB), mib(wi.PSSMiB)))
+	for _, c := range wi.Components {
+		value("  "+c, fmt.Sprintf("%s (%s)", mib(wi.RSSMiBByComponent[c]), mib(wi.PSSMiBByComponent[c])))
+	}
+	value("  idle CPU, per instance", fmt.Sprintf("%.1f %% of a core", 100*wi.IdleCoresPerInstance))
+	for _, b := range r.Bind {
+		lat(fmt.Sprintf("bind (POST → Bound + kubeconfig), %d client%s", b.Clients, plural(b.Clients)), b.Latency)
+		value("  binds/s; kobe dev CPU: cores, per bind", fmt.Sprintf("%.1f /s; %.2f, %.0f ms", b.BindsPerSecond, b.KobeCores, b.KobeCPUPerBindMs))
+	}
+	lc := r.Lifecycles
+	value(fmt.Sprintf("lease lifecycles/s, %d clients, pool of %d warm", lc.Clients, lc.PoolMinReady), fmt.Sprintf("%.2f /s", lc.PerSecond))
+	lat("  one lifecycle (create → bound → released → gone)", lc.Lifecycle)
+	lat("  its bind", lc.Bind)
+	lat("  its release → instance gone", lc.Teardown)
+	lat("cold local instance: create → ready", r.Cold.Local)
+	lat("cold etcd + kube-apiserver (envtest) → /readyz", r.Cold.Envtest)
+	lat("engine floor: Update to a running workflow", r.Floor.Update)
+	lat("engine floor: UpdateWithStart (new workflow)", r.Floor.UpdateWithStart)
+
+	width := len("FIGURE")
+	for _, rw := range rows {
+		width = max(width, len([]rune(rw.name)))
+	}
+	pad := func(s string) string { return s + strings.Repeat(" ", width-len([]rune(s))) }
+	fmt.Fprintf(tw, "%s\tN\tP50 / VALUE\tP95\tP99\tMAX\t\n", pad("FIGURE"))
+	for _, rw := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t\n", pad(rw.name), strings.Join(rw.cols, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Right alignment pads every cell on the left, the first one too, and rows without
+	// percentiles end in blank cells: trim both.
+	for _, line := range strings.Split(strings.TrimRight(table.String(), "\n"), "\n") {
+		fmt.Fprintln(w, strings.TrimRight(strings.TrimPrefix(line, "  "), " "))
+	}
+
+	ra := r.Ratios
+	ref := fmt.Sprintf("warm lease bind p50 (%d client%s, %s)", ra.BindClients, plural(ra.BindClients), FormatMs(ra.BindP50Ms))
+	fmt.Fprintf(w, "\nRATIOS (p50)\n")
+	fmt.Fprintf(w, "  %s is %.1fx faster than a cold local instance (%s)\n", ref, ra.ColdLocalOverBind, FormatMs(r.Cold.Local.P50Ms))
+	fmt.Fprintf(w, "  %s is %.1fx faster than etcd + kube-apiserver the envtest way (%s)\n", ref, ra.EnvtestOverBind, FormatMs(r.Cold.Envtest.P50Ms))
+	fmt.Fprintf(w, "  %s costs %.1fx an engine Update (%s)\n", ref, ra.BindOverUpdate, FormatMs(r.Floor.Update.P50Ms))
+	fmt.Fprintf(w, "  %s costs %.1fx an engine UpdateWithStart (%s)\n", ref, ra.BindOverUpdateWithStart, FormatMs(r.Floor.UpdateWithStart.P50Ms))
+	return nil
+}
+
+// CommandLine renders the options as the flags that reproduce them.
+func (o Options) CommandLine() string {
+	return fmt.Sprintf("-clients %s -rounds %d -lifecycles %d -lifecycle-clients %d -cold %d -floor %d -max-provisions %d -k8s-version %s -tools %s",
+		joinInts(o.Clients), o.Rounds, o.Lifecycles, o.LifecycleClients, o.Cold, o.Floor, o.MaxProvisions, orUnknown(o.KubernetesVersion), orUnknown(o.ToolsDir))
+}
+
+func loadString(l [3]float64) string { return fmt.Sprintf("%.2f/%.2f/%.2f", l[0], l[1], l[2]) }
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

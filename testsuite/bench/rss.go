@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
+)
+
+// Memory is a process's memory, in KiB: VmRSS (what `ps` and `top` show) and PSS (the
+// proportional set size: shared pages divided among the processes sharing them). Fifty
+// kube-apiservers share one binary's pages, so summing their RSS counts that text fifty times;
+// PSS sums to what the instances really cost together.
+type Memory struct {
+	RSSKiB int64
+	PSSKiB int64
+}
+
+// ReadMemory reads a process's VmRSS and PSS. PSS needs /proc/<pid>/smaps_rollup (Linux 4.14+)
+// and is 0 when unreadable.
+func ReadMemory(pid int) (Memory, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	m := Memory{RSSKiB: ParseMeminfoKiB(string(status), "VmRSS")}
+	if rollup, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
+		m.PSSKiB = ParseMeminfoKiB(string(rollup), "Pss")
+	}
+	return m, nil
+}
+
+// InstanceMemory is the memory of a set of local instances: per instance on average, and per
+// component (process name) on average over the instances.
+type InstanceMemory struct {
+	Instances int `json:"instances"`
+	// Components are the process names found per instance, e.g. [kine kube-apiserver].
+	Components        []string           `json:"components"`
+	RSSMiB            float64            `json:"rssMiBPerInstance"`
+	PSSMiB            float64            `json:"pssMiBPerInstance"`
+	RSSMiBByComponent map[string]float64 `json:"rssMiBByComponent"`
+	PSSMiBByComponent map[string]float64 `json:"pssMiBByComponent"`
+	// IdleCoresPerInstance is the CPU the instances' processes used while nobody used them,
+	// over a few seconds, per instance, in cores (0.02 = 2 % of one core).
+	IdleCoresPerInstance float64 `json:"idleCoresPerInstance"`
+}
+
+// MeasureInstances sums the memory of every process of every instance under stateDir's local
+// backend (processes are recognised by the instance directory they name, as testsuite/leaks
+// does) and divides by the number of instances. want is the number of instances expected: a
+// different count is an error, since an average over the wrong set would be wrong.
+func MeasureInstances(ctx context.Context, stateDir string, want int) (InstanceMemory, error) {
+	l, err := leaks.CountLocalInstances(ctx, stateDir, nil, "")
+	if err != nil {
+		return InstanceMemory{}, err
+	}
+	if len(l.Processes) != want {
+		return InstanceMemory{}, fmt.Errorf("found processes of %d local instances under %s, want %d", len(l.Processes), leaks.InstancesDir(stateDir), want)
+	}
+	var rss, pss int64
+	rssBy, pssBy := map[string]int64{}, map[string]int64{}
+	for id, ps := range l.Processes {
+		for _, p := range ps {
+			m, err := ReadMemory(p.PID)
+			if err != nil {
+				return InstanceMemory{}, fmt.Errorf("instance %s: %s (pid %d): %w", id, p.Name, p.PID, err)
+			}
+			rss += m.RSSKiB
+			pss += m.PSSKiB
+			rssBy[p.Name] += m.RSSKiB
+			pssBy[p.Name] += m.PSSKiB
+		}
+	}
+	out := averageMemory(want, rss, pss, rssBy, pssBy)
+
+	// Idle CPU: the processes' CPU time over a window with the pool quiet. A process that
+	// exits meanwhile makes the figure wrong, so it is an error.
+	cpu := func() (time.Duration, error) {
+		var total time.Duration
+		for id, ps := range l.Processes {
+			for _, p := range ps {
+				d, err := ReadCPU(p.PID)
+				if err != nil {
+					return 0, fmt.Errorf("instance %s: %s (pid %d): %w", id, p.Name, p.PID, err)
+				}
+				total += d
+			}
+		}
+		return total, nil
+	}
+	c0, err := cpu()
+	if err != nil {
+		return out, err
+	}
+	t0 := time.Now()
+	if err := sleepCtx(ctx, idleWindow); err != nil {
+		return out, err
+	}
+	c1, err := cpu()
+	if err != nil {
+		return out, err
+	}
+	out.IdleCoresPerInstance = math.Round((c1-c0).Seconds()/time.Since(t0).Seconds()/float64(want)*10000) / 10000
+	return out, nil
+}
+
+// idleWindow is how long idle CPU is observed: CPU times tick at 10 ms, so 10 s of a few
+// percent of a core per instance is a figure to two digits.
+const idleWindow = 10 * time.Second
+
+// averageMemory divides KiB totals by the number of instances, in MiB.
+func averageMemory(n int, rss, pss int64, rssBy, pssBy map[string]int64) InstanceMemory {
+	perMiB := func(kib int64) float64 { return round1(float64(kib) / 1024 / float64(n)) }
+	out := InstanceMemory{Instances: n, RSSMiB: perMiB(rss), PSSMiB: perMiB(pss),
+		RSSMiBByComponent: map[string]float64{}, PSSMiBByComponent: map[string]float64{}}
+	for name, kib := range rssBy {
+		out.Components = append(out.Components, name)
+		out.RSSMiBByComponent[name] = perMiB(kib)
+		out.PSSMiBByComponent[name] = perMiB(pssBy[name])
+	}
+	sort.Strings(out.Components)
+	return out
+}
+
+func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat: 100 on Linux for every
+// architecture Go supports (the kernel converts to it whatever its internal HZ).
+const clockTicks = 100
+
+// ReadCPU returns the CPU time (user + system) a process has used so far.
+func ReadCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return ParseStatCPU(string(data))
+}
+
+// ParseStatCPU reads utime + stime from a /proc/<pid>/stat line. The command name (field 2)
+// may hold spaces and parentheses, so the fields are counted after its last ')'.
+func ParseStatCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc stat line %q", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	// After the name: state(3) ppid(4) … utime(14) stime(15); f[0] is field 3.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc stat line %q", stat)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("unexpected /proc stat line %q", stat)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
