@@ -16,7 +16,7 @@ ARGS ?=
 TEST_FLAGS ?= -race -count=1 -p 1 -timeout 60m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
-.PHONY: all build dev test test-short bench fuzz lint tools postgres-check postgres clean help
+.PHONY: all build dev test test-short bench soak fuzz lint tools postgres-check postgres clean help
 
 all: build
 
@@ -24,6 +24,7 @@ help:
 	@echo "make dev         run kobe: embedded Temporal + Web UI, worker, API and store (ARGS=... for flags)"
 	@echo "make test        the whole test suite (needs PostgreSQL on 127.0.0.1:5432 or KOBE_TEST_POSTGRES)"
 	@echo "make test-short  fast tests only (no PostgreSQL, no real binary)"
+	@echo "make soak        fault-injection soak: kill -9 worker/API/Temporal under lease load, then check invariants (~15 min; SOAK_ARGS=...)"
 	@echo "make bench       benchmarks, printing their figures"
 	@echo "make fuzz        the fuzz targets, FUZZTIME each (part of make test)"
 	@echo "make lint        gofmt and go vet"
@@ -53,6 +54,14 @@ fuzz:
 	  echo "fuzz $$f for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 2 ./api/ || exit 1; \
 	done
+
+# The fault-injection soak (testsuite/soak): lease lifecycles from concurrent clients while the
+# worker, the API server and the embedded Temporal server are killed -9 and restarted, clusters
+# break while being created, and a share of requests is invalid; then every invariant is checked.
+# `make test` runs its short variant (the package's default flags, about a minute of load).
+SOAK_ARGS ?= -soak.duration=10m -soak.lifecycles=2000 -soak.clients=8 -soak.principals=3 -soak.warm=4 -soak.max-clusters=8 -soak.fault-every=20s -soak.report=$(CURDIR)/soak.json
+soak: postgres-check tools
+	KOBE_TEST_REQUIRE_POSTGRES=1 $(GO) test -count=1 -timeout 60m -run '^TestSoak$$' -v ./testsuite/soak/ -args $(SOAK_ARGS)
 
 test-short:
 	$(GO) test -short -count=1 ./...

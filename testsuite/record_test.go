@@ -94,6 +94,22 @@ spec:
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
 	}, 2*time.Minute, 100*time.Millisecond)
+	// A claim cancelled after its assignment went out (v3): the assignment reaches a running
+	// workflow that never takes it — here a held doctor run standing in for a lease that is
+	// ending — then the cancel-claim arrives and the pool tears the member down and refills.
+	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-rec-cancelled", TaskQueue: "record"},
+		workflows.DoctorWorkflowName, workflows.DoctorInput{ProbeID: "rec-3", Hold: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalClaim,
+		workflows.ClaimRequest{LeaseID: "lease-rec-cancelled", At: time.Now()}))
+	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Leased == 1 }, time.Minute, 100*time.Millisecond)
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalCancelClaim, "lease-rec-cancelled"))
+	require.Eventually(t, func() bool {
+		st := poolStatus(t, tmp.Client, "rec")
+		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
+	}, 2*time.Minute, 100*time.Millisecond)
+	_ = tmp.Client.TerminateWorkflow(ctx, "lease-rec-cancelled", "", "recorded")
+
 	// A new spec: the member is rolled (replacement first, then the outdated one torn down).
 	pol.BackendOptions = []byte(`{"components":["apiserver"]}`)
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalApply, pol))
@@ -121,7 +137,7 @@ spec:
 `
 
 // recordVersion names the files of this recording (doctor's excepted).
-const recordVersion = "v2"
+const recordVersion = "v3"
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	iter := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

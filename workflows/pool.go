@@ -199,6 +199,13 @@ const (
 	poolVersionChange = "pool-drift-wedged-metrics"
 	// poolVersionRolling adds drift rolling, wedged-creation recycling and recycle metrics.
 	poolVersionRolling workflow.Version = 1
+
+	// poolVersionCancelChange: a claim cancelled after its assignment went out tears the
+	// assigned member down. Before it, a lease released while Pending could end before the
+	// assignment signal reached it; the member stayed Leased to a finished lease for good
+	// (found by the soak: an instance outlived its pool's deletion).
+	poolVersionCancelChange                    = "pool-cancel-reclaims"
+	poolVersionCancelReclaims workflow.Version = 1
 )
 
 // templateChanged says whether a new policy changes what a member is (and so makes existing
@@ -222,6 +229,7 @@ func Pool(ctx workflow.Context, st PoolState) error {
 	}
 	p := &poolRun{ctx: ctx, st: &st}
 	p.version = workflow.GetVersion(ctx, poolVersionChange, workflow.DefaultVersion, poolVersionRolling)
+	p.cancelReclaims = workflow.GetVersion(ctx, poolVersionCancelChange, workflow.DefaultVersion, poolVersionCancelReclaims) >= poolVersionCancelReclaims
 	if err := workflow.SetQueryHandler(ctx, QueryPoolStatus, func() (PoolStatus, error) { return p.status(), nil }); err != nil {
 		return err
 	}
@@ -331,6 +339,8 @@ type poolRun struct {
 	ctx     workflow.Context
 	st      *PoolState
 	version workflow.Version
+	// cancelReclaims: see poolVersionCancelReclaims.
+	cancelReclaims bool
 	// arrived holds the claims received since the last reconcile (served now = not queued).
 	arrived map[string]bool
 }
@@ -378,6 +388,10 @@ func (p *poolRun) enqueue(r ClaimRequest) {
 	})
 }
 
+// dequeue forgets the claim of a lease that ended without being bound (released or failed while
+// Pending). If the pool had already assigned it a member, the lease may have ended before the
+// assignment reached it: that member is torn down here, since its lease will never use nor
+// return it.
 func (p *poolRun) dequeue(leaseID string) {
 	q := p.st.Queue[:0]
 	for _, c := range p.st.Queue {
@@ -386,6 +400,14 @@ func (p *poolRun) dequeue(leaseID string) {
 		}
 	}
 	p.st.Queue = q
+	if !p.cancelReclaims {
+		return
+	}
+	for _, m := range p.sortedMembers() {
+		if m.Phase == MemberLeased && m.LeaseID == leaseID {
+			p.teardown(m, RecycleLeaseGone)
+		}
+	}
 }
 
 func (p *poolRun) release(r ReleaseRequest) {

@@ -185,3 +185,42 @@ func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
 	assert.Equal(t, []string{"p-1"}, tornDown)
 	assert.Equal(t, 0, st.Ready, "p-1 was not put back for another lease")
 }
+
+// A lease released while Pending may end before its assignment reaches it: its cancel-claim
+// then arrives after the pool assigned it a member. That member must be torn down, not stay
+// Leased to a finished lease forever (the soak found such an instance outliving its pool).
+func TestPoolTearsDownTheMemberOfACancelledClaim(t *testing.T) {
+	pol := basePolicy()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
+	env.RegisterWorkflowWithOptions(workflows.Provision, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
+	env.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
+	env.OnWorkflow(workflows.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(workflows.ProvisionResult{}, nil)
+	var tornDown []string
+	env.OnWorkflow(workflows.TeardownWorkflowName, mock.Anything, mock.Anything).Return(
+		func(_ workflow.Context, in workflows.TeardownInput) error {
+			tornDown = append(tornDown, in.Spec.ID)
+			return nil
+		})
+	// The assignment signal is delivered: the lease was still running when it arrived.
+	env.OnSignalExternalWorkflow(mock.Anything, "lease-1", "", mock.Anything, mock.Anything).Return(nil)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: "p-1", Endpoint: "https://x"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalClaim, workflows.ClaimRequest{LeaseID: "lease-1", At: env.Now()})
+	}, 2*time.Second)
+	var leased workflows.PoolStatus
+	env.RegisterDelayedCallback(func() {
+		leased = status(t, env)
+		// …but the lease had been released meanwhile, and ends without reading it.
+		env.SignalWorkflow(workflows.SignalCancelClaim, "lease-1")
+	}, 3*time.Second)
+	var st workflows.PoolStatus
+	env.RegisterDelayedCallback(func() { st = status(t, env); env.CancelWorkflow() }, time.Minute)
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	assert.Equal(t, 1, leased.Leased, "p-1 was assigned to lease-1")
+	assert.Equal(t, []string{"p-1"}, tornDown, "the cancelled claim's member is torn down")
+	assert.Equal(t, 0, st.Leased, "nothing stays leased to a finished lease")
+}
