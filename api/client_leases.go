@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,7 +135,14 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 
 // CreateLease asks for a lease (POST /v1/leases). The lease comes back Pending (202); replayed
 // is true when the server answered 200 because req.IdempotencyKey matched an earlier request.
+//
+// Without an IdempotencyKey the client makes one up for this call: a retry of a request whose
+// answer was lost (a 503 after the server admitted it) then replays the first lease instead of
+// admitting a second one that would hold a cluster and quota until its TTL.
 func (c *Client) CreateLease(ctx context.Context, req LeaseRequest) (lease Lease, replayed bool, err error) {
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = newIdempotencyKey()
+	}
 	status, err := c.call(ctx, http.MethodPost, "/v1/leases", req, &lease)
 	return lease, status == http.StatusOK, err
 }
@@ -285,4 +294,11 @@ func (c *Client) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEvent, err
 	var out AuditList
 	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
 	return out.Items, err
+}
+
+// newIdempotencyKey is a key no other request has: 128 random bits.
+func newIdempotencyKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return "kobe-client-" + hex.EncodeToString(b)
 }

@@ -259,6 +259,31 @@ func TestRetries(t *testing.T) {
 	}
 }
 
+func TestCreateLeaseRetriesWithOneIdempotencyKey(t *testing.T) {
+	// The server admitted the first request but its answer was a 503: without a key of its own
+	// the retry would admit a second lease.
+	busy := answer{status: 503, body: ErrorBody{Error: "busy", Reason: ReasonDegraded}}
+	f, c := newFake(t, map[string][]answer{"POST /v1/leases": {busy, {status: 200, body: Lease{ID: "lease-1"}}}})
+	_, replayed, err := c.CreateLease(context.Background(), LeaseRequest{Pool: "ci"})
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	seen := f.requests()
+	require.Len(t, seen, 2)
+	var first, second LeaseRequest
+	require.NoError(t, json.Unmarshal([]byte(seen[0].Body), &first))
+	require.NoError(t, json.Unmarshal([]byte(seen[1].Body), &second))
+	assert.Regexp(t, `^kobe-client-[0-9a-f]{32}$`, first.IdempotencyKey)
+	assert.Equal(t, first.IdempotencyKey, second.IdempotencyKey, "the retry replays the same request")
+
+	// Another call is another request: another key.
+	f.answers["POST /v1/leases"] = []answer{{status: 202, body: Lease{ID: "lease-2"}}}
+	_, _, err = c.CreateLease(context.Background(), LeaseRequest{Pool: "ci"})
+	require.NoError(t, err)
+	var third LeaseRequest
+	require.NoError(t, json.Unmarshal([]byte(f.requests()[2].Body), &third))
+	assert.NotEqual(t, first.IdempotencyKey, third.IdempotencyKey)
+}
+
 func TestRetryStopsWithTheContext(t *testing.T) {
 	busy := answer{status: 503, header: map[string]string{"Retry-After": "5"}, body: ErrorBody{Error: "busy"}}
 	f, c := newFake(t, map[string][]answer{"GET /v1/pools": {busy, busy, busy}})

@@ -229,7 +229,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 
 	in := workflows.LeaseInput{LeaseID: lease.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
 		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout}
-	if _, err := StartLease(ctx, s.Temporal, s.TaskQueue, in, s.SearchAttributes); err != nil {
+	if err := s.startLeaseSurely(ctx, in); err != nil {
 		// Nothing runs for this lease: record it Failed so that it does not hold quota.
 		lease.Phase, lease.Reason = workflows.LeaseFailed, ReasonBackendError
 		_ = s.Store.UpsertLease(context.WithoutCancel(ctx), lease)
@@ -265,12 +265,22 @@ func (s *Server) storeView(l store.Lease) Lease {
 // leaseView is the lease as it is now: the workflow's view while it runs (the store may lag by
 // a projection), the store's afterwards; with the kubeconfig once Bound if asked.
 func (s *Server) leaseView(ctx context.Context, l store.Lease, withKubeconfig bool) (Lease, error) {
+	return s.leaseViewFrom(ctx, l, nil, withKubeconfig)
+}
+
+// leaseViewFrom is leaseView with the workflow's view already in hand (nil: ask the workflow).
+func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *workflows.LeaseView, withKubeconfig bool) (Lease, error) {
 	v := s.storeView(l)
-	if resp, err := s.Temporal.QueryWorkflow(ctx, workflows.LeaseWorkflowID(l.ID), "", workflows.QueryLease); err == nil {
-		var lv workflows.LeaseView
-		if resp.Get(&lv) == nil {
-			s.applyWorkflowView(&v, lv)
+	if lv == nil {
+		if resp, err := s.Temporal.QueryWorkflow(ctx, workflows.LeaseWorkflowID(l.ID), "", workflows.QueryLease); err == nil {
+			var q workflows.LeaseView
+			if resp.Get(&q) == nil {
+				lv = &q
+			}
 		}
+	}
+	if lv != nil {
+		s.applyWorkflowView(&v, *lv)
 	}
 	if v.Phase == workflows.LeasePending {
 		v.QueuePosition = s.queuePosition(ctx, l.Pool, l.ID)
@@ -382,15 +392,16 @@ func (s *Server) handleLeaseGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	var lv *workflows.LeaseView
 	if ws := r.URL.Query().Get("wait"); ws != "" {
 		d, err := time.ParseDuration(ws)
 		if err != nil || d < 0 {
 			badRequest(w, fmt.Sprintf("wait: %q is not a duration (e.g. 30s)", ws))
 			return
 		}
-		s.waitBound(ctx, l.ID, min(d, maxLongPoll))
+		lv = s.waitBound(ctx, l.ID, min(d, maxLongPoll))
 	}
-	view, err := s.leaseView(ctx, l, true)
+	view, err := s.leaseViewFrom(ctx, l, lv, true)
 	if err != nil {
 		s.unavailable(w, r, "reading the lease", err)
 		return
@@ -398,17 +409,23 @@ func (s *Server) handleLeaseGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, view)
 }
 
-// waitBound long-polls: it returns once the lease is no longer Pending or after d.
-func (s *Server) waitBound(ctx context.Context, leaseID string, d time.Duration) {
+// waitBound long-polls: it returns once the lease is no longer Pending or after d, with the
+// workflow's view when the wait ended that way (the caller need not ask again), else nil.
+func (s *Server) waitBound(ctx context.Context, leaseID string, d time.Duration) *workflows.LeaseView {
 	if d <= 0 {
-		return
+		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	h, err := s.Temporal.UpdateWorkflow(wctx, clientUpdate(leaseID, workflows.UpdateWaitBound))
-	if err == nil {
-		_ = h.Get(wctx, nil)
+	if err != nil {
+		return nil
 	}
+	var lv workflows.LeaseView
+	if h.Get(wctx, &lv) != nil {
+		return nil
+	}
+	return &lv
 }
 
 func (s *Server) handleLeaseKubeconfig(w http.ResponseWriter, r *http.Request) {

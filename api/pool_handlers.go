@@ -36,12 +36,14 @@ func (s *Server) poolView(ctx context.Context, p store.Pool) PoolView {
 		}
 	}
 	resp, err := s.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID(p.Name), "", workflows.QueryPoolStatus)
-	if err != nil {
-		v.Phase = "Unknown"
-		return v
-	}
 	var st workflows.PoolStatus
-	if resp.Get(&st) != nil {
+	if err == nil {
+		err = resp.Get(&st)
+	}
+	if err != nil {
+		// The pool's workflow does not answer (Temporal restarting, the worker down): the
+		// store's projection of its members and queue is a moment old but not zero.
+		s.storePoolCounts(ctx, &v)
 		return v
 	}
 	v.Phase, v.Ready, v.Leased, v.Creating, v.Recycling, v.Outdated, v.QueueDepth = st.Phase, st.Ready, st.Leased, st.Creating, st.Deleting, st.Outdated, st.QueueDepth
@@ -54,6 +56,39 @@ func (s *Server) poolView(ctx context.Context, p store.Pool) PoolView {
 		v.Quarantined = len(qs)
 	}
 	return v
+}
+
+// storePoolCounts fills a pool's counts from the store, with phase Unknown: what the pool's
+// workflow and its leases last projected, for when the workflow cannot be asked. Instance rows
+// do not name their lease, so Leased is the pool's Bound leases and Ready the rest of its Ready
+// instances.
+func (s *Server) storePoolCounts(ctx context.Context, v *PoolView) {
+	v.Phase = "Unknown"
+	ready := 0
+	if is, err := s.Store.ListInstances(ctx, store.InstanceFilter{Pool: v.Name}); err == nil {
+		for _, in := range is {
+			switch in.Phase {
+			case workflows.InstancePhaseCreating:
+				v.Creating++
+			case workflows.InstancePhaseReady:
+				ready++
+			case workflows.InstancePhaseDeleting:
+				v.Recycling++
+			case workflows.InstancePhaseQuarantined:
+				v.Quarantined++
+			}
+		}
+	}
+	if ls, err := s.Store.ListLeases(ctx, store.LeaseFilter{Pool: v.Name, Phases: []string{workflows.LeasePending, workflows.LeaseBound}}); err == nil {
+		for _, l := range ls {
+			if l.Phase == workflows.LeaseBound {
+				v.Leased++
+			} else {
+				v.QueueDepth++
+			}
+		}
+	}
+	v.Ready = max(ready-v.Leased, 0)
 }
 
 func (s *Server) handlePoolList(w http.ResponseWriter, r *http.Request) {

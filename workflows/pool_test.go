@@ -157,9 +157,9 @@ func TestPoolClaimQueue(t *testing.T) {
 	assert.Empty(t, final.Queue)
 }
 
-// An assignment the lease can no longer take (it ended) is torn down, never handed to another.
-func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
-	pol := basePolicy()
+// poolEnvRecordingTeardowns is a pool whose provisions succeed at once and whose teardowns
+// record the instance they were given.
+func poolEnvRecordingTeardowns() (*testsuite.TestWorkflowEnvironment, *[]string) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
@@ -172,6 +172,13 @@ func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
 			tornDown = append(tornDown, in.Spec.ID)
 			return nil
 		})
+	return env, &tornDown
+}
+
+// An assignment the lease can no longer take (it ended) is torn down, never handed to another.
+func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
+	pol := basePolicy()
+	env, tornDown := poolEnvRecordingTeardowns()
 	env.OnSignalExternalWorkflow(mock.Anything, "lease-gone", "", mock.Anything, mock.Anything).Return(errors.New("workflow not found"))
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: "p-1", Endpoint: "https://x"})
@@ -182,7 +189,7 @@ func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
 	var st workflows.PoolStatus
 	env.RegisterDelayedCallback(func() { st = status(t, env); env.CancelWorkflow() }, time.Minute)
 	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
-	assert.Equal(t, []string{"p-1"}, tornDown)
+	assert.Equal(t, []string{"p-1"}, *tornDown)
 	assert.Equal(t, 0, st.Ready, "p-1 was not put back for another lease")
 }
 
@@ -191,18 +198,7 @@ func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
 // Leased to a finished lease forever (the soak found such an instance outliving its pool).
 func TestPoolTearsDownTheMemberOfACancelledClaim(t *testing.T) {
 	pol := basePolicy()
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
-	env.RegisterWorkflowWithOptions(workflows.Provision, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
-	env.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
-	env.OnWorkflow(workflows.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(workflows.ProvisionResult{}, nil)
-	var tornDown []string
-	env.OnWorkflow(workflows.TeardownWorkflowName, mock.Anything, mock.Anything).Return(
-		func(_ workflow.Context, in workflows.TeardownInput) error {
-			tornDown = append(tornDown, in.Spec.ID)
-			return nil
-		})
+	env, tornDown := poolEnvRecordingTeardowns()
 	// The assignment signal is delivered: the lease was still running when it arrived.
 	env.OnSignalExternalWorkflow(mock.Anything, "lease-1", "", mock.Anything, mock.Anything).Return(nil)
 	env.RegisterDelayedCallback(func() {
@@ -221,6 +217,6 @@ func TestPoolTearsDownTheMemberOfACancelledClaim(t *testing.T) {
 	env.RegisterDelayedCallback(func() { st = status(t, env); env.CancelWorkflow() }, time.Minute)
 	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
 	assert.Equal(t, 1, leased.Leased, "p-1 was assigned to lease-1")
-	assert.Equal(t, []string{"p-1"}, tornDown, "the cancelled claim's member is torn down")
+	assert.Equal(t, []string{"p-1"}, *tornDown, "the cancelled claim's member is torn down")
 	assert.Equal(t, 0, st.Leased, "nothing stays leased to a finished lease")
 }

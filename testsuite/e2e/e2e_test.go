@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -25,32 +24,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/internal/devserver"
+	"github.com/kunobi-ninja/kobe/testsuite"
 )
 
 var kobeBin string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("e2e: skipped with -short (builds and runs the real binary)")
-		os.Exit(0)
-	}
-	dir, err := os.MkdirTemp("", "kobe-e2e-bin")
-	if err != nil {
-		panic(err)
-	}
-	kobeBin = filepath.Join(dir, "kobe")
-	// kobe dev writes a CLI context: into the test's own config, never the user's.
-	os.Setenv("KOBE_CONFIG", filepath.Join(dir, "config.yaml"))
-	build := exec.Command("go", "build", "-o", kobeBin, "../../cmd/kobe")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "building kobe: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	testsuite.MainWithKobeBinary(m, "e2e", "builds and runs the real binary", &kobeBin)
 }
 
 func freePort(t testing.TB) int {

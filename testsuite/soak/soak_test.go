@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -54,26 +53,7 @@ var (
 var kobeBin string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("soak: skipped with -short (runs the real binary under faults)")
-		os.Exit(0)
-	}
-	dir, err := os.MkdirTemp("", "kobe-soak-bin")
-	if err != nil {
-		panic(err)
-	}
-	kobeBin = filepath.Join(dir, "kobe")
-	os.Setenv("KOBE_CONFIG", filepath.Join(dir, "config.yaml"))
-	build := exec.Command("go", "build", "-o", kobeBin, "../../cmd/kobe")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "building kobe: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	testsuite.MainWithKobeBinary(m, "soak", "runs the real binary under faults", &kobeBin)
 }
 
 const (
