@@ -235,10 +235,18 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	view.InstanceID, view.Endpoint, view.QueuePosition, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, 0, asg.Seq
 	view.BoundAt = workflow.Now(ctx)
 	view.ExpiresAt = view.BoundAt.Add(in.TTL)
+	// Issuing credentials is a few milliseconds of work against a Ready instance; when it takes
+	// minutes the host is overloaded, not broken (the 50-client bench on 2 cores: a lease failed
+	// with backend_error after 2 minutes while its instance was fine). From this version on the
+	// lease waits longer, so an overloaded host slows binds down instead of failing them.
+	issueFor := 2 * time.Minute
+	if workflow.GetVersion(ctx, leaseVersionPatientCredentials, workflow.DefaultVersion, 1) >= 1 {
+		issueFor = 10 * time.Minute
+	}
 	host := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              asg.Placement.TaskQueue,
 		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 2 * time.Minute,
+		ScheduleToCloseTimeout: issueFor,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
 	})
 	issue = func(ctx workflow.Context) error {

@@ -29,4 +29,6 @@ const (
 	leaseVersionSearchAttributes = 1
 	// leaseVersionClaimFirst sends the claim before the Pending row is written.
 	leaseVersionClaimFirst = "lease-claim-first"
+	// leaseVersionPatientCredentials gives credential issuance 10 minutes instead of 2.
+	leaseVersionPatientCredentials = "lease-patient-credentials"
 )
