@@ -35,11 +35,13 @@ type API struct {
 	*httptest.Server
 	Mu sync.Mutex
 
-	Leases   map[string]*api.Lease
-	Pools    map[string]*api.PoolView
-	Tokens   map[string]*api.Token
-	Audit    []api.AuditEvent
-	Requests []Request
+	Leases map[string]*api.Lease
+	// IdempotencyKeys is the key each lease was created with, by lease id.
+	IdempotencyKeys map[string]string
+	Pools           map[string]*api.PoolView
+	Tokens          map[string]*api.Token
+	Audit           []api.AuditEvent
+	Requests        []Request
 
 	// PendingPolls is how many GETs a new lease stays Pending before it binds (0: binds at once
 	// on the first GET); QueuePosition is its position meanwhile.
@@ -72,7 +74,7 @@ type Failure struct {
 // New starts a fake API with one pool, "ci".
 func New(t testing.TB) *API {
 	a := &API{
-		Leases: map[string]*api.Lease{}, Tokens: map[string]*api.Token{},
+		Leases: map[string]*api.Lease{}, IdempotencyKeys: map[string]string{}, Tokens: map[string]*api.Token{},
 		Pools: map[string]*api.PoolView{"ci": {Name: "ci", ResourceKind: "ClusterPool", Backend: "local", Phase: "Healthy", Ready: 2,
 			Policy: api.PoolPolicy{Mode: "fixed", TTL: "1h0m0s", MaxTTL: "24h0m0s", MaxExtensions: 2, WarmTarget: 2, MaxClusters: 4, QueueTimeout: "5m0s"}, Generation: 1}},
 		Heartbeats: map[string]int{}, Fail: map[string]Failure{}, polls: map[string]int{},
@@ -136,6 +138,13 @@ func (a *API) OnlyLease(t testing.TB) api.Lease {
 		return *l
 	}
 	return api.Lease{}
+}
+
+// IdempotencyKey is the key the lease was created with ("" if none).
+func (a *API) IdempotencyKey(leaseID string) string {
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
+	return a.IdempotencyKeys[leaseID]
 }
 
 func fail(w http.ResponseWriter, status int, reason, msg, detail string) {
@@ -220,9 +229,9 @@ func (a *API) leases(w http.ResponseWriter, r *http.Request, rest []string, body
 			return
 		}
 		if req.IdempotencyKey != "" {
-			for _, l := range a.Leases {
-				if l.Metadata["_key"] == req.IdempotencyKey {
-					writeJSON(w, 200, l)
+			for id, key := range a.IdempotencyKeys {
+				if key == req.IdempotencyKey {
+					writeJSON(w, 200, a.Leases[id])
 					return
 				}
 			}
@@ -248,10 +257,7 @@ func (a *API) leases(w http.ResponseWriter, r *http.Request, rest []string, body
 		l := &api.Lease{ID: fmt.Sprintf("lease-%04d", a.seq), ResourceKind: "Cluster", Phase: "Pending", Profile: req.Pool, Pool: req.Pool,
 			EffectiveTTL: ttl, QueuePosition: a.QueuePosition, Alias: req.Alias, Metadata: req.Metadata, Owner: "tester", CreatedAt: now}
 		if req.IdempotencyKey != "" {
-			if l.Metadata == nil {
-				l.Metadata = map[string]string{}
-			}
-			l.Metadata["_key"] = req.IdempotencyKey
+			a.IdempotencyKeys[l.ID] = req.IdempotencyKey
 		}
 		a.Leases[l.ID] = l
 		writeJSON(w, 202, l)

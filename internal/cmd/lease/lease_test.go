@@ -151,6 +151,7 @@ func TestCreateWithoutWaitPrintsThePendingLease(t *testing.T) {
 	assert.Regexp(t, `Phase:\s+Pending \(queued #2 in pool ci\)`, out)
 	assert.Regexp(t, `Metadata:\s+job=42`, out)
 	l := e.api.OnlyLease(t)
+	assert.Regexp(t, `^kobe-client-[0-9a-f]{32}$`, e.api.IdempotencyKey(l.ID), "without --idempotency-key the client sends its own")
 	assert.Equal(t, "2h0m0s", l.EffectiveTTL)
 	assert.Equal(t, "e2e", l.Alias)
 	assert.Equal(t, []string{"POST /v1/leases"}, e.api.Seen())

@@ -129,7 +129,7 @@ func TestRunPassesTheExitCodeReleasesAndCleansUp(t *testing.T) {
 	assert.Equal(t, cmdtest.Kubeconfig(l.ID)+"id="+l.ID+" pool=ci\n600\n", lines[1])
 	assert.Equal(t, "Released", l.Phase)
 	assert.Equal(t, "30m0s", l.EffectiveTTL)
-	assert.True(t, strings.HasPrefix(l.Metadata["_key"], "run-"), "kobe run always sends an idempotency key")
+	assert.True(t, strings.HasPrefix(e.api.IdempotencyKey(l.ID), "run-"), "kobe run always sends an idempotency key")
 	_, err = os.Stat(kubeconfig)
 	assert.True(t, os.IsNotExist(err), "the kubeconfig is removed")
 	_, err = os.Stat(filepath.Dir(kubeconfig))
