@@ -82,6 +82,8 @@ type LeaseView struct {
 	// ClaimedAt is when the lease asked its pool; AssignmentSeq the pool's order of assignment.
 	ClaimedAt     time.Time `json:"claimedAt"`
 	AssignmentSeq int64     `json:"assignmentSeq,omitempty"`
+	// Conditions are observations about the lease, such as its instance failing health checks.
+	Conditions []LeaseCondition `json:"conditions,omitempty"`
 }
 
 // ExtendRequest adds By to the lease's expiry.

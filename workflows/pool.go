@@ -147,6 +147,10 @@ type PoolStatus struct {
 	Leased   int    `json:"leased"`
 	Creating int    `json:"creating"`
 	Deleting int    `json:"deleting"`
+	// Unhealthy counts Ready or Leased members whose last health check failed.
+	Unhealthy int `json:"unhealthy"`
+	// Quarantined counts members whose teardown kept failing.
+	Quarantined int `json:"quarantined"`
 	// Outdated counts Ready members made from an older spec, waiting to be rolled.
 	Outdated   int   `json:"outdated"`
 	Generation int64 `json:"generation"`
