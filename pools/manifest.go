@@ -268,7 +268,18 @@ type Policy struct {
 	MaxRecycling          int
 	MaxSurge              int
 	MinReadyDuringUpgrade int
+	// Health of Ready and Leased members (spec.healthCheck): checked every HealthCheckInterval;
+	// HealthFailureThreshold failures in a row recycle a Ready member. Zero in policies written
+	// before health checks existed: the pool then uses the defaults.
+	HealthCheckInterval    time.Duration
+	HealthFailureThreshold int
 }
+
+// Defaults of spec.healthCheck (upstream's).
+const (
+	DefaultHealthCheckInterval    = 30 * time.Second
+	DefaultHealthFailureThreshold = 3
+)
 
 // Limits that keep a typo from asking for something absurd.
 const (
@@ -427,6 +438,25 @@ func (p *ClusterPool) Validate() (Policy, error) {
 	}
 	if pol.MinReadyDuringUpgrade > pol.WarmTarget {
 		return pol, fmt.Errorf("spec.upgradePolicy.minReadyDuringUpgrade: %d is more than the warm target %d", pol.MinReadyDuringUpgrade, pol.WarmTarget)
+	}
+	hc := s.HealthCheck
+	if hc == nil {
+		hc = &HealthCheck{}
+	}
+	// 0 means "the default", as upstream's omitted field does.
+	interval, err := intField("spec.healthCheck.intervalSeconds", &hc.IntervalSeconds, 0, 0, 3600)
+	if err != nil {
+		return pol, err
+	}
+	pol.HealthCheckInterval = DefaultHealthCheckInterval
+	if interval > 0 {
+		pol.HealthCheckInterval = time.Duration(interval) * time.Second
+	}
+	if pol.HealthFailureThreshold, err = intField("spec.healthCheck.failureThreshold", &hc.FailureThreshold, 0, 0, 100); err != nil {
+		return pol, err
+	}
+	if pol.HealthFailureThreshold == 0 {
+		pol.HealthFailureThreshold = DefaultHealthFailureThreshold
 	}
 	names := map[string]bool{}
 	for i, a := range s.Addons {

@@ -23,9 +23,14 @@ const (
 	InstancePhaseCreating = "Creating"
 	InstancePhaseReady    = "Ready"
 	InstancePhaseDeleting = "Deleting"
+	// InstancePhaseUnhealthy marks an instance that failed its pool's health checks.
+	InstancePhaseUnhealthy = "Unhealthy"
 	// InstancePhaseQuarantined marks an instance whose teardown keeps failing: visible, not forgotten.
 	InstancePhaseQuarantined = "Quarantined"
 )
+
+// teardownVersionReportsQuarantine: Teardown signals member-quarantined when it gives up.
+const teardownVersionReportsQuarantine = "teardown-reports-quarantine"
 
 // InstanceWorkflowID is the workflow id of an instance's provisioning.
 func InstanceWorkflowID(instanceID string) string { return "instance-" + instanceID }
@@ -217,8 +222,17 @@ type TeardownInput struct {
 // operators, never silently forgotten.
 func Teardown(ctx workflow.Context, in TeardownInput) error {
 	err := teardown(ctx, in.Backend, in.Spec, in.Placement)
-	if err == nil && in.NotifyPool != "" {
+	if in.NotifyPool == "" {
+		return err
+	}
+	if err == nil {
 		notifyPool(ctx, in.NotifyPool, SignalMemberGone, MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement})
+		return nil
+	}
+	// From this version on the pool hears of a teardown that gave up, and keeps the member as
+	// Quarantined instead of waiting for member-gone forever.
+	if workflow.GetVersion(ctx, teardownVersionReportsQuarantine, workflow.DefaultVersion, 1) >= 1 {
+		notifyPool(ctx, in.NotifyPool, SignalMemberQuarantined, MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement, Reason: err.Error()})
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"sort"
 	"time"
@@ -30,9 +31,11 @@ const (
 	SignalMemberReady = "member-ready" // MemberReport, from Provision
 	SignalMemberFail  = "member-failed"
 	SignalMemberGone  = "member-gone" // MemberReport, from Teardown
-	SignalApply       = "apply"       // pools.Policy: a new spec
-	SignalDeletePool  = "delete"      // drain and forget the pool
-	QueryPoolStatus   = "status"
+	// SignalMemberQuarantined: Teardown gave up deleting the member (MemberReport, Reason = why).
+	SignalMemberQuarantined = "member-quarantined"
+	SignalApply             = "apply"  // pools.Policy: a new spec
+	SignalDeletePool        = "delete" // drain and forget the pool
+	QueryPoolStatus         = "status"
 )
 
 // Signals a lease receives from its pool.
@@ -116,6 +119,15 @@ type Member struct {
 	Reason string `json:"reason,omitempty"`
 	// CancelRequested is set once a wedged creation was asked to stop.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
+	// HealthFailures counts the health checks failed in a row; HealthMessage says what the
+	// last failure was. A member with failures is not handed to a claim.
+	HealthFailures int    `json:"healthFailures,omitempty"`
+	HealthMessage  string `json:"healthMessage,omitempty"`
+	// Broken marks a Leased member that failed failureThreshold checks: its lease was told, and
+	// it no longer counts against maxClusters (see capacityUsed).
+	Broken bool `json:"broken,omitempty"`
+	// TeardownAttempts counts the teardowns started for it (each a workflow of its own id).
+	TeardownAttempts int `json:"teardownAttempts,omitempty"`
 }
 
 // PoolState is the whole state of a pool; it is the input of every continue-as-new run.
@@ -134,9 +146,20 @@ type PoolState struct {
 	// Draining is set by a delete: no new members, no claims served; the workflow ends once
 	// the last member is gone.
 	Draining bool `json:"draining,omitempty"`
-	// Assigned remembers every instance ever handed to a lease (bounded by continue-as-new
-	// carrying only live ones): an instance is bound at most once.
-	Assigned map[string]string `json:"assigned"`
+	// Assigned remembers the instance handed to each lease, so that a retried claim is not
+	// served twice; AssignedAt is when. At continue-as-new it is pruned to live leases plus
+	// assignedWindow (entries without a time predate the pruning and go unless live).
+	Assigned   map[string]string    `json:"assigned"`
+	AssignedAt map[string]time.Time `json:"assignedAt,omitempty"`
+	// Incarnation tells this pool's members from those of an earlier pool of the same name
+	// (deleted, then applied again): member ids are <pool>-<incarnation>-<seq>, so that their
+	// workflow ids never collide with closed workflows of the earlier pool.
+	Incarnation string `json:"incarnation,omitempty"`
+	// NextHealthCheckAt is when the members are checked next.
+	NextHealthCheckAt time.Time `json:"nextHealthCheckAt,omitempty"`
+	// ContinueAsNewAfter is the history length past which the run continues as new (0 means
+	// maxHistoryBeforeContinue); tests lower it.
+	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
 }
 
 // PoolStatus answers QueryPoolStatus (upstream field names).
@@ -175,6 +198,9 @@ type MemberSummary struct {
 	Host       string `json:"host,omitempty"`
 	Generation int64  `json:"generation"`
 	Reason     string `json:"reason,omitempty"`
+	// HealthFailures and HealthMessage: see Member.
+	HealthFailures int    `json:"healthFailures,omitempty"`
+	HealthMessage  string `json:"healthMessage,omitempty"`
 }
 
 // failingAfter consecutive failures the pool reports Failing (upstream: ≥ 3).
@@ -182,6 +208,10 @@ const failingAfter = 3
 
 // maxHistoryBeforeContinue keeps the entity's history bounded.
 const maxHistoryBeforeContinue = 5000
+
+// assignedWindow is how long an assignment is remembered after its lease is no longer
+// Leased: a claim retried within it is recognised and not served again.
+const assignedWindow = 15 * time.Minute
 
 // creatingGrace is how long past creatingTimeout the pool waits for a member's own Provision
 // to give up (its activities are bounded by creatingTimeout) before it cancels the creation.
@@ -195,6 +225,7 @@ const (
 	RecycleCreatingTimeout = "creating_timeout"
 	RecycleLeaseGone       = "lease_gone"
 	RecyclePoolDeleted     = "pool_deleted"
+	RecycleManual          = "manual" // an operator retried a quarantined member's teardown
 )
 
 // Versions of the pool's behaviour (workflow.GetVersion) so that runs recorded before a change
@@ -210,6 +241,13 @@ const (
 	// (found by the soak: an instance outlived its pool's deletion).
 	poolVersionCancelChange                    = "pool-cancel-reclaims"
 	poolVersionCancelReclaims workflow.Version = 1
+
+	// poolVersionHardenChange (issue 11): health checks of Ready and Leased members, nothing
+	// lost across continue-as-new (every channel drained, continue when suggested, Assigned
+	// pruned), Quarantined members, member ids unique across incarnations of a pool name,
+	// maxSurge honoured during a roll, member workflows that fail to start handled.
+	poolVersionHardenChange                  = "pool-hardening"
+	poolVersionHardened     workflow.Version = 1
 )
 
 // templateChanged says whether a new policy changes what a member is (and so makes existing
@@ -234,28 +272,28 @@ func Pool(ctx workflow.Context, st PoolState) error {
 	p := &poolRun{ctx: ctx, st: &st}
 	p.version = workflow.GetVersion(ctx, poolVersionChange, workflow.DefaultVersion, poolVersionRolling)
 	p.cancelReclaims = workflow.GetVersion(ctx, poolVersionCancelChange, workflow.DefaultVersion, poolVersionCancelReclaims) >= poolVersionCancelReclaims
+	p.hardened = workflow.GetVersion(ctx, poolVersionHardenChange, workflow.DefaultVersion, poolVersionHardened) >= poolVersionHardened
+	if p.hardened {
+		if st.AssignedAt == nil {
+			st.AssignedAt = map[string]time.Time{}
+		}
+		if st.Incarnation == "" {
+			// Random once per pool, recorded in history (a side effect), carried by every run.
+			var tag string
+			if err := workflow.SideEffect(ctx, func(workflow.Context) any {
+				return fmt.Sprintf("%08x", rand.Uint32())
+			}).Get(&tag); err != nil {
+				return err
+			}
+			st.Incarnation = tag
+		}
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryPoolStatus, func() (PoolStatus, error) { return p.status(), nil }); err != nil {
 		return err
 	}
 	claims := workflow.GetSignalChannel(ctx, SignalClaim)
-	cancels := workflow.GetSignalChannel(ctx, SignalCancelClaim)
-	releases := workflow.GetSignalChannel(ctx, SignalRelease)
-	ready := workflow.GetSignalChannel(ctx, SignalMemberReady)
-	failed := workflow.GetSignalChannel(ctx, SignalMemberFail)
-	gone := workflow.GetSignalChannel(ctx, SignalMemberGone)
-	apply := workflow.GetSignalChannel(ctx, SignalApply)
-	deletes := workflow.GetSignalChannel(ctx, SignalDeletePool)
-
-	for {
-		p.reconcile()
-		if st.Draining && len(st.Members) == 0 && p.version >= poolVersionRolling {
-			return p.forget()
-		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > maxHistoryBeforeContinue {
-			break
-		}
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(claims, func(c workflow.ReceiveChannel, _ bool) {
+	handlers := []signalHandler{
+		{claims, func(c workflow.ReceiveChannel) {
 			var r ClaimRequest
 			c.Receive(ctx, &r)
 			p.enqueue(r)
@@ -263,33 +301,33 @@ func Pool(ctx workflow.Context, st PoolState) error {
 			for p.version >= poolVersionRolling && c.ReceiveAsync(&r) {
 				p.enqueue(r)
 			}
-		})
-		sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
+		}},
+		{workflow.GetSignalChannel(ctx, SignalCancelClaim), func(c workflow.ReceiveChannel) {
 			var leaseID string
 			c.Receive(ctx, &leaseID)
 			p.dequeue(leaseID)
-		})
-		sel.AddReceive(releases, func(c workflow.ReceiveChannel, _ bool) {
+		}},
+		{workflow.GetSignalChannel(ctx, SignalRelease), func(c workflow.ReceiveChannel) {
 			var r ReleaseRequest
 			c.Receive(ctx, &r)
 			p.release(r)
-		})
-		sel.AddReceive(ready, func(c workflow.ReceiveChannel, _ bool) {
+		}},
+		{workflow.GetSignalChannel(ctx, SignalMemberReady), func(c workflow.ReceiveChannel) {
 			var r MemberReport
 			c.Receive(ctx, &r)
 			p.memberReady(r)
-		})
-		sel.AddReceive(failed, func(c workflow.ReceiveChannel, _ bool) {
+		}},
+		{workflow.GetSignalChannel(ctx, SignalMemberFail), func(c workflow.ReceiveChannel) {
 			var r MemberReport
 			c.Receive(ctx, &r)
 			p.memberFailed(r)
-		})
-		sel.AddReceive(gone, func(c workflow.ReceiveChannel, _ bool) {
+		}},
+		{workflow.GetSignalChannel(ctx, SignalMemberGone), func(c workflow.ReceiveChannel) {
 			var r MemberReport
 			c.Receive(ctx, &r)
 			delete(st.Members, r.InstanceID)
-		})
-		sel.AddReceive(apply, func(c workflow.ReceiveChannel, _ bool) {
+		}},
+		{workflow.GetSignalChannel(ctx, SignalApply), func(c workflow.ReceiveChannel) {
 			var pol pools.Policy
 			c.Receive(ctx, &pol)
 			if p.version < poolVersionRolling {
@@ -304,12 +342,53 @@ func Pool(ctx workflow.Context, st PoolState) error {
 			}
 			st.Policy = pol
 			st.Draining = false // applying a deleted pool again keeps it
-		})
-		if p.version >= poolVersionRolling {
-			sel.AddReceive(deletes, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				st.Draining = true
-			})
+		}},
+	}
+	if p.version >= poolVersionRolling {
+		handlers = append(handlers, signalHandler{workflow.GetSignalChannel(ctx, SignalDeletePool), func(c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			st.Draining = true
+		}})
+	}
+	if p.hardened {
+		handlers = append(handlers,
+			signalHandler{workflow.GetSignalChannel(ctx, SignalMemberQuarantined), func(c workflow.ReceiveChannel) {
+				var r MemberReport
+				c.Receive(ctx, &r)
+				p.memberQuarantined(r)
+			}},
+			signalHandler{workflow.GetSignalChannel(ctx, SignalRetryTeardown), func(c workflow.ReceiveChannel) {
+				var a MemberAction
+				c.Receive(ctx, &a)
+				p.retryTeardown(a)
+			}},
+			signalHandler{workflow.GetSignalChannel(ctx, SignalForgetMember), func(c workflow.ReceiveChannel) {
+				var a MemberAction
+				c.Receive(ctx, &a)
+				p.forgetMember(a)
+			}},
+		)
+	}
+
+	for {
+		p.reconcile()
+		if st.Draining && p.version >= poolVersionRolling && p.drained() {
+			return p.forget()
+		}
+		if p.hardened {
+			p.startHealthChecks()
+			if p.shouldContinueAsNew() {
+				break
+			}
+		} else if workflow.GetInfo(ctx).GetCurrentHistoryLength() > maxHistoryBeforeContinue {
+			break
+		}
+		sel := workflow.NewSelector(ctx)
+		for _, h := range handlers {
+			sel.AddReceive(h.ch, func(c workflow.ReceiveChannel, _ bool) { h.handle(c) })
+		}
+		for _, c := range p.checks {
+			sel.AddFuture(c.future, func(f workflow.Future) { p.healthChecked(c, f) })
 		}
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)
 		if wake := p.nextWake(); !wake.IsZero() {
@@ -328,15 +407,75 @@ func Pool(ctx workflow.Context, st PoolState) error {
 			return ctx.Err()
 		}
 	}
-	// Drain what arrived meanwhile so that no signal is lost across the new run.
-	for {
-		var r ClaimRequest
-		if !claims.ReceiveAsync(&r) {
-			break
+	if !p.hardened {
+		// Drain what arrived meanwhile so that no signal is lost across the new run.
+		for {
+			var r ClaimRequest
+			if !claims.ReceiveAsync(&r) {
+				break
+			}
+			p.enqueue(r)
 		}
-		p.enqueue(r)
+		return workflow.NewContinueAsNewError(ctx, PoolWorkflowName, st)
 	}
+	// Every signal already delivered is handled here, not dropped: a release or a member
+	// report lost at this point would leave a member Leased or Deleting for good.
+	for pending := true; pending; {
+		pending = false
+		for _, h := range handlers {
+			for h.ch.Len() > 0 {
+				h.handle(h.ch)
+				pending = true
+			}
+		}
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
+	p.pruneAssigned()
 	return workflow.NewContinueAsNewError(ctx, PoolWorkflowName, st)
+}
+
+// signalHandler is one signal channel of the pool and what it does with a message.
+type signalHandler struct {
+	ch     workflow.ReceiveChannel
+	handle func(workflow.ReceiveChannel)
+}
+
+// shouldContinueAsNew: the SDK suggests it (history size or length), or the history passed the
+// run's own threshold.
+func (p *poolRun) shouldContinueAsNew() bool {
+	info := workflow.GetInfo(p.ctx)
+	limit := p.st.ContinueAsNewAfter
+	if limit <= 0 {
+		limit = maxHistoryBeforeContinue
+	}
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > limit
+}
+
+// pruneAssigned keeps the assignments of live leases and the recent ones.
+func (p *poolRun) pruneAssigned() {
+	live := map[string]bool{}
+	for _, m := range p.st.Members {
+		if m.LeaseID != "" {
+			live[m.LeaseID] = true
+		}
+	}
+	now := p.now()
+	for lease := range p.st.Assigned {
+		at, ok := p.st.AssignedAt[lease]
+		if live[lease] || (ok && now.Sub(at) < assignedWindow) {
+			continue
+		}
+		delete(p.st.Assigned, lease)
+		delete(p.st.AssignedAt, lease)
+	}
+	for lease := range p.st.AssignedAt {
+		if _, ok := p.st.Assigned[lease]; !ok {
+			delete(p.st.AssignedAt, lease)
+		}
+	}
 }
 
 type poolRun struct {
@@ -345,6 +484,10 @@ type poolRun struct {
 	version workflow.Version
 	// cancelReclaims: see poolVersionCancelReclaims.
 	cancelReclaims bool
+	// hardened: see poolVersionHardened.
+	hardened bool
+	// checks are the health checks in flight, one per host queue.
+	checks []*healthCheck
 	// arrived holds the claims received since the last reconcile (served now = not queued).
 	arrived map[string]bool
 }
@@ -476,6 +619,9 @@ func (p *poolRun) reconcile() {
 		p.st.Queue = p.st.Queue[1:]
 		m.Phase, m.LeaseID, m.Since = MemberLeased, claim.LeaseID, now
 		p.st.Assigned[claim.LeaseID] = m.ID
+		if p.hardened {
+			p.st.AssignedAt[claim.LeaseID] = now
+		}
 		p.st.AssignSeq++
 		asg := Assignment{Seq: p.st.AssignSeq, InstanceID: m.ID, Backend: pol.Backend,
 			Placement: m.Placement, Endpoint: m.Endpoint, Queued: !p.arrived[claim.LeaseID]}
@@ -518,6 +664,12 @@ func (p *poolRun) reconcile() {
 
 	// Provision: warm target plus waiting claims, within maxClusters and the provision concurrency,
 	// unless backing off after failures.
+	if p.hardened {
+		p.provisionHardened(now)
+		p.scaleDown(now)
+		p.rollOutdated()
+		return
+	}
 	creating := p.count(MemberCreating)
 	total := len(p.st.Members)
 	ready := p.count(MemberReady)
@@ -538,7 +690,59 @@ func (p *poolRun) reconcile() {
 		total++
 	}
 
-	// Scale down: Ready members above the warm target, idle for scaleDownAfter, when nobody waits.
+	p.scaleDown(now)
+	if p.version >= poolVersionRolling {
+		p.rollOutdated()
+	}
+}
+
+// provisionHardened makes members for the warm target and the waiting claims. Members that
+// failed a health check and outdated ones do not count toward the target (replacements start
+// at once), but while a roll is under way at most maxSurge members exist beyond what the
+// target and the claims need.
+func (p *poolRun) provisionHardened(now time.Time) {
+	pol := p.st.Policy
+	p.recycleWedged()
+	creating := p.count(MemberCreating)
+	healthy := p.healthyReady()
+	current := healthy - p.outdatedHealthyReady()
+	want := pol.WarmTarget + len(p.st.Queue) - current - creating
+	if p.outdatedReady() > 0 {
+		want = min(want, p.surgeRoom())
+	}
+	if now.Before(p.st.NextAttemptAt) || p.quarantineBlocks() {
+		want = 0
+	}
+	total := p.capacityUsed()
+	for want > 0 && creating < pol.MaxConcurrentProvisions && total < pol.MaxClusters {
+		p.provision()
+		want--
+		creating++
+		total++
+	}
+}
+
+// surgeRoom is how many more members a roll may create: maxSurge above the warm target and
+// the waiting claims, counting every healthy Ready member (outdated ones too) and creations.
+func (p *poolRun) surgeRoom() int {
+	pol := p.st.Policy
+	return pol.WarmTarget + len(p.st.Queue) + pol.MaxSurge - p.healthyReady() - p.count(MemberCreating)
+}
+
+func (p *poolRun) outdatedHealthyReady() int {
+	n := 0
+	for _, m := range p.st.Members {
+		if m.Phase == MemberReady && m.HealthFailures == 0 && p.outdated(m) {
+			n++
+		}
+	}
+	return n
+}
+
+// scaleDown tears down Ready members above the warm target, idle for scaleDownAfter, when
+// nobody waits.
+func (p *poolRun) scaleDown(now time.Time) {
+	pol := p.st.Policy
 	if len(p.st.Queue) == 0 {
 		excess := p.count(MemberReady) - pol.WarmTarget
 		for _, m := range p.sortedMembers() {
@@ -550,9 +754,6 @@ func (p *poolRun) reconcile() {
 				excess--
 			}
 		}
-	}
-	if p.version >= poolVersionRolling {
-		p.rollOutdated()
 	}
 }
 
@@ -614,7 +815,13 @@ func (p *poolRun) rollOutdated() {
 		}
 	}
 	floor := pol.MinReadyDuringUpgrade
-	if len(p.st.Members) >= pol.MaxClusters && p.count(MemberCreating) == 0 {
+	noRoom := len(p.st.Members) >= pol.MaxClusters
+	if p.hardened {
+		// No replacement can be made (maxClusters, or maxSurge used up): one below the floor,
+		// or the roll would never progress.
+		noRoom = p.capacityUsed() >= pol.MaxClusters || p.surgeRoom() <= 0
+	}
+	if noRoom && p.count(MemberCreating) == 0 {
 		floor = min(floor, max(pol.WarmTarget-1, 0))
 	}
 	for _, m := range p.sortedMembers() {
@@ -680,7 +887,7 @@ func (p *poolRun) nextReady() *Member {
 	}
 	var stale *Member
 	for _, m := range p.sortedMembers() {
-		if m.Phase != MemberReady {
+		if m.Phase != MemberReady || (p.hardened && m.HealthFailures > 0) {
 			continue
 		}
 		if !p.outdated(m) {
@@ -722,12 +929,23 @@ func (p *poolRun) nextWake() time.Time {
 			}
 		}
 	}
+	if p.hardened {
+		for _, m := range p.st.Members {
+			if checked(m) {
+				earliest(p.st.NextHealthCheckAt)
+				break
+			}
+		}
+	}
 	return t
 }
 
 func (p *poolRun) provision() {
 	p.st.Seq++
 	id := fmt.Sprintf("%s-%d", p.st.Policy.Name, p.st.Seq)
+	if p.hardened {
+		id = fmt.Sprintf("%s-%s-%d", p.st.Policy.Name, p.st.Incarnation, p.st.Seq)
+	}
 	p.st.Members[id] = &Member{ID: id, Phase: MemberCreating, Since: p.now(), Generation: p.st.Generation}
 	pol := p.st.Policy
 	in := ProvisionInput{
@@ -739,11 +957,23 @@ func (p *poolRun) provision() {
 		Addons:          pol.Addons,
 		Gates:           pol.Gates,
 	}
-	p.startChild(InstanceWorkflowID(id), ProvisionWorkflowName, in)
+	if err := p.startChild(InstanceWorkflowID(id), ProvisionWorkflowName, in); err != nil && p.hardened {
+		// Nothing was created: the member is dropped and it counts as a failed creation.
+		p.memberFailed(MemberReport{InstanceID: id, Reason: fmt.Sprintf("its Provision workflow did not start: %v", err)})
+	}
 }
 
 func (p *poolRun) teardown(m *Member, reason string) {
 	m.Phase, m.Since, m.Reason = MemberDeleting, p.now(), reason
+	id := "teardown-" + m.ID
+	if p.hardened {
+		// Each attempt is a workflow of its own: a retry after a quarantine is never refused as
+		// a duplicate of the failed one.
+		m.TeardownAttempts++
+		if m.TeardownAttempts > 1 {
+			id = fmt.Sprintf("teardown-%s-%d", m.ID, m.TeardownAttempts)
+		}
+	}
 	if p.version >= poolVersionRolling && reason != RecycleCreatingTimeout {
 		p.metrics().WithTags(map[string]string{"reason": reason}).Counter(MetricInstanceRecycles).Inc(1)
 	}
@@ -754,12 +984,15 @@ func (p *poolRun) teardown(m *Member, reason string) {
 		Placement:  m.Placement,
 		NotifyPool: PoolWorkflowID(pol.Name),
 	}
-	p.startChild("teardown-"+m.ID, TeardownWorkflowName, in)
+	if err := p.startChild(id, TeardownWorkflowName, in); err != nil && p.hardened {
+		// Left Deleting it would wait forever for a report that cannot come.
+		m.Phase, m.Reason = MemberQuarantined, fmt.Sprintf("its Teardown workflow did not start: %v", err)
+	}
 }
 
 // startChild starts a member workflow that outlives this run (continue-as-new, pool deletion):
 // it reports back by signal, not through its future.
-func (p *poolRun) startChild(id, name string, in any) {
+func (p *poolRun) startChild(id, name string, in any) error {
 	cctx := workflow.WithChildOptions(p.ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            id,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
@@ -769,9 +1002,11 @@ func (p *poolRun) startChild(id, name string, in any) {
 	f := workflow.ExecuteChildWorkflow(cctx, name, in)
 	// Wait only for the start, so that an id clash is seen; the result arrives by signal.
 	var started workflow.Execution
-	if err := f.GetChildWorkflowExecution().Get(p.ctx, &started); err != nil {
+	err := f.GetChildWorkflowExecution().Get(p.ctx, &started)
+	if err != nil {
 		workflow.GetLogger(p.ctx).Error("member workflow did not start", "id", id, "error", err)
 	}
+	return err
 }
 
 func (p *poolRun) signalLease(leaseID, signal string, arg any) error {
@@ -787,7 +1022,8 @@ func (p *poolRun) status() PoolStatus {
 	s := PoolStatus{
 		Name: pol.Name, Ready: p.count(MemberReady), Leased: p.count(MemberLeased), Creating: p.count(MemberCreating),
 		Deleting: p.count(MemberDeleting), Outdated: p.outdatedReady(), Generation: p.st.Generation,
-		QueueDepth: len(p.st.Queue), Queue: []string{},
+		Quarantined: p.count(MemberQuarantined),
+		QueueDepth:  len(p.st.Queue), Queue: []string{},
 		WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, ConsecutiveFailures: p.st.ConsecutiveFailures,
 		NextAttemptAt: p.st.NextAttemptAt, LastFailureReason: p.st.LastFailureReason,
 	}
@@ -800,7 +1036,10 @@ func (p *poolRun) status() PoolStatus {
 	s.Members = []MemberSummary{}
 	for _, m := range p.sortedMembers() {
 		s.Members = append(s.Members, MemberSummary{ID: m.ID, Phase: m.Phase, LeaseID: m.LeaseID, Host: m.Placement.HostID,
-			Generation: m.Generation, Reason: m.Reason})
+			Generation: m.Generation, Reason: m.Reason, HealthFailures: m.HealthFailures, HealthMessage: m.HealthMessage})
+		if (m.Phase == MemberReady || m.Phase == MemberLeased) && (m.HealthFailures > 0 || m.Broken) {
+			s.Unhealthy++
+		}
 		if m.Phase == MemberCreating && (s.OldestCreatingSince.IsZero() || m.Since.Before(s.OldestCreatingSince)) {
 			s.OldestCreatingSince = m.Since
 		}
@@ -822,4 +1061,210 @@ func (p *poolRun) status() PoolStatus {
 		s.Phase = PoolHealthy
 	}
 	return s
+}
+
+// drained says whether a deleted pool has nothing left to wait for: every member is gone, or
+// (from the hardened version on) Quarantined, which an operator handles after the pool is gone.
+func (p *poolRun) drained() bool {
+	if !p.hardened {
+		return len(p.st.Members) == 0
+	}
+	for _, m := range p.st.Members {
+		if m.Phase != MemberQuarantined {
+			return false
+		}
+	}
+	return true
+}
+
+// healthCheck is one CheckHealth activity in flight: the members of one host queue.
+type healthCheck struct {
+	queue  string
+	ids    []string
+	future workflow.Future
+}
+
+func (p *poolRun) healthInterval() time.Duration {
+	if d := p.st.Policy.HealthCheckInterval; d > 0 {
+		return d
+	}
+	return pools.DefaultHealthCheckInterval
+}
+
+func (p *poolRun) healthThreshold() int {
+	if n := p.st.Policy.HealthFailureThreshold; n > 0 {
+		return n
+	}
+	return pools.DefaultHealthFailureThreshold
+}
+
+// checked says whether a member's health is watched: Ready members, and Leased ones until they
+// are known broken (the lease was told; it holds the member until it ends).
+func checked(m *Member) bool {
+	return m.Phase == MemberReady || (m.Phase == MemberLeased && !m.Broken)
+}
+
+// startHealthChecks starts, when the time has come, one CheckHealth per host queue for the
+// members it holds. A queue whose previous check is still in flight is skipped this round.
+func (p *poolRun) startHealthChecks() {
+	now := p.now()
+	if now.Before(p.st.NextHealthCheckAt) {
+		return
+	}
+	p.st.NextHealthCheckAt = now.Add(p.healthInterval())
+	inFlight := map[string]bool{}
+	for _, c := range p.checks {
+		inFlight[c.queue] = true
+	}
+	byQueue := map[string][]string{}
+	var queues []string
+	for _, m := range p.sortedMembers() {
+		if !checked(m) || inFlight[m.Placement.TaskQueue] {
+			continue
+		}
+		q := m.Placement.TaskQueue
+		if _, ok := byQueue[q]; !ok {
+			queues = append(queues, q)
+		}
+		byQueue[q] = append(byQueue[q], m.ID)
+	}
+	var a *activities.Activities
+	for _, q := range queues {
+		ids := byQueue[q]
+		// One attempt, bounded by the interval: a check that cannot run (the host's worker is
+		// gone) counts as a failed check of each of its members, and the next round tries again.
+		ctx := workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
+			TaskQueue:              q,
+			ScheduleToCloseTimeout: max(p.healthInterval(), time.Duration(len(ids))*10*time.Second),
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		f := workflow.ExecuteActivity(ctx, a.CheckHealth, activities.HealthRequest{Backend: p.st.Policy.Backend, InstanceIDs: ids})
+		p.checks = append(p.checks, &healthCheck{queue: q, ids: ids, future: f})
+	}
+}
+
+// healthChecked acts on a finished check.
+func (p *poolRun) healthChecked(c *healthCheck, f workflow.Future) {
+	kept := p.checks[:0]
+	for _, o := range p.checks {
+		if o != c {
+			kept = append(kept, o)
+		}
+	}
+	p.checks = kept
+	var results []activities.HealthResult
+	if err := f.Get(p.ctx, &results); err != nil {
+		msg := fmt.Sprintf("the health check could not run on %s: %v", c.queue, err)
+		results = results[:0]
+		for _, id := range c.ids {
+			results = append(results, activities.HealthResult{InstanceID: id, Message: msg})
+		}
+	}
+	for _, r := range results {
+		m, ok := p.st.Members[r.InstanceID]
+		if !ok || !checked(m) {
+			continue // it changed meanwhile (leased, released, recycled)
+		}
+		result := "ok"
+		if !r.Healthy {
+			result = "failed"
+		}
+		p.metrics().WithTags(map[string]string{"result": result}).Counter(MetricHealthChecks).Inc(1)
+		if r.Healthy {
+			m.HealthFailures, m.HealthMessage = 0, ""
+			continue
+		}
+		m.HealthFailures++
+		m.HealthMessage = r.Message
+		if m.HealthFailures < p.healthThreshold() {
+			continue
+		}
+		p.memberBroken(m)
+	}
+}
+
+// memberBroken acts on a member that failed failureThreshold checks in a row: a Ready one is
+// recycled; a Leased one is reported to its lease and no longer counts against maxClusters,
+// so that the pool refills the capacity while the lease holder decides.
+func (p *poolRun) memberBroken(m *Member) {
+	msg := fmt.Sprintf("failed %d health checks in a row: %s", m.HealthFailures, m.HealthMessage)
+	p.recordInstanceAsync(m, InstancePhaseUnhealthy, msg)
+	if m.Phase == MemberReady {
+		p.teardown(m, RecycleHealthFailed)
+		return
+	}
+	m.Broken = true
+	report := HealthReport{InstanceID: m.ID, Reason: ReasonHealthFailed, Message: msg, Failures: m.HealthFailures, At: p.now()}
+	// A lease that already ended needs no report: its release brings the member back.
+	_ = p.signalLeaseAsync(m.LeaseID, SignalInstanceUnhealthy, report).Get(p.ctx, nil)
+}
+
+// recordInstanceAsync writes the member's row and its audit event, off the pool's path.
+func (p *poolRun) recordInstanceAsync(m *Member, phase, msg string) {
+	var a *activities.Activities
+	ctx := workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	})
+	rec := activities.InstanceRecord{ID: m.ID, Pool: p.st.Policy.Name, Backend: p.st.Policy.Backend, Host: m.Placement.HostID,
+		Phase: phase, Endpoint: m.Endpoint, Message: msg}
+	if m.LeaseID != "" && m.Phase == MemberLeased {
+		rec.Message = fmt.Sprintf("leased to %s: %s", m.LeaseID, msg)
+	}
+	workflow.ExecuteActivity(ctx, a.RecordInstance, rec)
+}
+
+// memberQuarantined: the member's teardown kept failing. It stays, visible and counted as
+// quarantined, until an operator retries the teardown or forgets it.
+func (p *poolRun) memberQuarantined(r MemberReport) {
+	m, ok := p.st.Members[r.InstanceID]
+	if !ok {
+		return
+	}
+	m.Phase, m.Since, m.Reason = MemberQuarantined, p.now(), r.Reason
+}
+
+func (p *poolRun) retryTeardown(a MemberAction) {
+	m, ok := p.st.Members[a.InstanceID]
+	if !ok || m.Phase != MemberQuarantined {
+		return
+	}
+	p.teardown(m, RecycleManual)
+}
+
+func (p *poolRun) forgetMember(a MemberAction) {
+	if m, ok := p.st.Members[a.InstanceID]; ok && m.Phase == MemberQuarantined {
+		delete(p.st.Members, a.InstanceID)
+	}
+}
+
+// capacityUsed is what counts against maxClusters: every member but the Quarantined ones (an
+// operator's matter; see quarantineBlocks) and the Leased ones known broken (their lease was
+// told and holds them until it ends).
+func (p *poolRun) capacityUsed() int {
+	n := 0
+	for _, m := range p.st.Members {
+		if m.Phase == MemberQuarantined || (m.Phase == MemberLeased && m.Broken) {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// quarantineBlocks stops new members once as many as maxClusters are Quarantined: a backend
+// that cannot delete must not leak without bound.
+func (p *poolRun) quarantineBlocks() bool {
+	return p.count(MemberQuarantined) >= p.st.Policy.MaxClusters
+}
+
+// healthyReady counts the Ready members a claim may get: no failed health check.
+func (p *poolRun) healthyReady() int {
+	n := 0
+	for _, m := range p.st.Members {
+		if m.Phase == MemberReady && m.HealthFailures == 0 {
+			n++
+		}
+	}
+	return n
 }

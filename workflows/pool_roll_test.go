@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,14 +74,14 @@ func TestPoolRollsOutdatedMembers(t *testing.T) {
 	}, 10*time.Second+100*time.Millisecond)
 	env.RegisterDelayedCallback(func() { during = status(t, env) }, 10*time.Second+200*time.Millisecond)
 	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 41*time.Second)
-	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, Incarnation: "t"})
 
 	require.Equal(t, 2, before.Ready)
 	assert.EqualValues(t, 0, knobOnly.Generation, "a TTL change does not make members outdated")
 	assert.Equal(t, 0, knobOnly.Outdated)
 	assert.EqualValues(t, 1, during.Generation)
 	assert.Equal(t, 2, during.Outdated, "both members are outdated")
-	assert.Equal(t, 2, during.Creating, "replacements are created first")
+	assert.Equal(t, 1, during.Creating, "a replacement is created first, maxSurge (1) at a time")
 	assert.Equal(t, 0, during.Deleting, "nothing is torn down before a replacement is Ready")
 	assert.GreaterOrEqual(t, minReadyDuringRoll, 2, "Ready never dropped below minReadyDuringUpgrade")
 	assert.False(t, sawDeletingWhileShort)
@@ -88,6 +89,53 @@ func TestPoolRollsOutdatedMembers(t *testing.T) {
 	assert.Equal(t, 0, final.Outdated)
 	for _, m := range final.Members {
 		assert.EqualValues(t, 1, m.Generation, "member %s is of the new spec", m.ID)
+	}
+}
+
+// upgradePolicy.maxSurge bounds how many members exist beyond the warm target during a roll:
+// 0 tears an outdated member down before its replacement is made, 2 makes two at once.
+func TestPoolRollHonoursMaxSurge(t *testing.T) {
+	for _, surge := range []int{0, 1, 2} {
+		t.Run(fmt.Sprintf("maxSurge=%d", surge), func(t *testing.T) {
+			pol := basePolicy()
+			pol.WarmTarget, pol.MaxClusters, pol.MaxConcurrentProvisions = 3, 6, 3
+			pol.MaxRecycling, pol.MaxSurge, pol.MinReadyDuringUpgrade = 1, surge, 3
+			env, _ := poolEnv(t, pol)
+			rolled := false
+			maxAbove, maxCreating := 0, 0
+			for i := 1; i <= 60; i++ {
+				env.RegisterDelayedCallback(func() {
+					st := status(t, env)
+					if rolled {
+						maxAbove = max(maxAbove, st.Ready+st.Creating-pol.WarmTarget)
+						maxCreating = max(maxCreating, st.Creating)
+					}
+					if ms := membersIn(st, workflows.MemberDeleting); len(ms) > 0 {
+						env.SignalWorkflow(workflows.SignalMemberGone, workflows.MemberReport{InstanceID: ms[0].ID})
+						return
+					}
+					if ms := membersIn(st, workflows.MemberCreating); len(ms) > 0 {
+						env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: ms[0].ID, Endpoint: "https://x"})
+					}
+				}, time.Duration(i)*time.Second)
+			}
+			env.RegisterDelayedCallback(func() {
+				upgraded := pol
+				upgraded.KubernetesVersion = "v1.38.0"
+				env.SignalWorkflow(workflows.SignalApply, upgraded)
+				rolled = true
+			}, 10*time.Second+100*time.Millisecond)
+			var final workflows.PoolStatus
+			env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 61*time.Second)
+			env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, Incarnation: "t"})
+
+			assert.LessOrEqual(t, maxAbove, surge, "never more than maxSurge members beyond the warm target")
+			if surge > 0 {
+				assert.Equal(t, surge, maxCreating, "maxSurge replacements at once")
+			}
+			assert.Equal(t, 3, final.Ready, "the roll completes")
+			assert.Equal(t, 0, final.Outdated, "the roll completes")
+		})
 	}
 }
 
@@ -106,20 +154,20 @@ func TestPoolCancelsWedgedCreation(t *testing.T) {
 	// What the real Provision does when cancelled: clean up, then report.
 	env.RegisterDelayedCallback(func() {
 		if len(cancelled) > 0 {
-			env.SignalWorkflow(workflows.SignalMemberFail, workflows.MemberReport{InstanceID: "p-1", Reason: "canceled"})
+			env.SignalWorkflow(workflows.SignalMemberFail, workflows.MemberReport{InstanceID: "p-t-1", Reason: "canceled"})
 		}
 	}, 3*time.Minute+5*time.Second)
 	var wedged, after workflows.PoolStatus
 	env.RegisterDelayedCallback(func() { wedged = status(t, env) }, 2*time.Minute+30*time.Second)
 	env.RegisterDelayedCallback(func() { after = status(t, env); env.CancelWorkflow() }, 3*time.Minute+20*time.Second)
-	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, Incarnation: "t"})
 
 	assert.Equal(t, 1, wedged.Creating, "not cancelled before creatingTimeout + grace")
-	assert.Equal(t, []string{workflows.InstanceWorkflowID("p-1")}, cancelled)
+	assert.Equal(t, []string{workflows.InstanceWorkflowID("p-t-1")}, cancelled)
 	assert.Equal(t, 1, after.ConsecutiveFailures)
 	assert.Contains(t, after.LastFailureReason, "creatingTimeout")
 	require.Len(t, after.Members, 1)
-	assert.Equal(t, "p-2", after.Members[0].ID, "a replacement after the backoff")
+	assert.Equal(t, "p-t-2", after.Members[0].ID, "a replacement after the backoff")
 }
 
 // Deleting a pool: Ready members are torn down at once, a leased one when its lease gives it
@@ -167,7 +215,7 @@ func TestPoolDeleteDrains(t *testing.T) {
 			env.SignalWorkflow(workflows.SignalMemberGone, workflows.MemberReport{InstanceID: st.Members[0].ID})
 		}
 	}, 7*time.Second)
-	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, Incarnation: "t"})
 
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError(), "the drained pool's workflow ends")

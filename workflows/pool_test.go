@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -8,9 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -30,6 +33,7 @@ func poolEnv(t *testing.T, pol pools.Policy) (*testsuite.TestWorkflowEnvironment
 	env.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
 	env.OnWorkflow(workflows.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(workflows.ProvisionResult{}, nil)
 	env.OnWorkflow(workflows.TeardownWorkflowName, mock.Anything, mock.Anything).Return(nil)
+	healthyMembers(env)
 	var out []sent
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", mock.Anything, mock.Anything).Return(
 		func(_, to, _, signal string, arg any) error {
@@ -37,6 +41,17 @@ func poolEnv(t *testing.T, pol pools.Policy) (*testsuite.TestWorkflowEnvironment
 			return nil
 		})
 	return env, &out
+}
+
+// healthyMembers answers every health check: all members are fine.
+func healthyMembers(env *testsuite.TestWorkflowEnvironment) {
+	env.RegisterActivityWithOptions(func(_ context.Context, req activities.HealthRequest) ([]activities.HealthResult, error) {
+		out := make([]activities.HealthResult, 0, len(req.InstanceIDs))
+		for _, id := range req.InstanceIDs {
+			out = append(out, activities.HealthResult{InstanceID: id, Healthy: true})
+		}
+		return out, nil
+	}, activity.RegisterOptions{Name: "CheckHealth"})
 }
 
 func status(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.PoolStatus {
@@ -93,7 +108,7 @@ func TestPoolBackoffGrowsToCapThenRecovers(t *testing.T) {
 	}
 	var final workflows.PoolStatus
 	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 301*time.Second)
-	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: basePolicy()})
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: basePolicy(), Incarnation: "t"})
 
 	// Each wait is measured 1 ms after the failure.
 	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
@@ -125,14 +140,14 @@ func TestPoolClaimQueue(t *testing.T) {
 	env.RegisterDelayedCallback(func() { queued = status(t, env) }, 4*time.Second)
 	// Members come up one by one.
 	for i, at := range []time.Duration{10 * time.Second, 20 * time.Second} {
-		id := []string{"p-1", "p-2"}[i]
+		id := []string{"p-t-1", "p-t-2"}[i]
 		env.RegisterDelayedCallback(func() {
 			env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: id, Endpoint: "https://" + id})
 		}, at)
 	}
 	var final workflows.PoolStatus
 	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 10*time.Minute)
-	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, Incarnation: "t"})
 
 	assert.Equal(t, []string{"lease-b", "lease-a", "lease-c"}, queued.Queue, "priority first, then age")
 	assert.Equal(t, 2, queued.Creating, "capacity for the waiting claims, within maxClusters")
@@ -150,7 +165,7 @@ func TestPoolClaimQueue(t *testing.T) {
 			assert.Equal(t, workflows.ReasonPoolExhausted, s.arg.(workflows.ClaimFailure).Reason)
 		}
 	}
-	assert.Equal(t, map[string]string{"p-1": "lease-b", "p-2": "lease-a"}, assigned)
+	assert.Equal(t, map[string]string{"p-t-1": "lease-b", "p-t-2": "lease-a"}, assigned)
 	assert.Equal(t, []string{"lease-c"}, failed)
 	assert.Equal(t, 2, final.Leased)
 	assert.LessOrEqual(t, len(final.Members), pol.MaxClusters)
@@ -166,6 +181,7 @@ func poolEnvRecordingTeardowns() (*testsuite.TestWorkflowEnvironment, *[]string)
 	env.RegisterWorkflowWithOptions(workflows.Provision, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
 	env.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
 	env.OnWorkflow(workflows.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(workflows.ProvisionResult{}, nil)
+	healthyMembers(env)
 	var tornDown []string
 	env.OnWorkflow(workflows.TeardownWorkflowName, mock.Anything, mock.Anything).Return(
 		func(_ workflow.Context, in workflows.TeardownInput) error {
@@ -181,15 +197,15 @@ func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
 	env, tornDown := poolEnvRecordingTeardowns()
 	env.OnSignalExternalWorkflow(mock.Anything, "lease-gone", "", mock.Anything, mock.Anything).Return(errors.New("workflow not found"))
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: "p-1", Endpoint: "https://x"})
+		env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: "p-t-1", Endpoint: "https://x"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(workflows.SignalClaim, workflows.ClaimRequest{LeaseID: "lease-gone", At: env.Now()})
 	}, 2*time.Second)
 	var st workflows.PoolStatus
 	env.RegisterDelayedCallback(func() { st = status(t, env); env.CancelWorkflow() }, time.Minute)
-	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
-	assert.Equal(t, []string{"p-1"}, *tornDown)
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, Incarnation: "t"})
+	assert.Equal(t, []string{"p-t-1"}, *tornDown)
 	assert.Equal(t, 0, st.Ready, "p-1 was not put back for another lease")
 }
 
@@ -202,7 +218,7 @@ func TestPoolTearsDownTheMemberOfACancelledClaim(t *testing.T) {
 	// The assignment signal is delivered: the lease was still running when it arrived.
 	env.OnSignalExternalWorkflow(mock.Anything, "lease-1", "", mock.Anything, mock.Anything).Return(nil)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: "p-1", Endpoint: "https://x"})
+		env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: "p-t-1", Endpoint: "https://x"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(workflows.SignalClaim, workflows.ClaimRequest{LeaseID: "lease-1", At: env.Now()})
@@ -215,8 +231,8 @@ func TestPoolTearsDownTheMemberOfACancelledClaim(t *testing.T) {
 	}, 3*time.Second)
 	var st workflows.PoolStatus
 	env.RegisterDelayedCallback(func() { st = status(t, env); env.CancelWorkflow() }, time.Minute)
-	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, Incarnation: "t"})
 	assert.Equal(t, 1, leased.Leased, "p-1 was assigned to lease-1")
-	assert.Equal(t, []string{"p-1"}, *tornDown, "the cancelled claim's member is torn down")
+	assert.Equal(t, []string{"p-t-1"}, *tornDown, "the cancelled claim's member is torn down")
 	assert.Equal(t, 0, st.Leased, "nothing stays leased to a finished lease")
 }

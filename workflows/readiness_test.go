@@ -125,7 +125,7 @@ func TestPoolPassesAddonsAndGatesToMembers(t *testing.T) {
 		})
 	env.OnWorkflow(workflows.TeardownWorkflowName, mock.Anything, mock.Anything).Return(nil)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
-	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	env.ExecuteWorkflow(workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, Incarnation: "t"})
 	require.NotEmpty(t, got)
 	assert.Equal(t, testAddons, got[0].Addons)
 	assert.Equal(t, testGates, got[0].Gates)
