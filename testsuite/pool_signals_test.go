@@ -1,0 +1,140 @@
+package testsuite_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kunobi-ninja/kobe/activities"
+	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+// memberWorker runs the real Pool and Lease workflows on a real Temporal server, with member
+// workflows and backend activities that succeed at once: what is under test is the pool's and
+// the leases' own bookkeeping, at a pace no real cluster allows.
+func memberWorker(t *testing.T, c client.Client, queue string) {
+	t.Helper()
+	w := sdkworker.New(c, queue, sdkworker.Options{})
+	w.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.Lease, workflow.RegisterOptions{Name: workflows.LeaseWorkflowName})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.ProvisionInput) (workflows.ProvisionResult, error) {
+		place := activities.HostAssignment{HostID: "h", TaskQueue: queue}
+		err := workflow.SignalExternalWorkflow(ctx, in.NotifyPool, "", workflows.SignalMemberReady,
+			workflows.MemberReport{InstanceID: in.Spec.ID, Placement: place, Endpoint: "https://" + in.Spec.ID}).Get(ctx, nil)
+		return workflows.ProvisionResult{Placement: place}, err
+	}, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.TeardownInput) error {
+		return workflow.SignalExternalWorkflow(ctx, in.NotifyPool, "", workflows.SignalMemberGone,
+			workflows.MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement}).Get(ctx, nil)
+	}, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
+	ok := func(name string, fn any) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	ok("RecordLease", func(context.Context, activities.LeaseRecord) error { return nil })
+	ok("IssueLeaseCredentials", func(context.Context, activities.LeaseCredentialRequest) error { return nil })
+	ok("RevokeLeaseCredentials", func(context.Context, activities.LeaseCredentialRequest) error { return nil })
+	ok("RecordInstance", func(context.Context, activities.InstanceRecord) error { return nil })
+	ok("ForgetPool", func(context.Context, string) error { return nil })
+	ok("CheckHealth", func(_ context.Context, req activities.HealthRequest) ([]activities.HealthResult, error) {
+		out := make([]activities.HealthResult, 0, len(req.InstanceIDs))
+		for _, id := range req.InstanceIDs {
+			out = append(out, activities.HealthResult{InstanceID: id, Healthy: true})
+		}
+		return out, nil
+	})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+}
+
+// A flood of leases, releases and member reports against a pool that continues as new every
+// few dozen events: no signal is lost across the runs. Before the fix the pool drained only
+// its claims before continuing, so a release or a member-gone that had arrived meanwhile was
+// dropped and its member stayed Leased or Deleting for good.
+func TestPoolLosesNothingAcrossContinueAsNew(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real Temporal server; skipped with -short")
+	}
+	tmp := testsuite.StartTemporal(t)
+	queue := "flood"
+	memberWorker(t, tmp.Client, queue)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	pol := poolPolicy(t, `apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: flood}
+spec:
+  size: 3
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+  scaling: {minReady: 3, maxClusters: 40}
+  maxConcurrentProvisions: 20
+`)
+	first, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("flood"), TaskQueue: queue},
+		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, ContinueAsNewAfter: 40})
+	require.NoError(t, err)
+
+	const leases = 60
+	var wg sync.WaitGroup
+	errs := make(chan error, leases)
+	for i := range leases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("lease-%02d", i)
+			run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
+				workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: id, Pool: "flood", Principal: "p",
+					TTL: time.Duration(1+i%3) * time.Second, MaxTTL: time.Hour, MaxExtensions: 2})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if i%2 == 0 { // half are released early, half expire
+				_ = tmp.Client.SignalWorkflow(ctx, id, "", workflows.SignalReleaseLease, nil)
+			}
+			var lv workflows.LeaseView
+			if err := run.Get(ctx, &lv); err != nil {
+				errs <- fmt.Errorf("%s: %w", id, err)
+				return
+			}
+			if lv.Phase != workflows.LeaseReleased && lv.Phase != workflows.LeaseExpired {
+				errs <- fmt.Errorf("%s ended %s (%s)", id, lv.Phase, lv.Reason)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	var st workflows.PoolStatus
+	require.Eventually(t, func() bool {
+		st = poolStatus(t, tmp.Client, "flood")
+		return st.Leased == 0 && st.Deleting == 0 && st.Creating == 0 && st.Ready == 3
+	}, 2*time.Minute, 200*time.Millisecond, "every member given back is gone and the pool is back at its size")
+	desc, err := tmp.Client.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID("flood"), "")
+	require.NoError(t, err)
+	assert.NotEqual(t, first.GetRunID(), desc.WorkflowExecutionInfo.Execution.RunId, "the pool continued as new")
+	runs := 0
+	resp, err := tmp.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default",
+		Query: fmt.Sprintf("WorkflowId = %q", workflows.PoolWorkflowID("flood"))})
+	if err == nil {
+		for _, e := range resp.Executions {
+			if e.Status == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+				runs++
+			}
+		}
+	}
+	t.Logf("%d leases; the pool continued as new %d times (visibility may lag); final: %+v", leases, runs, st)
+}
