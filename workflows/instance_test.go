@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -125,4 +126,23 @@ func TestTeardownThatKeepsFailingQuarantines(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Quarantined", row.Phase)
 	assert.Contains(t, string(row.Data), "process will not die")
+}
+
+// A teardown that gives up tells its pool (member-quarantined, with the reason), so the pool
+// keeps the member as Quarantined instead of waiting for member-gone forever.
+func TestTeardownThatKeepsFailingTellsThePool(t *testing.T) {
+	fb := &fakeBackend{created: map[string]bool{"i1": true}, deleteErr: errors.New("process will not die")}
+	env, _ := provisionEnv(t, fb)
+	var told []workflows.MemberReport
+	env.OnSignalExternalWorkflow(mock.Anything, "pool-p", "", workflows.SignalMemberQuarantined, mock.Anything).Return(
+		func(_, _, _, _ string, arg any) error {
+			told = append(told, arg.(workflows.MemberReport))
+			return nil
+		})
+	env.ExecuteWorkflow(workflows.TeardownWorkflowName, workflows.TeardownInput{Backend: "fake", Spec: spec,
+		Placement: activities.HostAssignment{HostID: "h1", TaskQueue: "kobe-host-h1"}, NotifyPool: "pool-p"})
+	require.Error(t, env.GetWorkflowError())
+	require.Len(t, told, 1)
+	assert.Equal(t, "i1", told[0].InstanceID)
+	assert.Contains(t, told[0].Reason, "process will not die")
 }
