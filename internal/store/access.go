@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 )
 
@@ -54,7 +55,8 @@ var ActiveLeasePhases = []string{"Pending", "Bound"}
 
 // AdmitLease checks the limits and records the lease (phase Pending) in one transaction, so
 // that concurrent requests cannot both pass a check that only one of them fits: writers are
-// serialised per role (an advisory lock on PostgreSQL, the single write lock on SQLite).
+// serialised per principal and per role (advisory locks on PostgreSQL, see admissionLocks; the
+// single write lock on SQLite).
 // A request repeating an idempotency key of the same principal returns the existing lease
 // (replayed = true) if its body hash matches, ErrIdempotencyConflict otherwise.
 func (s *sqlStore) AdmitLease(ctx context.Context, req AdmitRequest) (Lease, bool, error) {
@@ -68,10 +70,10 @@ func (s *sqlStore) AdmitLease(ctx context.Context, req AdmitRequest) (Lease, boo
 	}
 	defer func() { _ = tx.Rollback() }()
 	if s.driver == "postgres" {
-		h := fnv.New64a()
-		h.Write([]byte("kobe-admission:" + l.Role))
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
-			return Lease{}, false, err
+		for _, key := range admissionLocks(l.Principal, l.Role) {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
+				return Lease{}, false, err
+			}
 		}
 	}
 	q := func(query string, args ...any) *sql.Row { return tx.QueryRowContext(ctx, s.rebind(query), args...) }
@@ -135,6 +137,22 @@ func (s *sqlStore) AdmitLease(ctx context.Context, req AdmitRequest) (Lease, boo
 		return Lease{}, false, s.wrap(err)
 	}
 	return l, false, nil
+}
+
+// admissionLocks are the advisory locks an admission holds on PostgreSQL: one per principal
+// (its limit and its idempotency keys, whatever the role of the token that asks) and one per
+// role (the role's aggregate quota). They are taken in ascending order, so that two admissions
+// sharing both never wait for each other in a cycle. The role's key is the one earlier versions
+// used, so that a server of either version excludes the other during a rolling upgrade.
+func admissionLocks(principal, role string) []int64 {
+	key := func(s string) int64 {
+		h := fnv.New64a()
+		h.Write([]byte(s))
+		return int64(h.Sum64())
+	}
+	keys := []int64{key("kobe-admission-principal:" + principal), key("kobe-admission:" + role)}
+	slices.Sort(keys)
+	return keys
 }
 
 // ---- tokens ----

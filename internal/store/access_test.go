@@ -123,3 +123,58 @@ func testAdmissionBurst(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	assert.Len(t, active, 5)
 }
+
+// A principal holding tokens in two roles: 100 admissions started at once, half under each
+// role, with a per-principal limit of 3, admit exactly 3 (the limit is the principal's, whatever
+// the role of the token that asks). One burst races only at the boundary, so it is run for ten
+// principals: on a role-keyed lock about half of the bursts over-admit.
+func testAdmissionBurstTwoRoles(t *testing.T, s store.Store) {
+	const rounds, n, limit = 10, 100, 3
+	over := 0
+	for round := range rounds {
+		principal := fmt.Sprintf("both-roles-%d", round)
+		admitted, refused := admissionBurst(t, s, principal, n, limit)
+		active, err := s.ListLeases(context.Background(), store.LeaseFilter{Principal: principal, Phases: store.ActiveLeasePhases})
+		require.NoError(t, err)
+		assert.Len(t, active, admitted, "%s: admitted leases are active", principal)
+		assert.Equal(t, n, admitted+refused)
+		over += max(0, admitted-limit)
+		assert.Equal(t, limit, admitted, "%s: admitted of %d concurrent requests under two roles", principal, n)
+	}
+	assert.Zero(t, over, "leases admitted over the limit in %d bursts", rounds)
+}
+
+// admissionBurst asks for n leases of one principal at once, alternating two roles, and counts
+// the admitted and the refused (any other error fails the test).
+func admissionBurst(t *testing.T, s store.Store, principal string, n, limit int) (admitted, refused int) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	start := make(chan struct{})
+	var other []error
+	for i := range n {
+		role := []string{"ci", "dev"}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start // a barrier: every request asks at the same moment
+			_, _, err := s.AdmitLease(ctx, store.AdmitRequest{Lease: store.Lease{ID: fmt.Sprintf("lease-%s-%03d", principal, i),
+				Pool: "p", Principal: principal, Role: role, TTL: time.Hour}, MaxPerPrincipal: limit})
+			mu.Lock()
+			defer mu.Unlock()
+			var qe *store.QuotaError
+			switch {
+			case err == nil:
+				admitted++
+			case errors.As(err, &qe):
+				refused++
+			default:
+				other = append(other, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, other)
+	return admitted, refused
+}
