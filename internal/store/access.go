@@ -59,25 +59,31 @@ var ActiveLeasePhases = []string{"Pending", "Bound"}
 // single write lock on SQLite).
 // A request repeating an idempotency key of the same principal returns the existing lease
 // (replayed = true) if its body hash matches, ErrIdempotencyConflict otherwise.
-func (s *sqlStore) AdmitLease(ctx context.Context, req AdmitRequest) (Lease, bool, error) {
-	l := req.Lease
-	if l.ID == "" || l.Principal == "" {
+func (s *sqlStore) AdmitLease(ctx context.Context, req AdmitRequest) (lease Lease, replayed bool, err error) {
+	if req.Lease.ID == "" || req.Lease.Principal == "" {
 		return Lease{}, false, errors.New("lease id and principal are required")
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	err = s.inTx(ctx, func(t *sqlStore) error {
+		lease, replayed, err = t.admit(ctx, req)
+		return err
+	})
 	if err != nil {
-		return Lease{}, false, s.wrap(err)
+		return Lease{}, false, err
 	}
-	defer func() { _ = tx.Rollback() }()
+	return lease, replayed, nil
+}
+
+// admit is AdmitLease inside its transaction.
+func (s *sqlStore) admit(ctx context.Context, req AdmitRequest) (Lease, bool, error) {
+	l := req.Lease
 	if s.driver == "postgres" {
 		for _, key := range admissionLocks(l.Principal, l.Role) {
-			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
+			if _, err := s.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, key); err != nil {
 				return Lease{}, false, err
 			}
 		}
 	}
-	q := func(query string, args ...any) *sql.Row { return tx.QueryRowContext(ctx, s.rebind(query), args...) }
-
+	q := func(query string, args ...any) *sql.Row { return s.queryRow(ctx, query, args...) }
 	if l.IdempotencyKey != "" {
 		prev, err := scanLease(q(`SELECT `+leaseColumns+` FROM leases WHERE principal = ? AND idempotency_key = ?`, l.Principal, l.IdempotencyKey))
 		switch {
@@ -127,14 +133,11 @@ func (s *sqlStore) AdmitLease(ctx context.Context, req AdmitRequest) (Lease, boo
 	}
 	t := now()
 	l.Phase, l.CreatedAt, l.UpdatedAt = "Pending", t, t
-	if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO leases (id, pool, principal, phase, instance_id, alias, idempotency_key,
+	if _, err := s.exec(ctx, `INSERT INTO leases (id, pool, principal, phase, instance_id, alias, idempotency_key,
 			ttl_ms, expires_at, metadata, reason, role, request_hash, created_at, updated_at)
-		VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, '', ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, '', ?, ?, ?, ?)`,
 		l.ID, l.Pool, l.Principal, l.Phase, l.Alias, l.IdempotencyKey, l.TTL.Milliseconds(), meta, l.Role, l.RequestHash, t, t); err != nil {
-		return Lease{}, false, s.wrap(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Lease{}, false, s.wrap(err)
+		return Lease{}, false, err
 	}
 	return l, false, nil
 }

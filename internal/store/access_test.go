@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
+	kobetest "github.com/kunobi-ninja/kobe/testsuite"
 )
 
 func testTokens(t *testing.T, s store.Store) {
@@ -177,4 +178,95 @@ func admissionBurst(t *testing.T, s store.Store, principal string, n, limit int)
 	wg.Wait()
 	require.Empty(t, other)
 	return admitted, refused
+}
+
+// A change and its audit event are written together or not at all (InTx), on both engines:
+// with the audit log refusing inserts (a trigger in the database) every mutation fails and
+// leaves no row changed.
+func testAuditInTx(t *testing.T, s store.Store, dsn string) {
+	ctx := context.Background()
+	ev := func(action, target string) store.Event {
+		return store.Event{Actor: "ann", Action: action, Target: target, Result: "ok"}
+	}
+	audited := func(change func(tx store.Store) error, e store.Event) error {
+		return s.InTx(ctx, func(tx store.Store) error {
+			if err := change(tx); err != nil {
+				return err
+			}
+			_, err := tx.AppendEvent(ctx, e)
+			return err
+		})
+	}
+	require.NoError(t, s.UpsertPool(ctx, store.Pool{Name: "tx-pool", Backend: "local"}))
+	_, err := s.CreateToken(ctx, store.Token{ID: "tok-tx-old", Name: "old", Role: "ci", Principal: "ann", Hash: "h-tx-old"})
+	require.NoError(t, err)
+	before, err := s.ListEvents(ctx, store.EventFilter{})
+	require.NoError(t, err)
+
+	restore := kobetest.BreakAudit(t, dsn)
+	err = audited(func(tx store.Store) error {
+		_, err := tx.CreateToken(ctx, store.Token{ID: "tok-tx-new", Name: "new", Role: "ci", Principal: "ann", Hash: "h-tx-new"})
+		return err
+	}, ev("token.create", "tok-tx-new"))
+	assert.ErrorContains(t, err, kobetest.AuditDownMessage)
+	err = audited(func(tx store.Store) error { return tx.RevokeToken(ctx, "tok-tx-old") }, ev("token.revoke", "tok-tx-old"))
+	assert.ErrorContains(t, err, kobetest.AuditDownMessage)
+	err = audited(func(tx store.Store) error {
+		_, _, err := tx.AdmitLease(ctx, store.AdmitRequest{Lease: store.Lease{ID: "lease-tx", Pool: "tx-pool", Principal: "ann", Role: "ci"}})
+		return err
+	}, ev("lease.create", "lease-tx"))
+	assert.ErrorContains(t, err, kobetest.AuditDownMessage)
+	err = audited(func(tx store.Store) error { return tx.DeletePool(ctx, "tx-pool") }, ev("pool.delete", "tx-pool"))
+	assert.ErrorContains(t, err, kobetest.AuditDownMessage)
+	restore()
+
+	_, err = s.GetTokenByHash(ctx, "h-tx-new")
+	assert.ErrorIs(t, err, store.ErrNotFound, "no token without its token.create event")
+	old, err := s.GetTokenByHash(ctx, "h-tx-old")
+	require.NoError(t, err)
+	assert.True(t, old.RevokedAt.IsZero(), "no revocation without its token.revoke event")
+	_, err = s.GetLease(ctx, "lease-tx")
+	assert.ErrorIs(t, err, store.ErrNotFound, "no admission without its lease.create event")
+	_, err = s.GetPool(ctx, "tx-pool")
+	assert.NoError(t, err, "no pool deletion without its pool.delete event")
+	after, err := s.ListEvents(ctx, store.EventFilter{})
+	require.NoError(t, err)
+	assert.Len(t, after, len(before))
+
+	// With the log back, the same calls commit both. A nested InTx joins its transaction.
+	require.NoError(t, audited(func(tx store.Store) error {
+		return tx.InTx(ctx, func(inner store.Store) error { return inner.RevokeToken(ctx, "tok-tx-old") })
+	}, ev("token.revoke", "tok-tx-old")))
+	old, _ = s.GetTokenByHash(ctx, "h-tx-old")
+	assert.False(t, old.RevokedAt.IsZero())
+	revokes, err := s.ListEvents(ctx, store.EventFilter{Action: "token.revoke", Target: "tok-tx-old"})
+	require.NoError(t, err)
+	assert.Len(t, revokes, 1)
+
+	// A keyed event is written once, however many writers race to append it.
+	var wg sync.WaitGroup
+	ids := make([]int64, 20)
+	errs := make([]error, 20)
+	start := make(chan struct{})
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			e := ev("lease.bound", "lease-keyed")
+			e.Key = "lease.bound:lease-keyed"
+			got, err := s.AppendEvent(ctx, e)
+			ids[i], errs[i] = got.ID, err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range ids {
+		require.NoError(t, errs[i])
+		assert.Equal(t, ids[0], ids[i], "every writer gets the one event")
+	}
+	keyed, err := s.ListEvents(ctx, store.EventFilter{Target: "lease-keyed"})
+	require.NoError(t, err)
+	require.Len(t, keyed, 1)
+	assert.Equal(t, "lease.bound:lease-keyed", keyed[0].Key)
 }
