@@ -10,7 +10,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	kobetest "github.com/kunobi-ninja/kobe/testsuite"
+	kobetest "github.com/kunobi-ninja/kobe/testsuite/dbtest"
 )
 
 // The store projections of the workflows record a change and its audit event together: while

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
-	kobetest "github.com/kunobi-ninja/kobe/testsuite"
+	kobetest "github.com/kunobi-ninja/kobe/testsuite/dbtest"
 )
 
 func testTokens(t *testing.T, s store.Store) {

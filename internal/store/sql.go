@@ -480,7 +480,7 @@ func (s *sqlStore) AppendEvent(ctx context.Context, e Event) (Event, error) {
 		return Event{}, fmt.Errorf("audit event %s: neither written nor found", e.Key)
 	}
 	if err != nil {
-		return Event{}, fmt.Errorf("writing the audit event %s of %q: %w", e.Action, e.Target, s.wrap(err))
+		return Event{}, fmt.Errorf("%w (%s of %q): %w", ErrAuditWrite, e.Action, e.Target, s.wrap(err))
 	}
 	return e, nil
 }

@@ -15,6 +15,10 @@ import (
 // ErrNotFound is returned by Get* and Delete* for an id that does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrAuditWrite wraps the error of an audit event that could not be written. A mutation whose
+// event is written in its transaction fails with it and changes nothing.
+var ErrAuditWrite = errors.New("the audit event could not be written")
+
 // ErrAppendOnly is returned when something tries to change or remove an audit event.
 var ErrAppendOnly = errors.New("audit events are append-only")
 
