@@ -137,25 +137,34 @@ func (a *Activities) BackendDelete(ctx context.Context, req BackendRequest) erro
 	return b.Delete(ctx, req.Spec.ID)
 }
 
-// RecordInstance upserts the instance's row and appends an audit event for the transition.
+// RecordInstance upserts the instance's row and appends an audit event for the transition, in
+// one transaction: a row is never changed without its event.
 func (a *Activities) RecordInstance(ctx context.Context, r InstanceRecord) error {
 	data, _ := json.Marshal(map[string]string{"message": r.Message})
-	if err := a.Store.UpsertInstance(ctx, store.Instance{
-		ID: r.ID, Pool: r.Pool, Backend: r.Backend, Host: r.Host, Phase: r.Phase, Endpoint: r.Endpoint, Data: data,
-	}); err != nil {
+	return a.Store.InTx(ctx, func(tx store.Store) error {
+		if err := tx.UpsertInstance(ctx, store.Instance{
+			ID: r.ID, Pool: r.Pool, Backend: r.Backend, Host: r.Host, Phase: r.Phase, Endpoint: r.Endpoint, Data: data,
+		}); err != nil {
+			return err
+		}
+		_, err := tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance." + r.Phase, Target: r.ID, Pool: r.Pool,
+			Result: "ok", Detail: data})
 		return err
-	}
-	_, err := a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance." + r.Phase, Target: r.ID, Pool: r.Pool,
-		Result: "ok", Detail: data})
-	return err
+	})
 }
 
-// ForgetInstance removes the row of an instance that was deleted and verified gone.
+// ForgetInstance removes the row of an instance that was deleted and verified gone, and records
+// it, in one transaction (a retry after a success finds no row and writes no second event).
 func (a *Activities) ForgetInstance(ctx context.Context, id string) error {
-	err := a.Store.DeleteInstance(ctx, id)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	return a.Store.InTx(ctx, func(tx store.Store) error {
+		err := tx.DeleteInstance(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance.deleted", Target: id, Result: "ok"})
 		return err
-	}
-	_, err = a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance.deleted", Target: id, Result: "ok"})
-	return err
+	})
 }

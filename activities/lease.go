@@ -35,26 +35,32 @@ type LeaseCredentialRequest struct {
 }
 
 // RecordLease upserts the lease's row (keeping fields the workflow does not know, such as the
-// alias the API stored) and appends an audit event when the phase changes.
+// alias the API stored) and, when the phase changes, appends the audit event of the transition
+// in the same transaction: if the event cannot be written the row is not changed either, so the
+// activity's retry still sees the transition and records both. The event is keyed by the
+// transition, so that two attempts racing (a timed-out one still running) write it once.
 func (a *Activities) RecordLease(ctx context.Context, r LeaseRecord) error {
-	l, err := a.Store.GetLease(ctx, r.ID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	return a.Store.InTx(ctx, func(tx store.Store) error {
+		l, err := tx.GetLease(ctx, r.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		changed := l.Phase != r.Phase
+		l.ID, l.Pool, l.Phase, l.InstanceID, l.TTL, l.ExpiresAt, l.Reason = r.ID, r.Pool, r.Phase, r.InstanceID, r.TTL, r.ExpiresAt, r.Reason
+		if l.Principal == "" {
+			l.Principal = r.Principal
+		}
+		if err := tx.UpsertLease(ctx, l); err != nil {
+			return err
+		}
+		if !changed {
+			return nil
+		}
+		action := "lease." + strings.ToLower(r.Phase)
+		_, err = tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: action, Target: r.ID, Pool: r.Pool, Key: action + ":" + r.ID,
+			Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
 		return err
-	}
-	changed := l.Phase != r.Phase
-	l.ID, l.Pool, l.Phase, l.InstanceID, l.TTL, l.ExpiresAt, l.Reason = r.ID, r.Pool, r.Phase, r.InstanceID, r.TTL, r.ExpiresAt, r.Reason
-	if l.Principal == "" {
-		l.Principal = r.Principal
-	}
-	if err := a.Store.UpsertLease(ctx, l); err != nil {
-		return err
-	}
-	if !changed {
-		return nil
-	}
-	_, err = a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "lease." + strings.ToLower(r.Phase), Target: r.ID, Pool: r.Pool,
-		Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
-	return err
+	})
 }
 
 // IssueLeaseCredentials asks the backend for a kubeconfig for this lease expiring with it,

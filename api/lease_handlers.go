@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/workflows"
@@ -194,16 +196,31 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		maxExt = min(maxExt, *role.MaxExtensions)
 	}
 
-	lease, replayed, err := s.Store.AdmitLease(ctx, store.AdmitRequest{
-		Lease: store.Lease{ID: newID("lease-"), Pool: c.pool, Principal: p.Name, Role: p.Role, Alias: req.Alias,
-			IdempotencyKey: req.IdempotencyKey, RequestHash: c.requestHash(), TTL: ttl, Metadata: req.Metadata},
-		MaxPerPrincipal: role.MaxConcurrentLeases,
-		MaxPerRole:      role.Quota,
+	// The admission and its event are one transaction: no lease without its lease.create.
+	var lease store.Lease
+	var replayed bool
+	err = s.Store.InTx(ctx, func(tx store.Store) error {
+		var err error
+		lease, replayed, err = tx.AdmitLease(ctx, store.AdmitRequest{
+			Lease: store.Lease{ID: newID("lease-"), Pool: c.pool, Principal: p.Name, Role: p.Role, Alias: req.Alias,
+				IdempotencyKey: req.IdempotencyKey, RequestHash: c.requestHash(), TTL: ttl, Metadata: req.Metadata},
+			MaxPerPrincipal: role.MaxConcurrentLeases,
+			MaxPerRole:      role.Quota,
+		})
+		if err != nil || replayed {
+			return err
+		}
+		_, err = tx.AppendEvent(ctx, s.auditEvent(r, "lease.create", lease.ID, c.pool, "accepted",
+			map[string]any{"ttl": ttl.String(), "alias": req.Alias}))
+		return err
 	})
 	var qe *store.QuotaError
 	switch {
 	case errors.As(err, &qe):
-		s.audit(r, "lease.create", "", c.pool, "refused", map[string]any{"reason": ReasonQuotaExhausted, "scope": qe.Scope, "used": qe.Used, "limit": qe.Limit})
+		if err := s.audit(r, "lease.create", "", c.pool, "refused", map[string]any{"reason": ReasonQuotaExhausted, "scope": qe.Scope, "used": qe.Used, "limit": qe.Limit}); err != nil {
+			s.auditFailed(w, r, "recording the refusal of the lease", err)
+			return
+		}
 		writeError(w, http.StatusTooManyRequests, ReasonQuotaExhausted, "Quota exhausted", quotaDetail(qe))
 		return
 	case errors.Is(err, store.ErrIdempotencyConflict):
@@ -212,6 +229,9 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	case errors.Is(err, store.ErrAliasTaken):
 		writeError(w, http.StatusConflict, ReasonAliasTaken, "Alias taken", fmt.Sprintf("you hold an active lease named %q", req.Alias))
+		return
+	case errors.Is(err, store.ErrAuditWrite):
+		s.auditFailed(w, r, "admitting the lease", err)
 		return
 	case err != nil:
 		s.unavailable(w, r, "admitting the lease", err)
@@ -232,12 +252,20 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	if err := s.startLeaseSurely(ctx, in); err != nil {
 		// Nothing runs for this lease: record it Failed so that it does not hold quota.
 		lease.Phase, lease.Reason = workflows.LeaseFailed, ReasonBackendError
-		_ = s.Store.UpsertLease(context.WithoutCancel(ctx), lease)
-		s.audit(r, "lease.create", lease.ID, c.pool, "failed", map[string]any{"reason": ReasonBackendError})
+		wctx := context.WithoutCancel(ctx)
+		if ferr := s.Store.InTx(wctx, func(tx store.Store) error {
+			if err := tx.UpsertLease(wctx, lease); err != nil {
+				return err
+			}
+			_, err := tx.AppendEvent(wctx, s.auditEvent(r, "lease.create", lease.ID, c.pool, "failed", map[string]any{"reason": ReasonBackendError}))
+			return err
+		}); ferr != nil && s.Logger != nil {
+			s.Logger.Error("a lease whose workflow did not start stays Pending: recording it Failed failed",
+				zap.String("lease", lease.ID), zap.Error(ferr), zap.String("requestId", requestID(r)))
+		}
 		s.unavailable(w, r, "starting the lease", err)
 		return
 	}
-	s.audit(r, "lease.create", lease.ID, c.pool, "accepted", map[string]any{"ttl": ttl.String(), "alias": req.Alias})
 	view := s.storeView(lease)
 	view.QueuePosition = s.queuePosition(ctx, c.pool, lease.ID)
 	writeJSON(w, http.StatusAccepted, view)
@@ -486,13 +514,18 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, ReasonNotReady, "Lease not extendable", "the lease is "+l.Phase)
 		return
 	}
+	// The update cannot be taken back: its request is recorded first, its outcome after.
+	if err := s.audit(r, "lease.extend", l.ID, l.Pool, "requested", map[string]any{"by": by.String()}); err != nil {
+		s.auditFailed(w, r, "extending the lease", err)
+		return
+	}
 	var res workflows.ExtendResult
 	h, err := s.Temporal.UpdateWorkflow(r.Context(), clientUpdate(l.ID, workflows.UpdateExtend, workflows.ExtendRequest{By: by}))
 	if err == nil {
 		err = h.Get(r.Context(), &res)
 	}
 	if reason, rejected := workflows.IsExtendRejection(err); rejected {
-		s.audit(r, "lease.extend", l.ID, l.Pool, "refused", map[string]any{"reason": reason, "by": by.String()})
+		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "refused", map[string]any{"reason": reason, "by": by.String()})
 		status := http.StatusConflict
 		if reason == workflows.ReasonInvalidRequest {
 			status = http.StatusBadRequest
@@ -501,6 +534,7 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
+		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "failed", map[string]any{"by": by.String(), "error": err.Error()})
 		if isNotRunning(err) {
 			writeError(w, http.StatusConflict, ReasonNotReady, "Lease not extendable", "the lease has ended")
 			return
@@ -508,7 +542,7 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "extending the lease", err)
 		return
 	}
-	s.audit(r, "lease.extend", l.ID, l.Pool, "ok", map[string]any{"by": by.String(), "expiresAt": res.ExpiresAt})
+	s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "ok", map[string]any{"by": by.String(), "expiresAt": res.ExpiresAt})
 	writeJSON(w, http.StatusOK, ExtendResponse{ExpiresAt: res.ExpiresAt})
 }
 
@@ -529,12 +563,18 @@ func (s *Server) handleLeaseRelease(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// The signal cannot be taken back: the request is recorded first (the lease's own
+	// lease.released follows from the workflow).
+	if err := s.audit(r, "lease.release", l.ID, l.Pool, "requested", nil); err != nil {
+		s.auditFailed(w, r, "releasing the lease", err)
+		return
+	}
 	err := s.Temporal.SignalWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.SignalReleaseLease, nil)
 	if err != nil && !isNotRunning(err) {
+		s.auditOutcome(r, "lease.release", l.ID, l.Pool, "failed", map[string]any{"error": err.Error()})
 		s.unavailable(w, r, "releasing the lease", err)
 		return
 	}
-	s.audit(r, "lease.release", l.ID, l.Pool, "ok", nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -555,15 +595,44 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// audit appends an event for a request; a failure to audit is logged, not hidden.
-func (s *Server) audit(r *http.Request, action, target, pool, result string, detail map[string]any) {
-	p := principalOf(r)
-	raw, _ := json.Marshal(detail)
-	if detail == nil {
-		raw = nil
+// auditEvent is the audit event of a request.
+func (s *Server) auditEvent(r *http.Request, action, target, pool, result string, detail map[string]any) store.Event {
+	var raw json.RawMessage
+	if detail != nil {
+		raw, _ = json.Marshal(detail)
 	}
-	if _, err := s.Store.AppendEvent(context.WithoutCancel(r.Context()), store.Event{Actor: p.Name, Action: action, Target: target,
-		Pool: pool, Result: result, RequestID: requestID(r), Detail: raw}); err != nil && s.Logger != nil {
-		s.Logger.Error("audit event lost")
+	return store.Event{Actor: principalOf(r).Name, Action: action, Target: target, Pool: pool, Result: result,
+		RequestID: requestID(r), Detail: raw}
+}
+
+// audit appends a request's event on its own. A mutation that only the store makes writes its
+// event in the same transaction instead (InTx); audit is for what a transaction cannot hold: a
+// refusal, and the request for a change only a workflow makes (a signal or an update cannot be
+// taken back, so its event is written first, and a failure to write it means nothing is sent).
+// The caller fails the request when audit fails (auditFailed).
+func (s *Server) audit(r *http.Request, action, target, pool, result string, detail map[string]any) error {
+	_, err := s.Store.AppendEvent(context.WithoutCancel(r.Context()), s.auditEvent(r, action, target, pool, result, detail))
+	return err
+}
+
+// auditFailed answers a mutation that was not made because its audit event (or the change with
+// it) could not be written: 503 degraded with the cause, so that the caller retries.
+func (s *Server) auditFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if s.Logger != nil {
+		s.Logger.Error(what+": nothing was changed", zap.Error(err), zap.String("requestId", requestID(r)))
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, ReasonDegraded, "Service unavailable",
+		what+" failed, nothing was changed: "+err.Error())
+}
+
+// auditOutcome appends the event of the outcome of a change already made (whose request event
+// was written first): the answer must report what happened, so a failure here is logged with
+// everything the event held.
+func (s *Server) auditOutcome(r *http.Request, action, target, pool, result string, detail map[string]any) {
+	if err := s.audit(r, action, target, pool, result, detail); err != nil && s.Logger != nil {
+		s.Logger.Error("audit event of an outcome lost (its request event was written)", zap.String("action", action),
+			zap.String("target", target), zap.String("result", result), zap.Any("detail", detail),
+			zap.String("requestId", requestID(r)), zap.Error(err))
 	}
 }

@@ -140,15 +140,21 @@ func (s *Server) handlePoolPut(w http.ResponseWriter, r *http.Request) {
 	}
 	_, getErr := s.Store.GetPool(r.Context(), name)
 	created := errors.Is(getErr, store.ErrNotFound)
+	status, change := http.StatusOK, "update"
+	if created {
+		status, change = http.StatusCreated, "create"
+	}
+	// Applying signals the pool's workflow, which cannot be taken back: the request is
+	// recorded first, and a failure to record it means nothing is applied.
+	if err := s.audit(r, "pool.apply", name, name, "requested", map[string]any{"backend": m.Spec.Backend.Type, "change": change}); err != nil {
+		s.auditFailed(w, r, "applying the pool", err)
+		return
+	}
 	if err := EnsurePool(r.Context(), s.Temporal, s.Store, s.TaskQueue, m); err != nil {
+		s.auditOutcome(r, "pool.apply", name, name, "failed", map[string]any{"error": err.Error()})
 		s.unavailable(w, r, "applying the pool", err)
 		return
 	}
-	status, result := http.StatusOK, "updated"
-	if created {
-		status, result = http.StatusCreated, "created"
-	}
-	s.audit(r, "pool.apply", name, name, result, map[string]any{"backend": m.Spec.Backend.Type})
 	p, err := s.Store.GetPool(r.Context(), name)
 	if err != nil {
 		s.unavailable(w, r, "reading the pool", err)
@@ -168,21 +174,33 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "reading the pool", err)
 		return
 	}
+	// The delete signal cannot be taken back: the request is recorded first (the pool's own
+	// pool.deleted follows when it has drained).
+	if err := s.audit(r, "pool.delete", name, name, "requested", nil); err != nil {
+		s.auditFailed(w, r, "deleting the pool", err)
+		return
+	}
 	err := s.Temporal.SignalWorkflow(r.Context(), workflows.PoolWorkflowID(name), "", workflows.SignalDeletePool, nil)
 	if isNotRunning(err) {
-		// No workflow holds members: forget the pool at once.
-		if err := s.Store.DeletePool(r.Context(), name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		// No workflow holds members: forget the pool at once, with its event.
+		err := s.Store.InTx(r.Context(), func(tx store.Store) error {
+			if err := tx.DeletePool(r.Context(), name); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			_, err := tx.AppendEvent(r.Context(), s.auditEvent(r, "pool.delete", name, name, "deleted", nil))
+			return err
+		})
+		if err != nil {
 			s.unavailable(w, r, "deleting the pool", err)
 			return
 		}
-		s.audit(r, "pool.delete", name, name, "deleted", nil)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if err != nil {
+		s.auditOutcome(r, "pool.delete", name, name, "failed", map[string]any{"error": err.Error()})
 		s.unavailable(w, r, "deleting the pool", err)
 		return
 	}
-	s.audit(r, "pool.delete", name, name, "draining", nil)
 	w.WriteHeader(http.StatusAccepted)
 }

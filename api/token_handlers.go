@@ -68,17 +68,29 @@ func (s *Server) handleTokenCreate(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	t, err := CreateToken(r, s.Store, s.Policy, req)
+	// The token and its event are one transaction: no token without its token.create.
+	var t Token
+	err := s.Store.InTx(r.Context(), func(tx store.Store) error {
+		var err error
+		if t, err = CreateToken(r, tx, s.Policy, req); err != nil {
+			return err
+		}
+		_, err = tx.AppendEvent(r.Context(), s.auditEvent(r, "token.create", t.ID, "", "ok",
+			map[string]any{"name": t.Name, "role": t.Role, "principal": t.Principal}))
+		return err
+	})
 	var bad invalidInput
-	if errors.As(err, &bad) {
+	switch {
+	case errors.As(err, &bad):
 		badRequest(w, err.Error())
 		return
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrAuditWrite):
+		s.auditFailed(w, r, "creating the token", err)
+		return
+	case err != nil:
 		s.unavailable(w, r, "creating the token", err)
 		return
 	}
-	s.audit(r, "token.create", t.ID, "", "ok", map[string]any{"name": t.Name, "role": t.Role, "principal": t.Principal})
 	writeJSON(w, http.StatusCreated, t)
 }
 
@@ -97,16 +109,24 @@ func (s *Server) handleTokenList(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleTokenRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	err := s.Store.RevokeToken(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	err := s.Store.InTx(r.Context(), func(tx store.Store) error {
+		if err := tx.RevokeToken(r.Context(), id); err != nil {
+			return err
+		}
+		_, err := tx.AppendEvent(r.Context(), s.auditEvent(r, "token.revoke", id, "", "ok", nil))
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, ReasonNotFound, "Token not found", fmt.Sprintf("no token %q", id))
 		return
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrAuditWrite):
+		s.auditFailed(w, r, "revoking the token", err)
+		return
+	case err != nil:
 		s.unavailable(w, r, "revoking the token", err)
 		return
 	}
-	s.audit(r, "token.revoke", id, "", "ok", nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 

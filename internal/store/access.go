@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 )
 
@@ -54,28 +55,35 @@ var ActiveLeasePhases = []string{"Pending", "Bound"}
 
 // AdmitLease checks the limits and records the lease (phase Pending) in one transaction, so
 // that concurrent requests cannot both pass a check that only one of them fits: writers are
-// serialised per role (an advisory lock on PostgreSQL, the single write lock on SQLite).
+// serialised per principal and per role (advisory locks on PostgreSQL, see admissionLocks; the
+// single write lock on SQLite).
 // A request repeating an idempotency key of the same principal returns the existing lease
 // (replayed = true) if its body hash matches, ErrIdempotencyConflict otherwise.
-func (s *sqlStore) AdmitLease(ctx context.Context, req AdmitRequest) (Lease, bool, error) {
-	l := req.Lease
-	if l.ID == "" || l.Principal == "" {
+func (s *sqlStore) AdmitLease(ctx context.Context, req AdmitRequest) (lease Lease, replayed bool, err error) {
+	if req.Lease.ID == "" || req.Lease.Principal == "" {
 		return Lease{}, false, errors.New("lease id and principal are required")
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	err = s.inTx(ctx, func(t *sqlStore) error {
+		lease, replayed, err = t.admit(ctx, req)
+		return err
+	})
 	if err != nil {
-		return Lease{}, false, s.wrap(err)
+		return Lease{}, false, err
 	}
-	defer func() { _ = tx.Rollback() }()
+	return lease, replayed, nil
+}
+
+// admit is AdmitLease inside its transaction.
+func (s *sqlStore) admit(ctx context.Context, req AdmitRequest) (Lease, bool, error) {
+	l := req.Lease
 	if s.driver == "postgres" {
-		h := fnv.New64a()
-		h.Write([]byte("kobe-admission:" + l.Role))
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
-			return Lease{}, false, err
+		for _, key := range admissionLocks(l.Principal, l.Role) {
+			if _, err := s.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, key); err != nil {
+				return Lease{}, false, err
+			}
 		}
 	}
-	q := func(query string, args ...any) *sql.Row { return tx.QueryRowContext(ctx, s.rebind(query), args...) }
-
+	q := func(query string, args ...any) *sql.Row { return s.queryRow(ctx, query, args...) }
 	if l.IdempotencyKey != "" {
 		prev, err := scanLease(q(`SELECT `+leaseColumns+` FROM leases WHERE principal = ? AND idempotency_key = ?`, l.Principal, l.IdempotencyKey))
 		switch {
@@ -125,16 +133,29 @@ func (s *sqlStore) AdmitLease(ctx context.Context, req AdmitRequest) (Lease, boo
 	}
 	t := now()
 	l.Phase, l.CreatedAt, l.UpdatedAt = "Pending", t, t
-	if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO leases (id, pool, principal, phase, instance_id, alias, idempotency_key,
+	if _, err := s.exec(ctx, `INSERT INTO leases (id, pool, principal, phase, instance_id, alias, idempotency_key,
 			ttl_ms, expires_at, metadata, reason, role, request_hash, created_at, updated_at)
-		VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, '', ?, ?, ?, ?)`),
+		VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, '', ?, ?, ?, ?)`,
 		l.ID, l.Pool, l.Principal, l.Phase, l.Alias, l.IdempotencyKey, l.TTL.Milliseconds(), meta, l.Role, l.RequestHash, t, t); err != nil {
-		return Lease{}, false, s.wrap(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Lease{}, false, s.wrap(err)
+		return Lease{}, false, err
 	}
 	return l, false, nil
+}
+
+// admissionLocks are the advisory locks an admission holds on PostgreSQL: one per principal
+// (its limit and its idempotency keys, whatever the role of the token that asks) and one per
+// role (the role's aggregate quota). They are taken in ascending order, so that two admissions
+// sharing both never wait for each other in a cycle. The role's key is the one earlier versions
+// used, so that a server of either version excludes the other during a rolling upgrade.
+func admissionLocks(principal, role string) []int64 {
+	key := func(s string) int64 {
+		h := fnv.New64a()
+		h.Write([]byte(s))
+		return int64(h.Sum64())
+	}
+	keys := []int64{key("kobe-admission-principal:" + principal), key("kobe-admission:" + role)}
+	slices.Sort(keys)
+	return keys
 }
 
 // ---- tokens ----

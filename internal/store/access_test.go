@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
+	kobetest "github.com/kunobi-ninja/kobe/testsuite/dbtest"
 )
 
 func testTokens(t *testing.T, s store.Store) {
@@ -122,4 +123,150 @@ func testAdmissionBurst(t *testing.T, s store.Store) {
 	active, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "matrix", Phases: store.ActiveLeasePhases})
 	require.NoError(t, err)
 	assert.Len(t, active, 5)
+}
+
+// A principal holding tokens in two roles: 100 admissions started at once, half under each
+// role, with a per-principal limit of 3, admit exactly 3 (the limit is the principal's, whatever
+// the role of the token that asks). One burst races only at the boundary, so it is run for ten
+// principals: on a role-keyed lock about half of the bursts over-admit.
+func testAdmissionBurstTwoRoles(t *testing.T, s store.Store) {
+	const rounds, n, limit = 10, 100, 3
+	over := 0
+	for round := range rounds {
+		principal := fmt.Sprintf("both-roles-%d", round)
+		admitted, refused := admissionBurst(t, s, principal, n, limit)
+		active, err := s.ListLeases(context.Background(), store.LeaseFilter{Principal: principal, Phases: store.ActiveLeasePhases})
+		require.NoError(t, err)
+		assert.Len(t, active, admitted, "%s: admitted leases are active", principal)
+		assert.Equal(t, n, admitted+refused)
+		over += max(0, admitted-limit)
+		assert.Equal(t, limit, admitted, "%s: admitted of %d concurrent requests under two roles", principal, n)
+	}
+	assert.Zero(t, over, "leases admitted over the limit in %d bursts", rounds)
+}
+
+// admissionBurst asks for n leases of one principal at once, alternating two roles, and counts
+// the admitted and the refused (any other error fails the test).
+func admissionBurst(t *testing.T, s store.Store, principal string, n, limit int) (admitted, refused int) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	start := make(chan struct{})
+	var other []error
+	for i := range n {
+		role := []string{"ci", "dev"}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start // a barrier: every request asks at the same moment
+			_, _, err := s.AdmitLease(ctx, store.AdmitRequest{Lease: store.Lease{ID: fmt.Sprintf("lease-%s-%03d", principal, i),
+				Pool: "p", Principal: principal, Role: role, TTL: time.Hour}, MaxPerPrincipal: limit})
+			mu.Lock()
+			defer mu.Unlock()
+			var qe *store.QuotaError
+			switch {
+			case err == nil:
+				admitted++
+			case errors.As(err, &qe):
+				refused++
+			default:
+				other = append(other, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, other)
+	return admitted, refused
+}
+
+// A change and its audit event are written together or not at all (InTx), on both engines:
+// with the audit log refusing inserts (a trigger in the database) every mutation fails and
+// leaves no row changed.
+func testAuditInTx(t *testing.T, s store.Store, dsn string) {
+	ctx := context.Background()
+	ev := func(action, target string) store.Event {
+		return store.Event{Actor: "ann", Action: action, Target: target, Result: "ok"}
+	}
+	audited := func(change func(tx store.Store) error, e store.Event) error {
+		return s.InTx(ctx, func(tx store.Store) error {
+			if err := change(tx); err != nil {
+				return err
+			}
+			_, err := tx.AppendEvent(ctx, e)
+			return err
+		})
+	}
+	require.NoError(t, s.UpsertPool(ctx, store.Pool{Name: "tx-pool", Backend: "local"}))
+	_, err := s.CreateToken(ctx, store.Token{ID: "tok-tx-old", Name: "old", Role: "ci", Principal: "ann", Hash: "h-tx-old"})
+	require.NoError(t, err)
+	before, err := s.ListEvents(ctx, store.EventFilter{})
+	require.NoError(t, err)
+
+	restore := kobetest.BreakAudit(t, dsn)
+	err = audited(func(tx store.Store) error {
+		_, err := tx.CreateToken(ctx, store.Token{ID: "tok-tx-new", Name: "new", Role: "ci", Principal: "ann", Hash: "h-tx-new"})
+		return err
+	}, ev("token.create", "tok-tx-new"))
+	assert.ErrorContains(t, err, kobetest.AuditDownMessage)
+	err = audited(func(tx store.Store) error { return tx.RevokeToken(ctx, "tok-tx-old") }, ev("token.revoke", "tok-tx-old"))
+	assert.ErrorContains(t, err, kobetest.AuditDownMessage)
+	err = audited(func(tx store.Store) error {
+		_, _, err := tx.AdmitLease(ctx, store.AdmitRequest{Lease: store.Lease{ID: "lease-tx", Pool: "tx-pool", Principal: "ann", Role: "ci"}})
+		return err
+	}, ev("lease.create", "lease-tx"))
+	assert.ErrorContains(t, err, kobetest.AuditDownMessage)
+	err = audited(func(tx store.Store) error { return tx.DeletePool(ctx, "tx-pool") }, ev("pool.delete", "tx-pool"))
+	assert.ErrorContains(t, err, kobetest.AuditDownMessage)
+	restore()
+
+	_, err = s.GetTokenByHash(ctx, "h-tx-new")
+	assert.ErrorIs(t, err, store.ErrNotFound, "no token without its token.create event")
+	old, err := s.GetTokenByHash(ctx, "h-tx-old")
+	require.NoError(t, err)
+	assert.True(t, old.RevokedAt.IsZero(), "no revocation without its token.revoke event")
+	_, err = s.GetLease(ctx, "lease-tx")
+	assert.ErrorIs(t, err, store.ErrNotFound, "no admission without its lease.create event")
+	_, err = s.GetPool(ctx, "tx-pool")
+	assert.NoError(t, err, "no pool deletion without its pool.delete event")
+	after, err := s.ListEvents(ctx, store.EventFilter{})
+	require.NoError(t, err)
+	assert.Len(t, after, len(before))
+
+	// With the log back, the same calls commit both. A nested InTx joins its transaction.
+	require.NoError(t, audited(func(tx store.Store) error {
+		return tx.InTx(ctx, func(inner store.Store) error { return inner.RevokeToken(ctx, "tok-tx-old") })
+	}, ev("token.revoke", "tok-tx-old")))
+	old, _ = s.GetTokenByHash(ctx, "h-tx-old")
+	assert.False(t, old.RevokedAt.IsZero())
+	revokes, err := s.ListEvents(ctx, store.EventFilter{Action: "token.revoke", Target: "tok-tx-old"})
+	require.NoError(t, err)
+	assert.Len(t, revokes, 1)
+
+	// A keyed event is written once, however many writers race to append it.
+	var wg sync.WaitGroup
+	ids := make([]int64, 20)
+	errs := make([]error, 20)
+	start := make(chan struct{})
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			e := ev("lease.bound", "lease-keyed")
+			e.Key = "lease.bound:lease-keyed"
+			got, err := s.AppendEvent(ctx, e)
+			ids[i], errs[i] = got.ID, err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range ids {
+		require.NoError(t, errs[i])
+		assert.Equal(t, ids[0], ids[i], "every writer gets the one event")
+	}
+	keyed, err := s.ListEvents(ctx, store.EventFilter{Target: "lease-keyed"})
+	require.NoError(t, err)
+	require.Len(t, keyed, 1)
+	assert.Equal(t, "lease.bound:lease-keyed", keyed[0].Key)
 }

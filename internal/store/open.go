@@ -86,7 +86,7 @@ func openSQLite(path string) (*sqlStore, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store sqlite://%s: %v", path, err)
 	}
-	return &sqlStore{db: db, driver: "sqlite"}, nil
+	return newSQLStore(db, "sqlite"), nil
 }
 
 func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
@@ -102,7 +102,7 @@ func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store %s: cannot connect: %s", config.RedactDSN(url), oneLine(config.RedactDSNError(err, url)))
 	}
-	return &sqlStore{db: db, driver: "postgres"}, nil
+	return newSQLStore(db, "postgres"), nil
 }
 
 type migration struct {

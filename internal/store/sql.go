@@ -13,14 +13,56 @@ import (
 
 // sqlStore implements Store for both drivers. The SQL is written once with "?" placeholders;
 // rebind turns them into $1, $2… for PostgreSQL. Both engines accept INSERT … ON CONFLICT and RETURNING.
+//
+// A sqlStore is either the store itself (tx nil) or one transaction of it (see InTx): q is
+// whichever of the two runs its statements.
 type sqlStore struct {
 	db     *sql.DB
+	tx     *sql.Tx
+	q      querier
 	driver string
+}
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func newSQLStore(db *sql.DB, driver string) *sqlStore {
+	return &sqlStore{db: db, q: db, driver: driver}
 }
 
 func (s *sqlStore) Driver() string { return s.driver }
 
-func (s *sqlStore) Close() error { return s.db.Close() }
+func (s *sqlStore) Close() error {
+	if s.tx != nil {
+		return errors.New("store: Close called on a transaction; it ends when InTx's function returns")
+	}
+	return s.db.Close()
+}
+
+// InTx runs fn in one transaction: committed if fn returns nil, rolled back otherwise, and fn's
+// error is returned as it is. Inside a transaction, InTx joins it.
+func (s *sqlStore) InTx(ctx context.Context, fn func(tx Store) error) error {
+	return s.inTx(ctx, func(t *sqlStore) error { return fn(t) })
+}
+
+func (s *sqlStore) inTx(ctx context.Context, fn func(t *sqlStore) error) error {
+	if s.tx != nil {
+		return fn(s)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(&sqlStore{db: s.db, tx: tx, q: tx, driver: s.driver}); err != nil {
+		return err
+	}
+	return s.wrap(tx.Commit())
+}
 
 func (s *sqlStore) rebind(q string) string {
 	if s.driver != "postgres" {
@@ -40,17 +82,17 @@ func (s *sqlStore) rebind(q string) string {
 }
 
 func (s *sqlStore) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	res, err := s.db.ExecContext(ctx, s.rebind(q), args...)
+	res, err := s.q.ExecContext(ctx, s.rebind(q), args...)
 	return res, s.wrap(err)
 }
 
 func (s *sqlStore) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+	rows, err := s.q.QueryContext(ctx, s.rebind(q), args...)
 	return rows, s.wrap(err)
 }
 
 func (s *sqlStore) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return s.db.QueryRowContext(ctx, s.rebind(q), args...)
+	return s.q.QueryRowContext(ctx, s.rebind(q), args...)
 }
 
 // wrap maps the engines' "append-only" trigger errors to ErrAppendOnly.
@@ -422,11 +464,23 @@ func (s *sqlStore) AppendEvent(ctx context.Context, e Event) (Event, error) {
 	if len(e.Detail) == 0 {
 		e.Detail = json.RawMessage("{}")
 	}
-	err := s.queryRow(ctx, `INSERT INTO events (at, actor, action, target, result, request_id, detail, pool)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		e.Time, e.Actor, e.Action, e.Target, e.Result, e.RequestID, string(e.Detail), e.Pool).Scan(&e.ID)
+	err := s.queryRow(ctx, `INSERT INTO events (at, actor, action, target, result, request_id, detail, pool, dedup_key)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (dedup_key) WHERE dedup_key <> '' DO NOTHING RETURNING id`,
+		e.Time, e.Actor, e.Action, e.Target, e.Result, e.RequestID, string(e.Detail), e.Pool, e.Key).Scan(&e.ID)
+	if errors.Is(err, sql.ErrNoRows) && e.Key != "" {
+		// Written before, by an earlier attempt: that one is the event.
+		prev, err := s.ListEvents(ctx, EventFilter{Key: e.Key, Limit: 1})
+		if err != nil {
+			return Event{}, err
+		}
+		if len(prev) == 1 {
+			return prev[0], nil
+		}
+		return Event{}, fmt.Errorf("audit event %s: neither written nor found", e.Key)
+	}
 	if err != nil {
-		return Event{}, s.wrap(err)
+		return Event{}, fmt.Errorf("%w (%s of %q): %w", ErrAuditWrite, e.Action, e.Target, s.wrap(err))
 	}
 	return e, nil
 }
@@ -452,7 +506,10 @@ func (s *sqlStore) ListEvents(ctx context.Context, f EventFilter) ([]Event, erro
 	if f.Pool != "" {
 		where, args = append(where, "pool = ?"), append(args, f.Pool)
 	}
-	q := `SELECT id, at, actor, action, target, result, request_id, detail, pool FROM events` + whereClause(where) + ` ORDER BY id`
+	if f.Key != "" {
+		where, args = append(where, "dedup_key = ?"), append(args, f.Key)
+	}
+	q := `SELECT id, at, actor, action, target, result, request_id, detail, pool, dedup_key FROM events` + whereClause(where) + ` ORDER BY id`
 	if f.Limit > 0 {
 		q += ` LIMIT ` + strconv.Itoa(f.Limit)
 	}
@@ -466,7 +523,7 @@ func (s *sqlStore) ListEvents(ctx context.Context, f EventFilter) ([]Event, erro
 		var e Event
 		var at dbTime
 		var detail string
-		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Result, &e.RequestID, &detail, &e.Pool); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Result, &e.RequestID, &detail, &e.Pool, &e.Key); err != nil {
 			return nil, err
 		}
 		e.Time, e.Detail = at.t, json.RawMessage(detail)

@@ -15,6 +15,10 @@ import (
 // ErrNotFound is returned by Get* and Delete* for an id that does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrAuditWrite wraps the error of an audit event that could not be written. A mutation whose
+// event is written in its transaction fails with it and changes nothing.
+var ErrAuditWrite = errors.New("the audit event could not be written")
+
 // ErrAppendOnly is returned when something tries to change or remove an audit event.
 var ErrAppendOnly = errors.New("audit events are append-only")
 
@@ -96,6 +100,10 @@ type Event struct {
 	Detail    json.RawMessage
 	// Pool the event concerns, if any (for filtering).
 	Pool string
+	// Key, if set, names the transition the event records: an event with a key is written
+	// once, and appending it again returns the first (so that a retried activity that may have
+	// written it already writes it exactly once).
+	Key string
 }
 
 // InstanceFilter selects instances; empty fields match everything.
@@ -121,6 +129,7 @@ type EventFilter struct {
 	Action  string
 	Target  string
 	Pool    string
+	Key     string
 	Limit   int
 }
 
@@ -159,7 +168,15 @@ type Store interface {
 	ListQuotas(ctx context.Context) ([]Quota, error)
 	DeleteQuota(ctx context.Context, subject string) error
 
-	// AppendEvent records an audit event and returns it with its id and time set.
+	// InTx runs fn with a Store whose reads and writes all belong to one transaction: committed
+	// if fn returns nil, rolled back otherwise (fn's error is returned as it is). This is how a
+	// change and the audit event that records it are written together or not at all. fn must
+	// use only the Store it is given (on SQLite the transaction holds the write lock), and must
+	// not keep it. Inside a transaction, InTx joins it.
+	InTx(ctx context.Context, fn func(tx Store) error) error
+
+	// AppendEvent records an audit event and returns it with its id and time set (see
+	// Event.Key for idempotent appends).
 	AppendEvent(ctx context.Context, e Event) (Event, error)
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 

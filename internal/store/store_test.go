@@ -74,6 +74,8 @@ func TestStore(t *testing.T) {
 			t.Run("tokens", func(t *testing.T) { testTokens(t, s) })
 			t.Run("admission", func(t *testing.T) { testAdmission(t, s) })
 			t.Run("admission burst", func(t *testing.T) { testAdmissionBurst(t, s) })
+			t.Run("admission burst two roles", func(t *testing.T) { testAdmissionBurstTwoRoles(t, s) })
+			t.Run("audit in the same transaction", func(t *testing.T) { testAuditInTx(t, s, dsn) })
 			t.Run("concurrent writers", func(t *testing.T) { testConcurrent(t, s) })
 			t.Run("reopen keeps data and schema", func(t *testing.T) { testReopen(t, s, dsn) })
 		})
