@@ -148,7 +148,7 @@ func (s *Server) poolPolicy(ctx context.Context, name string) (pools.Policy, err
 	if err != nil {
 		return pools.Policy{}, fmt.Errorf("stored spec of pool %s: %w", name, err)
 	}
-	return m.Validate()
+	return m.ValidateStored()
 }
 
 func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
