@@ -415,6 +415,8 @@ func TestLeaseHeartbeatFloodContinuesAsNew(t *testing.T) {
 					resumed = append(resumed, next)
 				}
 			})
+			timers := 0
+			le.env.SetOnTimerScheduledListener(func(string, time.Duration) { timers++ })
 			le.env.RegisterDelayedCallback(func() {
 				require.NoError(t, le.env.SignalWorkflowByID("lease-1", workflows.SignalAssigned, workflows.Assignment{InstanceID: "i1", Backend: "fake",
 					Placement: activities.HostAssignment{HostID: "h1", TaskQueue: "kobe-host-h1"}, Endpoint: "https://fake"}))
@@ -446,7 +448,8 @@ func TestLeaseHeartbeatFloodContinuesAsNew(t *testing.T) {
 			var final workflows.LeaseView
 			require.NoError(t, le.env.GetWorkflowResult(&final))
 
-			t.Logf("%d heartbeats, %d runs", beats, runs)
+			t.Logf("%d heartbeats, %d runs, %d timers", beats, runs, timers)
+			assert.Less(t, timers, 4*runs+10, "a heartbeat re-arms no timer: timers come with runs, not heartbeats")
 			if !release {
 				assert.Equal(t, 10000, beats)
 			}
