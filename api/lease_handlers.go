@@ -150,7 +150,7 @@ func (s *Server) poolPolicy(ctx context.Context, name string) (pools.Policy, err
 	if err != nil {
 		return pools.Policy{}, fmt.Errorf("stored spec of pool %s: %w", name, err)
 	}
-	return m.Validate()
+	return m.ValidateStored()
 }
 
 func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
@@ -582,6 +582,22 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.ownLease(w, r)
 	if !ok {
 		return
+	}
+	// Only a lease with an idle timeout needs its heartbeats: signalling any other would grow its
+	// history for nothing. The lease's own view says whether it has one; when the lease cannot
+	// be asked, the heartbeat is sent, as it costs little.
+	if resp, err := s.Temporal.QueryWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.QueryLease); err == nil {
+		var lv workflows.LeaseView
+		if resp.Get(&lv) == nil {
+			switch {
+			case lv.Phase != workflows.LeasePending && lv.Phase != workflows.LeaseBound:
+				writeError(w, http.StatusGone, ReasonExpired, "Lease ended", "the lease is "+lv.Phase)
+				return
+			case lv.IdleTimeout == 0:
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
 	}
 	err := s.Temporal.SignalWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.SignalHeartbeat, nil)
 	if isNotRunning(err) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -45,7 +46,7 @@ type Duration string
 
 // Spec is the desired state of a pool.
 type Spec struct {
-	// Size is the fixed warm target (default 3); ignored when Scaling is set.
+	// Size is the fixed warm target (default 3); refused together with Scaling.
 	Size *int `json:"size,omitempty"`
 	// TTL is the default lease TTL (default 2h); MaxTTL the ceiling from bind time (default 24h).
 	TTL    Duration `json:"ttl,omitempty"`
@@ -58,16 +59,17 @@ type Spec struct {
 	Backend        Backend         `json:"backend"`
 	Cluster        Cluster         `json:"cluster"`
 	Addons         []Addon         `json:"addons,omitempty"`
-	Resources      *Resources      `json:"resources,omitempty"`
+	Resources      *Resources      `json:"resources,omitempty"` // upstream field, refused: not acted on yet
 	HealthCheck    *HealthCheck    `json:"healthCheck,omitempty"`
 	ReadinessGates []ReadinessGate `json:"readinessGates,omitempty"`
 	Scaling        *Scaling        `json:"scaling,omitempty"`
 	UpgradePolicy  *UpgradePolicy  `json:"upgradePolicy,omitempty"`
-	Diagnostics    json.RawMessage `json:"diagnostics,omitempty"` // upstream field, not acted on yet
-	Snapshot       json.RawMessage `json:"snapshot,omitempty"`    // upstream field, not acted on yet
+	Diagnostics    json.RawMessage `json:"diagnostics,omitempty"` // upstream field, refused: not acted on yet
+	Snapshot       json.RawMessage `json:"snapshot,omitempty"`    // upstream field, refused: not acted on yet
 }
 
-// Backend selects the runtime backend and carries its own section.
+// Backend selects the runtime backend and carries its own section (only spec.backend.local is
+// read by the backends compiled in; the others parse, and Validate refuses them).
 type Backend struct {
 	Type      string          `json:"type,omitempty"`
 	Local     json.RawMessage `json:"local,omitempty"`
@@ -77,7 +79,8 @@ type Backend struct {
 	VKobe     json.RawMessage `json:"vkobe,omitempty"`
 }
 
-// Cluster describes the Kubernetes cluster of every member.
+// Cluster describes the Kubernetes cluster of every member. Only Version is acted on; the other
+// upstream fields parse, and Validate refuses them.
 type Cluster struct {
 	Version     string          `json:"version,omitempty"`
 	Servers     *int            `json:"servers,omitempty"`
@@ -290,7 +293,14 @@ const (
 // Validate checks a parsed manifest and returns its resolved Policy. Errors name the field.
 // The backend's own section (e.g. spec.backend.local) is checked by the backend at provision
 // time; here only that the backend type is compiled in.
-func (p *ClusterPool) Validate() (Policy, error) {
+func (p *ClusterPool) Validate() (Policy, error) { return p.validate(true) }
+
+// ValidateStored is Validate for a spec the store already holds: a field that this version
+// refuses at apply (an earlier one accepted it, and ignored it) does not stop the pool's
+// leases; the next apply of that pool names it.
+func (p *ClusterPool) ValidateStored() (Policy, error) { return p.validate(false) }
+
+func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 	var pol Policy
 	if p.APIVersion != APIVersion {
 		return pol, fmt.Errorf("apiVersion: must be %s, got %q", APIVersion, p.APIVersion)
@@ -314,6 +324,11 @@ func (p *ClusterPool) Validate() (Policy, error) {
 	pol.KubernetesVersion = s.Cluster.Version
 	if pol.KubernetesVersion == "" {
 		return pol, errors.New("spec.cluster.version: required")
+	}
+	if refuse {
+		if err := refuseUnsupported(s); err != nil {
+			return pol, err
+		}
 	}
 
 	var err error
@@ -420,6 +435,15 @@ func (p *ClusterPool) Validate() (Policy, error) {
 				return pol, fmt.Errorf("%s.%s: required for a %s gate", field, r, g.Type)
 			}
 		}
+		// A field the gate's type does not read would be silently ignored.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"name", g.Name != ""}, {"namespace", g.Namespace != ""}, {"count", g.Count != 0}, {"url", g.URL != ""}, {"serviceAccount", g.ServiceAccount != ""}} {
+			if refuse && f.set && !slices.Contains(required, f.name) {
+				return pol, fmt.Errorf("%s.%s: not used by a %s gate", field, f.name, g.Type)
+			}
+		}
 	}
 	pol.Gates = s.ReadinessGates
 	up := s.UpgradePolicy
@@ -474,6 +498,37 @@ func (p *ClusterPool) Validate() (Policy, error) {
 	}
 	pol.Addons = s.Addons
 	return pol, nil
+}
+
+// refuseUnsupported refuses the fields this version parses (they are in the upstream shape)
+// but does not act on: a manifest means what it says, so a field that would be ignored is an
+// error naming it, until kobe implements it.
+func refuseUnsupported(s Spec) error {
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{
+		{"spec.resources", s.Resources != nil},
+		{"spec.diagnostics", len(s.Diagnostics) > 0},
+		{"spec.snapshot", len(s.Snapshot) > 0},
+		{"spec.backend.datastore", len(s.Backend.Datastore) > 0},
+		{"spec.backend.capi", len(s.Backend.CAPI) > 0},
+		{"spec.backend.vcluster", len(s.Backend.VCluster) > 0},
+		{"spec.backend.vkobe", len(s.Backend.VKobe) > 0},
+		{"spec.cluster.servers", s.Cluster.Servers != nil},
+		{"spec.cluster.agents", s.Cluster.Agents != nil},
+		{"spec.cluster.serverArgs", len(s.Cluster.ServerArgs) > 0},
+		{"spec.cluster.persistence", len(s.Cluster.Persistence) > 0},
+		{"spec.cluster.expose", len(s.Cluster.Expose) > 0},
+	} {
+		if f.set {
+			return fmt.Errorf("%s is not supported by this version of kobe", f.field)
+		}
+	}
+	if s.Size != nil && s.Scaling != nil {
+		return errors.New("spec.size: not used with spec.scaling (the warm target is spec.scaling.minReady)")
+	}
+	return nil
 }
 
 func parseDuration(field string, v Duration, def time.Duration) (time.Duration, error) {

@@ -117,3 +117,121 @@ func TestErrorsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+// A field this version parses but does not act on is refused at apply, by name, until kobe
+// implements it: a manifest means what it says.
+func TestUnsupportedFieldsAreRefused(t *testing.T) {
+	cases := map[string]struct{ spec, want string }{
+		"resources":          {"  resources:\n    limits: {cpu: \"2\"}\n", "spec.resources is not supported by this version of kobe"},
+		"diagnostics":        {"  diagnostics: {enabled: true}\n", "spec.diagnostics is not supported by this version of kobe"},
+		"snapshot":           {"  snapshot: {name: golden}\n", "spec.snapshot is not supported by this version of kobe"},
+		"empty resources":    {"  resources: {}\n", "spec.resources is not supported"},
+		"datastore":          {"", "spec.backend.datastore is not supported by this version of kobe"},
+		"capi section":       {"", "spec.backend.capi is not supported"},
+		"vcluster section":   {"", "spec.backend.vcluster is not supported"},
+		"vkobe section":      {"", "spec.backend.vkobe is not supported"},
+		"servers":            {"", "spec.cluster.servers is not supported by this version of kobe"},
+		"agents":             {"", "spec.cluster.agents is not supported"},
+		"serverArgs":         {"", "spec.cluster.serverArgs is not supported"},
+		"persistence":        {"", "spec.cluster.persistence is not supported"},
+		"expose":             {"", "spec.cluster.expose is not supported"},
+		"size with scaling":  {"  size: 3\n  scaling: {minReady: 1}\n", "spec.size: not used with spec.scaling"},
+		"gate field unused":  {"  readinessGates:\n  - type: NodesReady\n    count: 1\n    url: http://x\n", "spec.readinessGates[0].url: not used by a NodesReady gate"},
+		"gate name unused":   {"  readinessGates:\n  - type: URLHealthy\n    url: http://x\n    name: web\n", "spec.readinessGates[0].name: not used by a URLHealthy gate"},
+		"gate count unused":  {"  readinessGates:\n  - type: DNSHealthy\n    namespace: kube-system\n    count: 2\n", "spec.readinessGates[0].count: not used by a DNSHealthy gate"},
+		"sa on a deployment": {"  readinessGates:\n  - type: DeploymentReady\n    name: web\n    namespace: apps\n    serviceAccount: default\n", "spec.readinessGates[0].serviceAccount: not used"},
+	}
+	sections := map[string]string{ // fields inside spec.backend and spec.cluster
+		"datastore":        "    datastore: {secretRef: pg}\n",
+		"capi section":     "    capi: {infrastructureKind: DockerCluster}\n",
+		"vcluster section": "    vcluster: {chartVersion: \"\"}\n",
+		"vkobe section":    "    vkobe: {}\n",
+	}
+	clusterFields := map[string]string{
+		"servers":     "    servers: 1\n",
+		"agents":      "    agents: 2\n",
+		"serverArgs":  "    serverArgs: [--disable=traefik]\n",
+		"persistence": "    persistence: {size: 1Gi}\n",
+		"expose":      "    expose: {type: NodePort}\n",
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := base + tc.spec
+			if sec, ok := sections[name]; ok {
+				m = strings.Replace(m, "    type: local\n", "    type: local\n"+sec, 1)
+			}
+			if f, ok := clusterFields[name]; ok {
+				m = strings.Replace(m, "    version: v1.37.2\n", "    version: v1.37.2\n"+f, 1)
+			}
+			p, err := pools.Parse([]byte(m))
+			require.NoError(t, err, "the upstream shape parses")
+			_, err = p.Validate()
+			require.Error(t, err, m)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// The fields that are acted on, or that are informational, still apply.
+func TestSupportedFieldsApply(t *testing.T) {
+	for name, spec := range map[string]string{
+		"healthCheck":   "  healthCheck: {intervalSeconds: 10, failureThreshold: 2}\n",
+		"maxSurge":      "  upgradePolicy: {maxSurge: 2, maxRecycling: 1}\n",
+		"local section": "",
+		"gates":         "  readinessGates:\n  - {type: NodesReady, count: 1}\n  - {type: InClusterToken, namespace: default, serviceAccount: default}\n",
+		"addons":        "  addons:\n  - {name: ns, manifest: \"apiVersion: v1\\nkind: Namespace\\nmetadata: {name: x}\\n\"}\n",
+		"scaling":       "  scaling: {minReady: 1, maxClusters: 2}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := strings.Replace(base, "  name: dev\n", "  name: dev\n  labels: {team: ci}\n  annotations: {note: x}\n", 1) + spec
+			if name == "local section" {
+				m = strings.Replace(m, "    type: local\n", "    type: local\n    local: {}\n", 1)
+			}
+			m += "status: {ready: 2}\n"
+			p, err := pools.Parse([]byte(m))
+			require.NoError(t, err)
+			_, err = p.Validate()
+			assert.NoError(t, err, m)
+		})
+	}
+}
+
+// A spec stored before this version refused a field still resolves for its leases.
+func TestStoredSpecWithARefusedField(t *testing.T) {
+	p, err := pools.Parse([]byte(base + "  resources:\n    limits: {cpu: \"2\"}\n  readinessGates:\n  - {type: NodesReady, count: 1, url: \"http://x\"}\n"))
+	require.NoError(t, err)
+	_, err = p.Validate()
+	require.ErrorContains(t, err, "spec.resources is not supported")
+	pol, err := p.ValidateStored()
+	require.NoError(t, err)
+	assert.Equal(t, 3, pol.WarmTarget)
+}
+
+// What the upstream examples would meet once their backend type is compiled in: the fields
+// their backend would need are refused by name (here under the local backend, the only one).
+func TestUpstreamExamplesUnsupportedFields(t *testing.T) {
+	want := map[string]string{
+		"capi-docker.yaml":         "spec.backend.capi is not supported",
+		"ci-k3s.yaml":              "spec.cluster.servers is not supported",
+		"golden-k3s-postgres.yaml": "spec.backend.datastore is not supported",
+		"vcluster.yaml":            "spec.backend.vcluster is not supported",
+		"k0s.yaml":                 "",
+		"dev-local.yaml":           "",
+	}
+	files, err := filepath.Glob("testdata/upstream/*.yaml")
+	require.NoError(t, err)
+	require.Len(t, files, len(want))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		p, err := pools.Parse(data)
+		require.NoError(t, err, f)
+		p.Spec.Backend.Type = "local"
+		_, err = p.Validate()
+		if w := want[filepath.Base(f)]; w == "" {
+			assert.NoError(t, err, f)
+		} else {
+			assert.ErrorContains(t, err, w, f)
+		}
+	}
+}

@@ -17,6 +17,8 @@ const (
 	MetricInstanceCreates = "kobe_instance_creates_total"
 	// MetricInstanceRecycles counts members torn down, by reason.
 	MetricInstanceRecycles = "kobe_instance_recycles_total"
+	// MetricLeaseInstanceUnhealthy counts Bound leases whose instance failed its health checks.
+	MetricLeaseInstanceUnhealthy = "kobe_lease_instance_unhealthy_total"
 )
 
 type metricsHandler = client.MetricsHandler

@@ -70,8 +70,8 @@ func NewCmdRun(f *factory.Factory, runF func(*Options) error) *cobra.Command {
 private temporary kubeconfig (KOBE_LEASE_ID and KOBE_LEASE_POOL are set too). stdin, stdout
 and stderr are CMD's. While CMD runs, kobe keeps the lease alive: it extends it shortly before
 it expires, as long as the pool's extension budget and maxTtl allow (a warning says when they
-no longer do), and sends heartbeats (with --idle-timeout, a lease whose kobe run died ends
-after that long without one).
+no longer do), and, with --idle-timeout, sends heartbeats (a lease whose kobe run died ends
+after that long without one; without --idle-timeout, no heartbeats are sent).
 
 When CMD exits, or on SIGINT/SIGTERM (passed on to CMD, which is waited for), the lease is
 released and the kubeconfig removed. kobe run exits with CMD's exit code (128+N if a signal N
@@ -356,7 +356,7 @@ wait:
 }
 
 // keepAlive extends the lease shortly before it expires, while the pool allows it, and sends
-// heartbeats, until ctx ends.
+// heartbeats when the lease has an idle timeout (no other lease needs them), until ctx ends.
 func keepAlive(ctx context.Context, c *api.Client, l api.Lease, opts *Options, warn func(string, ...any)) {
 	ttl, err := time.ParseDuration(l.EffectiveTTL)
 	if err != nil || ttl <= 0 {
@@ -369,12 +369,10 @@ func keepAlive(ctx context.Context, c *api.Client, l api.Lease, opts *Options, w
 	if before <= 0 {
 		before = min(max(ttl/5, 10*time.Second), 5*time.Minute)
 	}
+	heartbeating := opts.IdleTimeout > 0
 	every := opts.HeartbeatEvery
 	if every <= 0 {
-		every = time.Minute
-		if opts.IdleTimeout > 0 {
-			every = min(max(opts.IdleTimeout/3, time.Second), time.Minute)
-		}
+		every = min(max(opts.IdleTimeout/3, time.Second), time.Minute)
 	}
 	// The expiry as the API gives it; without one, estimated from the bind time (or now).
 	var expires time.Time
@@ -391,16 +389,22 @@ func keepAlive(ctx context.Context, c *api.Client, l api.Lease, opts *Options, w
 	var notBefore time.Time // no extension attempt before this (after a failure or a short grant)
 	heartbeatFailing := false
 	for {
-		wake := nextHeartbeat
-		var extendAt time.Time
+		var wake, extendAt time.Time
+		if heartbeating {
+			wake = nextHeartbeat
+		}
 		if extending {
 			extendAt = expires.Add(-before)
 			if extendAt.Before(notBefore) {
 				extendAt = notBefore
 			}
-			if extendAt.Before(wake) {
+			if wake.IsZero() || extendAt.Before(wake) {
 				wake = extendAt
 			}
+		}
+		if wake.IsZero() {
+			<-ctx.Done() // nothing left to do but wait for the command
+			return
 		}
 		t := time.NewTimer(time.Until(wake))
 		select {
@@ -432,7 +436,7 @@ func keepAlive(ctx context.Context, c *api.Client, l api.Lease, opts *Options, w
 				notBefore = now.Add(min(before/3, 15*time.Second))
 			}
 		}
-		if !now.Before(nextHeartbeat) {
+		if heartbeating && !now.Before(nextHeartbeat) {
 			err := c.HeartbeatLease(ctx, l.ID)
 			if ctx.Err() != nil {
 				return
@@ -440,7 +444,7 @@ func keepAlive(ctx context.Context, c *api.Client, l api.Lease, opts *Options, w
 			switch {
 			case err == nil:
 				heartbeatFailing = false
-			case !heartbeatFailing && opts.IdleTimeout > 0:
+			case !heartbeatFailing:
 				heartbeatFailing = true
 				warn("heartbeat of lease %s failed: %v (the lease ends after --idle-timeout %s without one)", l.ID, err, opts.IdleTimeout)
 			}

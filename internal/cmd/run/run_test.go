@@ -281,3 +281,21 @@ func TestRunKeepsTheLeaseAlive(t *testing.T) {
 	assert.Contains(t, e.api.Requests[0].Body, `"idleTimeout":"1m0s"`)
 	e.api.Mu.Unlock()
 }
+
+// Without --idle-timeout nothing needs heartbeats: kobe run sends none (they would only grow
+// the lease's history), and still extends the lease.
+func TestRunWithoutIdleTimeoutSendsNoHeartbeats(t *testing.T) {
+	e := newEnv(t)
+	e.api.MaxExtensions = 1
+	err := e.run(func(o *Options) {
+		o.ExtendBefore = 400 * time.Millisecond
+		o.HeartbeatEvery = 100 * time.Millisecond
+	}, "--ttl", "600ms", "ci", "--", "sleep", "1")
+	require.NoError(t, err)
+	l := e.api.OnlyLease(t)
+	assert.Equal(t, 1, l.Extensions, "extended once, within the budget")
+	e.api.Mu.Lock()
+	beats := e.api.Heartbeats[l.ID]
+	e.api.Mu.Unlock()
+	assert.Zero(t, beats)
+}
