@@ -123,8 +123,16 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		sqlCfg.ConnectAttributes["journal_mode"] = "wal"
 		sqlCfg.ConnectAttributes["synchronous"] = "1" // NORMAL: durable at checkpoints, fast commits
 		sqlCfg.ConnectAttributes["busy_timeout"] = "10000"
-		sqlCfg.MaxConns = 4
-		sqlCfg.MaxIdleConns = 4
+		// One connection: every statement of history, matching and visibility queues in Go's
+		// pool instead of racing in SQLite. With several, Temporal's plugin begins each
+		// transaction deferred (as a reader; `_txlock=immediate` cannot be passed, the plugin
+		// turns unknown attributes into PRAGMAs), and a reader that must become the writer
+		// after another connection committed fails at once with SQLITE_BUSY_SNAPSHOT (517) or
+		// SQLITE_BUSY (5) — the busy timeout does not apply — which the server logs as an error
+		// and retries with backoff. SQLite runs one writer at a time anyway; this is also the
+		// plugin's own default and what the in-memory (--ephemeral) server uses.
+		sqlCfg.MaxConns = 1
+		sqlCfg.MaxIdleConns = 1
 		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
 			if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
 				return nil, fmt.Errorf("temporal: creating schema in %s: %w", opts.DatabaseFile, err)
