@@ -29,7 +29,7 @@ help:
 	@echo "make fuzz        the fuzz targets, FUZZTIME each (part of make test)"
 	@echo "make lint        gofmt and go vet"
 	@echo "make build       bin/kobe"
-	@echo "make tools       build kube-apiserver, etcd, kine, kwok… into .cache/tools (cached by version)"
+	@echo "make tools       build kube-apiserver, etcd, kine, kwok… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
 	@echo "make postgres    install and start Debian's PostgreSQL for the tests (root; what CI does)"
 
 build:
@@ -38,11 +38,15 @@ build:
 dev: build tools
 	./bin/kobe dev $(ARGS)
 
+# Each part of `make test` runs under hack/timed.sh, which only runs it unless KOBE_STAGE_TIMES
+# names a file to record its duration in (.ci/run prints them).
+TIMED := hack/timed.sh
+
 test: postgres-check tools
-	KOBE_TEST_REQUIRE_POSTGRES=1 $(GO) test $(TEST_FLAGS) ./...
+	KOBE_TEST_REQUIRE_POSTGRES=1 $(TIMED) "test: go test ./..." $(GO) test $(TEST_FLAGS) ./...
 	# The 50-lease burst on real clusters, without the race detector (it skips itself under -race).
-	KOBE_TEST_REQUIRE_POSTGRES=1 $(GO) test -count=1 -timeout 30m -run TestBurstOfLeasesOnASmallPool ./testsuite/
-	$(MAKE) fuzz
+	KOBE_TEST_REQUIRE_POSTGRES=1 $(TIMED) "test: burst" $(GO) test -count=1 -timeout 30m -run TestBurstOfLeasesOnASmallPool ./testsuite/
+	$(TIMED) "test: fuzz" $(MAKE) fuzz
 
 # Each fuzz target for a bounded number of executions (FUZZTIME); a crash or a 5xx fails the run
 # and leaves the input under testdata/fuzz for a regression test. A count, not a duration: with a

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -24,6 +26,7 @@ import (
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // TemporalOptions configures the embedded server.
@@ -47,6 +50,8 @@ type Temporal struct {
 	server       temporal.Server
 	frontendAddr string
 	namespaces   []string
+	// stopping is set when Stop begins; the server's own shutdown chatter is then logged at debug.
+	stopping *atomic.Bool
 }
 
 const clusterName = "active"
@@ -63,9 +68,12 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	if len(opts.Namespaces) == 0 {
 		opts.Namespaces = []string{"default"}
 	}
+	stopping := new(atomic.Bool)
 	var logger log.Logger = log.NewNoopLogger()
 	if opts.Logger != nil {
-		logger = log.NewZapLogger(opts.Logger)
+		logger = log.NewZapLogger(opts.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return &shutdownCore{Core: c, stopping: stopping}
+		})))
 	}
 
 	frontendPort := opts.FrontendPort
@@ -115,8 +123,16 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		sqlCfg.ConnectAttributes["journal_mode"] = "wal"
 		sqlCfg.ConnectAttributes["synchronous"] = "1" // NORMAL: durable at checkpoints, fast commits
 		sqlCfg.ConnectAttributes["busy_timeout"] = "10000"
-		sqlCfg.MaxConns = 4
-		sqlCfg.MaxIdleConns = 4
+		// One connection: every statement of history, matching and visibility queues in Go's
+		// pool instead of racing in SQLite. With several, Temporal's plugin begins each
+		// transaction deferred (as a reader; `_txlock=immediate` cannot be passed, the plugin
+		// turns unknown attributes into PRAGMAs), and a reader that must become the writer
+		// after another connection committed fails at once with SQLITE_BUSY_SNAPSHOT (517) or
+		// SQLITE_BUSY (5) — the busy timeout does not apply — which the server logs as an error
+		// and retries with backoff. SQLite runs one writer at a time anyway; this is also the
+		// plugin's own default and what the in-memory (--ephemeral) server uses.
+		sqlCfg.MaxConns = 1
+		sqlCfg.MaxIdleConns = 1
 		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
 			if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
 				return nil, fmt.Errorf("temporal: creating schema in %s: %w", opts.DatabaseFile, err)
@@ -190,6 +206,9 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		dynamicconfig.FrontendEnableUpdateWorkflowExecution.Key(): true,
 		// A dev box holds thousands, not millions, of workflows: a smaller history cache keeps RSS low.
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key(): 4096,
+		// A stopping worker's ShutdownWorker call ends its outstanding long polls at once, so the
+		// worker's Stop returns in milliseconds instead of waiting out a poll (up to a minute).
+		dynamicconfig.EnableCancelWorkerPollsOnShutdown.Key(): true,
 	}
 
 	srv, err := temporal.NewServer(
@@ -205,14 +224,46 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("temporal: start: %w", err)
 	}
-	return &Temporal{server: srv, frontendAddr: frontendAddr, namespaces: opts.Namespaces}, nil
+	return &Temporal{server: srv, frontendAddr: frontendAddr, namespaces: opts.Namespaces, stopping: stopping}, nil
 }
 
 // FrontendAddress is the host:port of the gRPC frontend.
 func (t *Temporal) FrontendAddress() string { return t.frontendAddr }
 
 // Stop stops all services. It is safe to call once.
-func (t *Temporal) Stop() error { return t.server.Stop() }
+func (t *Temporal) Stop() error {
+	t.stopping.Store(true)
+	return t.server.Stop()
+}
+
+// shutdownNoise are the messages the server logs about itself while its services stop one
+// after the other: its internal system workers' long polls cut by the frontend's graceful stop,
+// and its internal clients redialling a frontend, history or matching service that is already
+// gone. They say nothing about kobe's workers (stopped before the server) and nothing is lost.
+var shutdownNoise = []string{"network dial error", "Failed to poll for task"}
+
+// shutdownCore logs shutdownNoise at debug level once the server is stopping; before that
+// (a dial error while serving is worth a warning) and for every other message it changes nothing.
+type shutdownCore struct {
+	zapcore.Core
+	stopping *atomic.Bool
+}
+
+func (c *shutdownCore) With(fields []zapcore.Field) zapcore.Core {
+	return &shutdownCore{Core: c.Core.With(fields), stopping: c.stopping}
+}
+
+func (c *shutdownCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Level < zapcore.ErrorLevel && c.stopping.Load() {
+		for _, m := range shutdownNoise {
+			if strings.HasPrefix(e.Message, m) {
+				e.Level = zapcore.DebugLevel
+				break
+			}
+		}
+	}
+	return c.Core.Check(e, ce)
+}
 
 // CheckPortFree returns a clear error when ip:port is already taken.
 func CheckPortFree(ip string, port int) error {

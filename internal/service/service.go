@@ -57,6 +57,8 @@ type Process struct {
 
 	secrets  *secretbox.Box
 	stateDir string // dev and worker: the state dir in use (a temp dir when ephemeral)
+	// backends are this process's worker's backends (nil without a worker).
+	backends map[string]backends.RuntimeBackend
 
 	Store    store.Store
 	Temporal client.Client
@@ -326,6 +328,7 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 		p.stops = append(p.stops, w.Stop)
 	}
 	p.HostID = hostID
+	p.backends = acts.Backends
 	return nil
 }
 

@@ -3,6 +3,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cliconfig"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/config"
+	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/service"
 )
@@ -27,7 +29,12 @@ type Options struct {
 	Factory *factory.Factory
 	Mode    config.Mode
 	Config  config.Config
+	// Down (kobe dev --down) deletes every cluster of --state-dir and exits.
+	Down bool
 }
+
+// downTimeout bounds `kobe dev --down`: a teardown retries for minutes before giving up.
+const downTimeout = 15 * time.Minute
 
 // NewCmdDev builds `kobe dev`.
 func NewCmdDev(f *factory.Factory, runF func(*Options) error) *cobra.Command {
@@ -43,6 +50,17 @@ One process serves, on loopback:
   - kobe's store (SQLite in --state-dir, or --store).
 
 Starting again on the same --state-dir resumes every workflow that was in flight.
+Ctrl-C stops kobe but not the local clusters it holds: they keep running and are
+re-adopted at the next start.
+
+With --down, kobe dev starts on --state-dir (no default pool, no Web UI, free loopback
+ports), deletes every cluster it holds there, and exits: every lease still Pending or
+Bound is released first (whoever holds it loses the cluster), then every pool is deleted
+and drained the way "kobe pool delete" does — each cluster is torn down by its teardown
+workflow, verified gone and its store row removed — and kobe waits until every pool
+workflow has ended. It prints its progress and a summary; the exit code is 1, naming the
+clusters, if any could not be deleted. The pools are deleted too: the next "kobe dev"
+starts the default pool afresh.
 
 With --no-worker the process runs no worker: a separate "kobe worker" against
 --temporal-port and the same store file (and the dev sealing key) does the work, so that
@@ -52,6 +70,8 @@ Every flag can also be set with a KOBE_* environment variable (--api-address →
 		Example: `  kobe dev
   kobe dev --state-dir /tmp/kobe --api-address 127.0.0.1:9080
   kobe dev --ephemeral --log-format json
+  kobe dev --down                       # delete every cluster of the default state dir
+  kobe dev --state-dir /tmp/kobe --down
   kobe dev --state-dir /tmp/kobe --no-worker &
   kobe worker --temporal-address 127.0.0.1:7233 --store sqlite:///tmp/kobe/kobe.db \
     --state-dir /tmp/kobe --secret-key-file /tmp/kobe/secret.key`,
@@ -88,12 +108,23 @@ func newCmd(f *factory.Factory, mode config.Mode, runF func(*Options) error, cmd
 	opts := &Options{Factory: f, Mode: mode, Config: config.Default()}
 	cmd.Args = cobra.NoArgs
 	opts.Config.AddFlags(cmd.Flags(), mode)
+	if mode == config.ModeDev {
+		cmd.Flags().BoolVar(&opts.Down, "down", false, "delete every cluster and pool of --state-dir (releasing its leases), then exit")
+	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := config.ApplyEnv(cmd.Flags(), os.LookupEnv); err != nil {
 			return err
 		}
 		if err := opts.Config.Validate(mode); err != nil {
 			return err
+		}
+		if opts.Down {
+			switch {
+			case opts.Config.Ephemeral:
+				return errors.New("--down: an --ephemeral kobe keeps no clusters after it stops; nothing to delete")
+			case opts.Config.NoWorker:
+				return errors.New("--down tears clusters down with its own worker: drop --no-worker (and stop the separate kobe worker)")
+			}
 		}
 		if runF != nil {
 			return runF(opts)
@@ -113,6 +144,9 @@ func serveRun(opts *Options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if opts.Down {
+		return downRun(ctx, opts, logger)
+	}
 	p, err := service.Start(ctx, opts.Config, opts.Mode, logger)
 	if err != nil {
 		return err
@@ -141,9 +175,45 @@ func serveRun(opts *Options) error {
 	stop() // a second Ctrl-C now kills the process the default way
 	logger.Info("shutting down")
 	t0 := time.Now()
+	// Counted while the store is open: what outlives this process, and how to delete it.
+	kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	keeps := p.KeepsRunning(kctx)
+	cancel()
 	p.Stop()
 	logger.Info("stopped", zap.Duration("took", time.Since(t0)))
+	if keeps != "" {
+		fmt.Fprintf(opts.Factory.IOStreams.Out, "kobe stopped; %s\n", keeps)
+	}
 	return err
+}
+
+// downRun is `kobe dev --down`: start on the state dir without the default pool, the Web UI or
+// the usual ports (another kobe may use them), delete everything, stop.
+func downRun(ctx context.Context, opts *Options, logger *zap.Logger) error {
+	cfg := opts.Config
+	cfg.NoDefaultPool, cfg.UIPort = true, 0
+	cfg.APIAddress = "127.0.0.1:0"
+	port, err := devserver.FreePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	cfg.TemporalPort = port
+	out := opts.Factory.IOStreams.Out
+	p, err := service.Start(ctx, cfg, config.ModeDev, logger)
+	if err != nil {
+		return err
+	}
+	defer p.Stop()
+	fmt.Fprintf(out, "kobe dev --down: deleting every cluster of %s\n", p.StateDir)
+	dctx, cancel := context.WithTimeout(ctx, downTimeout)
+	defer cancel()
+	t0 := time.Now()
+	err = p.Down(dctx, out)
+	if err != nil {
+		return fmt.Errorf("--down: %w", err)
+	}
+	fmt.Fprintf(out, "done in %s: nothing of %s keeps running\n", time.Since(t0).Round(time.Second), p.StateDir)
+	return nil
 }
 
 func printBanner(w io.Writer, opts *Options, p *service.Process) {
