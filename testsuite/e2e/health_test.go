@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kunobi-ninja/kobe/api"
+	localbackend "github.com/kunobi-ninja/kobe/backends/local"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
+)
+
+// The new user's experiment of issue 11: `kobe dev`, kill -9 the kube-apiserver of one warm
+// member, then lease. Before health checks the pool kept reporting the dead member Ready and
+// handed it to a lease, which stayed Pending for 10 minutes of credential retries. Now the
+// member is found by the pool's health check, recycled (health_failed, audited), replaced, and
+// the leases that follow get working clusters.
+func TestDeadWarmMemberIsReplaced(t *testing.T) {
+	kubectlDir := filepath.Join(localbackend.DefaultToolsDir(), "kubernetes-v1.37.2")
+	if _, err := os.Stat(filepath.Join(kubectlDir, "kubectl")); err != nil {
+		t.Fatalf("kubectl is built by make tools: %v", err)
+	}
+	env := []string{"PATH=" + kubectlDir + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"KOBE_CONFIG=" + filepath.Join(t.TempDir(), "config.yaml"), "KOBE_SERVER=", "KOBE_TOKEN="}
+	ports := newDevPorts(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	t.Cleanup(func() {
+		if left := leaks.KillNaming(stateDir); len(left) > 0 {
+			t.Logf("stopped the clusters kobe dev left: %v", left)
+		}
+	})
+	args := ports.args(stateDir)
+	args = append(args[:len(args)-2], "--ui-port", "0")
+	dev := startKobe(t, env, args...)
+	waitReady(t, ports.apiURL(), 2*time.Minute)
+
+	const interval, threshold = 5, 2
+	manifest := filepath.Join(t.TempDir(), "hc.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: hc}
+spec:
+  size: 2
+  ttl: 10m
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+  healthCheck: {intervalSeconds: 5, failureThreshold: 2}
+`), 0o644))
+	out, errOut, code := kobeCLI(t, env, "pool", "apply", "-f", manifest)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	pool := func() api.PoolView {
+		out, _, code := kobeCLI(t, env, "pool", "get", "hc", "-o", "json")
+		var pv api.PoolView
+		if code != 0 || json.Unmarshal([]byte(out), &pv) != nil {
+			return api.PoolView{}
+		}
+		return pv
+	}
+	require.Eventually(t, func() bool { return pool().Ready == 2 }, 4*time.Minute, time.Second,
+		"the pool warms up; kobe dev output: %v", func() string { o, e := dev.output(t); return o + e }())
+
+	// Kill one member's kube-apiserver, as a crash (or a host reboot) would.
+	dirs, err := os.ReadDir(leaks.InstancesDir(stateDir))
+	require.NoError(t, err)
+	require.Len(t, dirs, 2)
+	victim := dirs[0].Name()
+	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(leaks.InstancesDir(stateDir), victim)+"/"), "kube-apiserver")
+	require.Len(t, apiservers, 1, "the victim's kube-apiserver")
+	require.NoError(t, syscall.Kill(apiservers[0].PID, syscall.SIGKILL))
+	killed := time.Now()
+
+	// The pool sees it: unhealthy, then recycled and its directory gone.
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(leaks.InstancesDir(stateDir), victim))
+		return os.IsNotExist(err)
+	}, 3*time.Minute, 500*time.Millisecond, "the dead member is torn down")
+	found := time.Since(killed)
+	require.Eventually(t, func() bool { pv := pool(); return pv.Ready == 2 && pv.Unhealthy == 0 }, 4*time.Minute, time.Second,
+		"the pool is back at its size")
+	t.Logf("dead member %s torn down %s after the kill (interval %ds × threshold %d), pool back at size after %s",
+		victim, found.Round(time.Second), interval, threshold, time.Since(killed).Round(time.Second))
+
+	// The next leases get working clusters.
+	for i := range 2 {
+		out, errOut, code := kobeCLI(t, env, "run", "hc", "--ttl", "5m", "--", "kubectl", "get", "ns")
+		require.Equal(t, 0, code, "lease %d: %s\n%s", i, out, errOut)
+		assert.Contains(t, out, "kube-system")
+	}
+
+	out, _, code = kobeCLI(t, env, "audit", "--pool", "hc", "-o", "json")
+	require.Equal(t, 0, code, out)
+	var evs []api.AuditEvent
+	var wrapped api.AuditList
+	if json.Unmarshal([]byte(out), &evs) != nil {
+		require.NoError(t, json.Unmarshal([]byte(out), &wrapped), out)
+		evs = wrapped.Items
+	}
+	var unhealthy []api.AuditEvent
+	for _, e := range evs {
+		if e.Action == "instance.Unhealthy" && e.Target == victim {
+			unhealthy = append(unhealthy, e)
+		}
+	}
+	require.Len(t, unhealthy, 1, "the recycle is audited")
+	assert.True(t, strings.Contains(unhealthy[0].Detail["message"].(string), "health checks"), "%v", unhealthy[0].Detail)
+}
