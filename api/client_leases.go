@@ -154,9 +154,9 @@ func (c *Client) ListLeases(ctx context.Context, alias string) ([]Lease, error) 
 	if alias != "" {
 		path += "?alias=" + url.QueryEscape(alias)
 	}
-	var out LeaseList
+	out := []Lease{}
 	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
-	return out.Items, err
+	return out, err
 }
 
 // GetLease returns a lease by id or alias (GET /v1/leases/{id|alias}); its kubeconfig is set
@@ -195,9 +195,22 @@ func (c *Client) HeartbeatLease(ctx context.Context, id string) error {
 
 // ListPools returns the pools (GET /v1/pools).
 func (c *Client) ListPools(ctx context.Context) ([]PoolView, error) {
-	var out PoolList
+	out := []PoolView{}
 	_, err := c.call(ctx, http.MethodGet, "/v1/pools", nil, &out)
-	return out.Items, err
+	return out, err
+}
+
+// ListPoolLeases returns a pool's active leases (GET /v1/pools/{name}/leases; all: ended ones
+// too). Other principals' leases come without requester, alias and metadata unless the caller
+// manages pools.
+func (c *Client) ListPoolLeases(ctx context.Context, pool string, all bool) ([]PoolLease, error) {
+	path := "/v1/pools/" + url.PathEscape(pool) + "/leases"
+	if all {
+		path += "?all=true"
+	}
+	out := []PoolLease{}
+	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
+	return out, err
 }
 
 // GetPool returns one pool (GET /v1/pools/{name}).

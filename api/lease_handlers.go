@@ -30,7 +30,7 @@ const (
 	maxLongPoll        = 60 * time.Second
 	minIdleTimeout     = 10 * time.Second
 	resourceKindLease  = "Cluster"
-	resourceKindPool   = "ClusterPool"
+	resourceKindPool   = "Cluster" // upstream: a pool is described by what it leases
 	leaseNotFoundError = "Lease not found"
 )
 
@@ -292,12 +292,24 @@ func quotaDetail(qe *store.QuotaError) string {
 func (s *Server) storeView(l store.Lease) Lease {
 	v := Lease{ID: l.ID, ResourceKind: resourceKindLease, Phase: l.Phase, Profile: l.Pool, Pool: l.Pool,
 		EffectiveTTL: l.TTL.String(), Alias: l.Alias, Metadata: l.Metadata, Owner: l.Principal, Reason: l.Reason,
-		ClusterName: l.InstanceID, CreatedAt: l.CreatedAt}
+		ClusterName: l.InstanceID, CreatedAt: l.CreatedAt, Conditions: []LeaseCondition{}}
 	if !l.ExpiresAt.IsZero() {
 		t := l.ExpiresAt
 		v.ExpiresAt = &t
 	}
+	v.Capabilities = leaseCapabilities(v.Phase)
 	return v
+}
+
+// leaseCapabilities are the operations open to a lease's holder in a phase.
+func leaseCapabilities(phase string) []string {
+	switch phase {
+	case workflows.LeasePending:
+		return []string{CapRelease}
+	case workflows.LeaseBound:
+		return []string{CapKubeconfig, CapExtend, CapRelease}
+	}
+	return []string{}
 }
 
 // leaseView is the lease as it is now: the workflow's view while it runs (the store may lag by
@@ -342,6 +354,12 @@ func (s *Server) applyWorkflowView(v *Lease, lv workflows.LeaseView) {
 	if !lv.ExpiresAt.IsZero() {
 		t := lv.ExpiresAt
 		v.ExpiresAt = &t
+	}
+	v.Capabilities = leaseCapabilities(v.Phase)
+	v.Conditions = make([]LeaseCondition, 0, len(lv.Conditions))
+	for _, c := range lv.Conditions {
+		v.Conditions = append(v.Conditions, LeaseCondition{Type: c.Type, Status: c.Status, Reason: c.Reason,
+			Message: c.Message, LastTransitionTime: c.LastTransitionTime})
 	}
 }
 
@@ -495,9 +513,9 @@ func (s *Server) handleLeaseList(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "listing leases", err)
 		return
 	}
-	out := LeaseList{Items: []Lease{}}
+	out := []Lease{}
 	for _, l := range ls {
-		out.Items = append(out.Items, s.storeView(l))
+		out = append(out, s.storeView(l))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -75,7 +75,8 @@ type Failure struct {
 func New(t testing.TB) *API {
 	a := &API{
 		Leases: map[string]*api.Lease{}, IdempotencyKeys: map[string]string{}, Tokens: map[string]*api.Token{},
-		Pools: map[string]*api.PoolView{"ci": {Name: "ci", ResourceKind: "ClusterPool", Backend: "local", Phase: "Healthy", Ready: 2,
+		Pools: map[string]*api.PoolView{"ci": {Name: "ci", ResourceKind: "Cluster", Backend: "local", Phase: "Healthy", Ready: 2,
+			Capabilities: []string{"lease", "kubeconfig", "extend", "release", "apply", "delete"}, BackendCapabilities: []string{"sleep"},
 			Policy: api.PoolPolicy{Mode: "fixed", TTL: "1h0m0s", MaxTTL: "24h0m0s", MaxExtensions: 2, WarmTarget: 2, MaxClusters: 4, QueueTimeout: "5m0s"}, Generation: 1}},
 		Heartbeats: map[string]int{}, Fail: map[string]Failure{}, polls: map[string]int{},
 		MaxExtensions: 2, MaxTTL: 24 * time.Hour,
@@ -270,7 +271,7 @@ func (a *API) leases(w http.ResponseWriter, r *http.Request, rest []string, body
 			}
 		}
 		sort.Slice(items, func(i, j int) bool { return items[i].ID < items[j].ID })
-		writeJSON(w, 200, api.LeaseList{Items: items})
+		writeJSON(w, 200, items)
 	case len(rest) == 1 && r.Method == http.MethodGet:
 		l := a.find(rest[0])
 		if l == nil {
@@ -348,7 +349,7 @@ func (a *API) pools(w http.ResponseWriter, r *http.Request, rest []string, body 
 		for _, name := range sortedPools(a.Pools) {
 			items = append(items, *a.Pools[name])
 		}
-		writeJSON(w, 200, api.PoolList{Items: items})
+		writeJSON(w, 200, items)
 	case len(rest) == 1 && r.Method == http.MethodGet:
 		p := a.Pools[rest[0]]
 		if p == nil {
@@ -356,6 +357,21 @@ func (a *API) pools(w http.ResponseWriter, r *http.Request, rest []string, body 
 			return
 		}
 		writeJSON(w, 200, p)
+	case len(rest) == 2 && rest[1] == "leases" && r.Method == http.MethodGet:
+		if a.Pools[rest[0]] == nil {
+			fail(w, 404, api.ReasonNotFound, "Pool not found", "")
+			return
+		}
+		// The fake's caller owns every lease, so nothing is redacted.
+		items := []api.PoolLease{}
+		for _, l := range a.Leases {
+			if l.Pool == rest[0] && (r.URL.Query().Get("all") == "true" || l.Phase == "Pending" || l.Phase == "Bound") {
+				items = append(items, api.PoolLease{ID: l.ID, Phase: l.Phase, Profile: l.Pool, ClusterName: l.ClusterName,
+					Requester: l.Owner, ExpiresAt: l.ExpiresAt, Alias: l.Alias, Metadata: l.Metadata, CreatedAt: l.CreatedAt})
+			}
+		}
+		sort.Slice(items, func(i, j int) bool { return items[i].ID < items[j].ID })
+		writeJSON(w, 200, items)
 	case len(rest) == 1 && r.Method == http.MethodPut:
 		var m struct {
 			Metadata struct{ Name string } `json:"metadata"`
@@ -372,7 +388,7 @@ func (a *API) pools(w http.ResponseWriter, r *http.Request, rest []string, body 
 		}
 		p, existed := a.Pools[rest[0]]
 		if !existed {
-			p = &api.PoolView{Name: rest[0], ResourceKind: "ClusterPool"}
+			p = &api.PoolView{Name: rest[0], ResourceKind: "Cluster", Capabilities: []string{"lease", "kubeconfig", "extend", "release", "apply", "delete"}}
 			a.Pools[rest[0]] = p
 		}
 		p.Backend, p.Generation, p.Policy.WarmTarget, p.Phase = m.Spec.Backend.Type, p.Generation+1, m.Spec.Size, "ScalingUp"
