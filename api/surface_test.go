@@ -324,3 +324,48 @@ func TestLeaseShowsConditions(t *testing.T) {
 		"message": "3 failed checks: connection refused", "lastTransitionTime": "2030-01-02T03:04:05Z"}}, l["conditions"])
 	assert.Equal(t, "apiVersion: v1\n", l["kubeconfig"])
 }
+
+// kobe_clusters{profile,state} and kobe_queue_depth{profile} are on every scrape, for every
+// pool: from the pool's workflow when it answers, from the store's rows when it does not (here:
+// a pool whose workflow is not running), and as zeros for the pools already known when the
+// store cannot list them.
+func TestPoolMetricsOnEveryScrape(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.pool("ci-a")
+	e.pool("ci-gone")
+	e.startStubPool("ci-a", workflows.PoolStatus{Name: "ci-a", Phase: "Healthy", Ready: 3, Leased: 1, Creating: 1, Deleting: 1, Unhealthy: 1, Quarantined: 2, QueueDepth: 4})
+	for i, phase := range []string{"Ready", "Ready", "Creating", "Quarantined"} {
+		require.NoError(t, e.st.UpsertInstance(ctx, store.Instance{ID: "ci-gone-" + string(rune('a'+i)), Pool: "ci-gone", Backend: "local", Phase: phase}))
+	}
+	require.NoError(t, e.st.UpsertLease(ctx, store.Lease{ID: "lease-q", Pool: "ci-gone", Principal: "p", Phase: "Pending", TTL: time.Hour}))
+
+	reg := prometheusRegistry(&api.PoolCollector{Temporal: e.tc.Client, Store: e.st})
+	want := map[string]float64{
+		`kobe_clusters{profile="ci-a",state="ready"}`: 3, `kobe_clusters{profile="ci-a",state="leased"}`: 1,
+		`kobe_clusters{profile="ci-a",state="creating"}`: 1, `kobe_clusters{profile="ci-a",state="recycling"}`: 1,
+		`kobe_clusters{profile="ci-a",state="unhealthy"}`: 1, `kobe_clusters{profile="ci-a",state="quarantined"}`: 2,
+		`kobe_queue_depth{profile="ci-a"}`:               4,
+		`kobe_clusters{profile="ci-gone",state="ready"}`: 2, `kobe_clusters{profile="ci-gone",state="leased"}`: 0,
+		`kobe_clusters{profile="ci-gone",state="creating"}`: 1, `kobe_clusters{profile="ci-gone",state="recycling"}`: 0,
+		`kobe_clusters{profile="ci-gone",state="unhealthy"}`: 0, `kobe_clusters{profile="ci-gone",state="quarantined"}`: 1,
+		`kobe_queue_depth{profile="ci-gone"}`: 1,
+	}
+	got := scrape(t, reg)
+	for k, v := range want {
+		if assert.Contains(t, got, k, "present on the scrape") {
+			assert.Equal(t, v, got[k], k)
+		}
+	}
+
+	// The store goes away: the pools seen before are still reported (their workflows' counts
+	// where they answer, zeros where nothing can say).
+	require.NoError(t, e.st.Close())
+	got = scrape(t, reg)
+	assert.Equal(t, float64(3), got[`kobe_clusters{profile="ci-a",state="ready"}`])
+	for _, k := range []string{`kobe_clusters{profile="ci-gone",state="ready"}`, `kobe_queue_depth{profile="ci-gone"}`} {
+		if assert.Contains(t, got, k, "present although the store failed") {
+			assert.Equal(t, float64(0), got[k], k)
+		}
+	}
+}
