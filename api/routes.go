@@ -62,6 +62,15 @@ func (s *Server) routes() []route {
 		{method: "DELETE", path: "/v1/pools/{name}", perm: access.PermPoolAdmin, summary: "Delete a pool: it drains, then is forgotten (202 while draining)",
 			status: 204, errors: []int{404}, handler: s.handlePoolDelete},
 
+		{method: "GET", path: "/v1/instances", perm: access.PermPoolAdmin, summary: "Instances (clusters) as the store records them, a bare array; filter by pool, phase, host",
+			response: []Instance{}, status: 200, query: []string{"pool", "phase", "host"}, handler: s.handleInstanceList},
+		{method: "GET", path: "/v1/instances/{id}", perm: access.PermPoolAdmin, summary: "One instance",
+			response: Instance{}, status: 200, errors: []int{404}, handler: s.handleInstanceGet},
+		{method: "POST", path: "/v1/instances/{id}/retry-teardown", perm: access.PermPoolAdmin, summary: "Retry a Quarantined instance's teardown (through its pool, or a Teardown workflow when the pool is gone)",
+			response: RetryTeardown{}, status: 202, errors: []int{404, 409, 503}, handler: s.handleInstanceRetryTeardown},
+		{method: "DELETE", path: "/v1/instances/{id}", perm: access.PermPoolAdmin, summary: "Forget a Quarantined instance cleaned up by hand (admin role only; force=true: any phase)",
+			status: 204, errors: []int{404, 409, 503}, query: []string{"force"}, handler: s.handleInstanceForget},
+
 		{method: "POST", path: "/v1/tokens", perm: access.PermTokens, summary: "Create a token (its secret is shown once)",
 			request: TokenRequest{}, response: Token{}, status: 201, errors: []int{400}, handler: s.handleTokenCreate},
 		{method: "GET", path: "/v1/tokens", perm: access.PermTokens, summary: "List tokens (never their secrets)",

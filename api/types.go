@@ -187,3 +187,27 @@ const (
 	// that is not Quarantined.
 	ReasonNotQuarantined = "not_quarantined"
 )
+
+// Instance is a cluster as kobe's store records it (GET /v1/instances[/{id}]): what an operator
+// needs to find and clean up a member whose teardown kept failing (phase Quarantined).
+type Instance struct {
+	ID       string `json:"id"`
+	Pool     string `json:"pool"`
+	Backend  string `json:"backend"`
+	Host     string `json:"host,omitempty"`
+	Phase    string `json:"phase"` // Creating, Ready, Deleting, Quarantined
+	Endpoint string `json:"endpoint,omitempty"`
+	// Message is the last thing kobe noted about the instance, e.g. why its teardown failed.
+	Message   string    `json:"message,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// RetryTeardown answers POST /v1/instances/{id}/retry-teardown (202): Via is "pool" when the
+// pool's workflow was asked to retry, "teardown" when the pool is gone and the API started a
+// Teardown workflow itself (WorkflowID).
+type RetryTeardown struct {
+	ID         string `json:"id"`
+	Via        string `json:"via"`
+	WorkflowID string `json:"workflowId"`
+}

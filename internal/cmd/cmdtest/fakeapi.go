@@ -42,6 +42,11 @@ type API struct {
 	Tokens          map[string]*api.Token
 	Audit           []api.AuditEvent
 	Requests        []Request
+	// Instances are the clusters the fake records; Retried and Forgotten the instance ids the
+	// commands retried and forgot, in order.
+	Instances map[string]*api.Instance
+	Retried   []string
+	Forgotten []string
 
 	// PendingPolls is how many GETs a new lease stays Pending before it binds (0: binds at once
 	// on the first GET); QueuePosition is its position meanwhile.
@@ -78,7 +83,7 @@ func New(t testing.TB) *API {
 		Pools: map[string]*api.PoolView{"ci": {Name: "ci", ResourceKind: "Cluster", Backend: "local", Phase: "Healthy", Ready: 2,
 			Capabilities: []string{"lease", "kubeconfig", "extend", "release", "apply", "delete"}, BackendCapabilities: []string{"sleep"},
 			Policy: api.PoolPolicy{Mode: "fixed", TTL: "1h0m0s", MaxTTL: "24h0m0s", MaxExtensions: 2, WarmTarget: 2, MaxClusters: 4, QueueTimeout: "5m0s"}, Generation: 1}},
-		Heartbeats: map[string]int{}, Fail: map[string]Failure{}, polls: map[string]int{},
+		Heartbeats: map[string]int{}, Fail: map[string]Failure{}, polls: map[string]int{}, Instances: map[string]*api.Instance{},
 		MaxExtensions: 2, MaxTTL: 24 * time.Hour,
 	}
 	a.Server = httptest.NewServer(a)
@@ -188,6 +193,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.tokens(w, r, parts[2:], body)
 	case "audit":
 		writeJSON(w, 200, api.AuditList{Items: a.Audit})
+	case "instances":
+		a.instances(w, r, parts[2:])
 	default:
 		fail(w, 404, api.ReasonNotFound, "Not found", "")
 	}
@@ -462,6 +469,51 @@ func (a *API) tokens(w http.ResponseWriter, r *http.Request, rest []string, body
 		now := time.Now().UTC()
 		t.RevokedAt = &now
 		w.WriteHeader(204)
+	default:
+		fail(w, 405, api.ReasonInvalidRequest, "Method not allowed", "")
+	}
+}
+
+func (a *API) instances(w http.ResponseWriter, r *http.Request, rest []string) {
+	var in *api.Instance
+	if len(rest) > 0 {
+		if in = a.Instances[rest[0]]; in == nil {
+			fail(w, 404, api.ReasonNotFound, "Instance not found", rest[0])
+			return
+		}
+	}
+	quarantined := func(what string) bool {
+		if in.Phase != "Quarantined" && !(what == "forgotten" && r.URL.Query().Get("force") == "true") {
+			fail(w, 409, api.ReasonNotQuarantined, "Instance not quarantined", "instance "+in.ID+" is "+in.Phase+"; only a Quarantined instance can be "+what)
+			return false
+		}
+		return true
+	}
+	switch {
+	case len(rest) == 0 && r.Method == http.MethodGet:
+		q := r.URL.Query()
+		items := []api.Instance{}
+		for _, in := range a.Instances {
+			if (q.Get("pool") == "" || q.Get("pool") == in.Pool) && (q.Get("phase") == "" || q.Get("phase") == in.Phase) &&
+				(q.Get("host") == "" || q.Get("host") == in.Host) {
+				items = append(items, *in)
+			}
+		}
+		sort.Slice(items, func(i, j int) bool { return items[i].ID < items[j].ID })
+		writeJSON(w, 200, items)
+	case len(rest) == 1 && r.Method == http.MethodGet:
+		writeJSON(w, 200, in)
+	case len(rest) == 2 && rest[1] == "retry-teardown" && r.Method == http.MethodPost:
+		if quarantined("retried") {
+			a.Retried = append(a.Retried, in.ID)
+			writeJSON(w, 202, api.RetryTeardown{ID: in.ID, Via: "pool", WorkflowID: "pool-" + in.Pool})
+		}
+	case len(rest) == 1 && r.Method == http.MethodDelete:
+		if quarantined("forgotten") {
+			a.Forgotten = append(a.Forgotten, in.ID)
+			delete(a.Instances, in.ID)
+			w.WriteHeader(204)
+		}
 	default:
 		fail(w, 405, api.ReasonInvalidRequest, "Method not allowed", "")
 	}
