@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,21 +121,66 @@ func FuzzLeaseCreate(f *testing.F) {
 	})
 }
 
-// Extend bodies and lease ids: with no lease in the store, 400 or 404.
+// Extend bodies reach the extend decoder: the caller owns a real lease (Released, so that a
+// well-formed extension is refused with 409 not_ready before Temporal is asked), and every body
+// sent to it is either refused as invalid (400) or decoded into a positive extension of a
+// single JSON object (409). The fuzzed id goes in the URL of a second request: 400, 404 or 409,
+// never a 5xx.
 func FuzzLeaseExtend(f *testing.F) {
 	f.Add("lease-1", []byte(`{"extendTtl":"5m"}`))
 	f.Add("job", []byte(`{"extend_ttl":"x"}`))
 	f.Add("", []byte(`{}`))
+	f.Add("lease-fuzz", []byte(`{"extendTtl":"5m"} trailing`))
+	f.Add("x", []byte(`{"extendTtl":"5m","bogus":1}`))
+	f.Add("x", []byte(`null`))
 	s := testServer(f)
+	const own = "lease-fuzz"
+	require.NoError(f, s.Store.UpsertLease(context.Background(), store.Lease{ID: own, Pool: "dev", Principal: anonymous.Name,
+		Role: anonymous.Role, Phase: "Released", TTL: time.Hour}))
 	h := s.Handler()
 	f.Fuzz(func(t *testing.T, id string, body []byte) {
-		req, err := http.NewRequest("PATCH", "/v1/leases/x", bytes.NewReader(body))
-		require.NoError(t, err)
-		req.SetPathValue("id", id)
 		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("PATCH", "/v1/leases/"+own, bytes.NewReader(body)))
+		checkRefusal(t, rec, 400, 409)
+		if rec.Code == http.StatusConflict {
+			var eb ErrorBody
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &eb))
+			require.Equal(t, ReasonNotReady, eb.Reason, "decoded, then refused because the lease ended")
+			requireOneExtension(t, body)
+		}
+
+		req, err := http.NewRequest("PATCH", "/v1/leases/"+url.PathEscape(id), bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		rec = httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		checkRefusal(t, rec, 400, 404)
+		checkRefusal(t, rec, 400, 404, 409)
 	})
+}
+
+// requireOneExtension checks, independently of the handler's decoder, that a body the handler
+// accepted is one JSON object (and nothing after it) whose extension is a positive duration.
+func requireOneExtension(t *testing.T, body []byte) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var m map[string]json.RawMessage
+	require.NoError(t, dec.Decode(&m), "accepted body %q is a JSON object", body)
+	require.NotNil(t, m, "accepted body %q is a JSON object, not null", body)
+	_, err := dec.Token()
+	require.ErrorIs(t, err, io.EOF, "accepted body %q has nothing after the object", body)
+	for k := range m {
+		require.Contains(t, []string{"extendTtl", "extend_ttl"}, k, "accepted body %q has only known fields", body)
+	}
+	var req ExtendRequest
+	require.NoError(t, json.Unmarshal(body, &req))
+	raw := req.ExtendTTL
+	if raw == "" {
+		raw = req.ExtendTTLSnake
+	}
+	d, err := time.ParseDuration(raw)
+	require.NoError(t, err, "accepted body %q has a duration", body)
+	require.Positive(t, d, "accepted body %q extends by a positive duration", body)
 }
 
 // Pool manifests: Parse and Validate never panic, and refuse with an error that says something.

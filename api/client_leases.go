@@ -154,9 +154,9 @@ func (c *Client) ListLeases(ctx context.Context, alias string) ([]Lease, error) 
 	if alias != "" {
 		path += "?alias=" + url.QueryEscape(alias)
 	}
-	var out LeaseList
+	out := []Lease{}
 	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
-	return out.Items, err
+	return out, err
 }
 
 // GetLease returns a lease by id or alias (GET /v1/leases/{id|alias}); its kubeconfig is set
@@ -195,9 +195,22 @@ func (c *Client) HeartbeatLease(ctx context.Context, id string) error {
 
 // ListPools returns the pools (GET /v1/pools).
 func (c *Client) ListPools(ctx context.Context) ([]PoolView, error) {
-	var out PoolList
+	out := []PoolView{}
 	_, err := c.call(ctx, http.MethodGet, "/v1/pools", nil, &out)
-	return out.Items, err
+	return out, err
+}
+
+// ListPoolLeases returns a pool's active leases (GET /v1/pools/{name}/leases; all: ended ones
+// too). Other principals' leases come without requester, alias and metadata unless the caller
+// manages pools.
+func (c *Client) ListPoolLeases(ctx context.Context, pool string, all bool) ([]PoolLease, error) {
+	path := "/v1/pools/" + url.PathEscape(pool) + "/leases"
+	if all {
+		path += "?all=true"
+	}
+	out := []PoolLease{}
+	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
+	return out, err
 }
 
 // GetPool returns one pool (GET /v1/pools/{name}).
@@ -301,4 +314,52 @@ func newIdempotencyKey() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return "kobe-client-" + hex.EncodeToString(b)
+}
+
+// InstanceFilter selects instances in ListInstances; empty fields match everything.
+type InstanceFilter struct {
+	Pool, Phase, Host string
+}
+
+// ListInstances returns the instances the store records (GET /v1/instances; pool.admin).
+func (c *Client) ListInstances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"pool": f.Pool, "phase": f.Phase, "host": f.Host} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	path := "/v1/instances"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	out := []Instance{}
+	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
+// GetInstance returns one instance (GET /v1/instances/{id}).
+func (c *Client) GetInstance(ctx context.Context, id string) (Instance, error) {
+	var out Instance
+	_, err := c.call(ctx, http.MethodGet, "/v1/instances/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// RetryTeardown retries a Quarantined instance's teardown (POST /v1/instances/{id}/retry-teardown);
+// another phase is refused with reason not_quarantined.
+func (c *Client) RetryTeardown(ctx context.Context, id string) (RetryTeardown, error) {
+	var out RetryTeardown
+	_, err := c.call(ctx, http.MethodPost, "/v1/instances/"+url.PathEscape(id)+"/retry-teardown", nil, &out)
+	return out, err
+}
+
+// ForgetInstance drops kobe's record of a Quarantined instance cleaned up by hand
+// (DELETE /v1/instances/{id}; admin role); force forgets an instance in any phase.
+func (c *Client) ForgetInstance(ctx context.Context, id string, force bool) error {
+	path := "/v1/instances/" + url.PathEscape(id)
+	if force {
+		path += "?force=true"
+	}
+	_, err := c.call(ctx, http.MethodDelete, path, nil, nil)
+	return err
 }

@@ -112,7 +112,7 @@ func TestCreateLeaseSendsTheRequestAndToken(t *testing.T) {
 }
 
 func TestNoTokenNoAuthorizationHeader(t *testing.T) {
-	f, c := newFake(t, map[string][]answer{"GET /v1/pools": {{status: 200, body: PoolList{Items: []PoolView{{Name: "dev"}}}}}})
+	f, c := newFake(t, map[string][]answer{"GET /v1/pools": {{status: 200, body: []PoolView{{Name: "dev"}}}}})
 	c.Token = ""
 	pools, err := c.ListPools(context.Background())
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestNoTokenNoAuthorizationHeader(t *testing.T) {
 func TestLeaseMethodsPathsAndAnswers(t *testing.T) {
 	exp := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	f, c := newFake(t, map[string][]answer{
-		"GET /v1/leases":                    {{status: 200, body: LeaseList{Items: []Lease{{ID: "lease-1", Alias: "my e2e"}}}}},
+		"GET /v1/leases":                    {{status: 200, body: []Lease{{ID: "lease-1", Alias: "my e2e"}}}},
 		"GET /v1/leases/my%20e2e":           {{status: 200, body: Lease{ID: "lease-1", Phase: "Bound", Kubeconfig: "apiVersion: v1\n"}}},
 		"PATCH /v1/leases/lease-1":          {{status: 200, body: ExtendResponse{ExpiresAt: exp}}},
 		"DELETE /v1/leases/lease-1":         {{status: 204}},

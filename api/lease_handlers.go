@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -30,18 +32,19 @@ const (
 	maxLongPoll        = 60 * time.Second
 	minIdleTimeout     = 10 * time.Second
 	resourceKindLease  = "Cluster"
-	resourceKindPool   = "ClusterPool"
+	resourceKindPool   = "Cluster" // upstream: a pool is described by what it leases
 	leaseNotFoundError = "Lease not found"
 )
 
 var aliasRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // decodeBody reads a JSON body strictly: unknown fields, trailing data and oversized bodies are
-// invalid requests.
+// invalid requests. Field names are matched exactly: encoding/json alone would take
+// "EXTENDTTL" for extendTtl, and a client that misspells a field deserves to be told.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		msg := err.Error()
 		if errors.Is(err, io.EOF) {
 			msg = "empty body; expected a JSON object"
@@ -53,7 +56,42 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusBadRequest, ReasonInvalidRequest, "Invalid request", "body: trailing data after the JSON object")
 		return false
 	}
+	if err := exactFieldNames(raw, v); err != nil {
+		writeError(w, http.StatusBadRequest, ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
+		return false
+	}
+	strict := json.NewDecoder(bytes.NewReader(raw))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
+		return false
+	}
 	return true
+}
+
+// exactFieldNames refuses a top-level key of a JSON object that names a field of v's struct in
+// another case; keys that name no field at all are left to DisallowUnknownFields.
+func exactFieldNames(raw json.RawMessage, v any) error {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil // not an object: the strict decode says why
+	}
+	fields := jsonFields(t)
+	for key := range obj {
+		for _, f := range fields {
+			if key != f.name && strings.EqualFold(key, f.name) {
+				return fmt.Errorf("unknown field %q (field names are case-sensitive: %q)", key, f.name)
+			}
+		}
+	}
+	return nil
 }
 
 func badRequest(w http.ResponseWriter, detail string) {
@@ -282,12 +320,24 @@ func quotaDetail(qe *store.QuotaError) string {
 func (s *Server) storeView(l store.Lease) Lease {
 	v := Lease{ID: l.ID, ResourceKind: resourceKindLease, Phase: l.Phase, Profile: l.Pool, Pool: l.Pool,
 		EffectiveTTL: l.TTL.String(), Alias: l.Alias, Metadata: l.Metadata, Owner: l.Principal, Reason: l.Reason,
-		ClusterName: l.InstanceID, CreatedAt: l.CreatedAt}
+		ClusterName: l.InstanceID, CreatedAt: l.CreatedAt, Conditions: []LeaseCondition{}}
 	if !l.ExpiresAt.IsZero() {
 		t := l.ExpiresAt
 		v.ExpiresAt = &t
 	}
+	v.Capabilities = leaseCapabilities(v.Phase)
 	return v
+}
+
+// leaseCapabilities are the operations open to a lease's holder in a phase.
+func leaseCapabilities(phase string) []string {
+	switch phase {
+	case workflows.LeasePending:
+		return []string{CapRelease}
+	case workflows.LeaseBound:
+		return []string{CapKubeconfig, CapExtend, CapRelease}
+	}
+	return []string{}
 }
 
 // leaseView is the lease as it is now: the workflow's view while it runs (the store may lag by
@@ -332,6 +382,12 @@ func (s *Server) applyWorkflowView(v *Lease, lv workflows.LeaseView) {
 	if !lv.ExpiresAt.IsZero() {
 		t := lv.ExpiresAt
 		v.ExpiresAt = &t
+	}
+	v.Capabilities = leaseCapabilities(v.Phase)
+	v.Conditions = make([]LeaseCondition, 0, len(lv.Conditions))
+	for _, c := range lv.Conditions {
+		v.Conditions = append(v.Conditions, LeaseCondition{Type: c.Type, Status: c.Status, Reason: c.Reason,
+			Message: c.Message, LastTransitionTime: c.LastTransitionTime})
 	}
 }
 
@@ -485,9 +541,9 @@ func (s *Server) handleLeaseList(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "listing leases", err)
 		return
 	}
-	out := LeaseList{Items: []Lease{}}
+	out := []Lease{}
 	for _, l := range ls {
-		out.Items = append(out.Items, s.storeView(l))
+		out = append(out, s.storeView(l))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -97,7 +98,7 @@ func TestPoolViewFallsBackToTheStore(t *testing.T) {
 		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: fmt.Sprintf("lease-%d", i), Pool: "ci", Principal: "p", Phase: phase, TTL: time.Hour}))
 	}
 	s := &Server{Temporal: queryFailing{}, Store: st}
-	v := s.poolView(ctx, store.Pool{Name: "ci", Backend: "local"})
+	v := s.poolView(ctx, store.Pool{Name: "ci", Backend: "local"}, access.Role{})
 	assert.Equal(t, "Unknown", v.Phase, "the live status is unknown")
 	assert.Equal(t, 2, v.Ready, "3 Ready instances, 1 of them leased")
 	assert.Equal(t, 1, v.Leased)

@@ -9,24 +9,28 @@ import (
 	"sort"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
 
-func (s *Server) poolView(ctx context.Context, p store.Pool) PoolView {
-	v := PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend, Capabilities: []string{}}
+// poolView is a pool as the caller sees it: counts from its workflow (the store's projection
+// when the workflow cannot answer) and the operations open to the caller's role.
+func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) PoolView {
+	v := PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
+		Capabilities: poolCapabilities(role, p.Name), BackendCapabilities: []string{}}
 	if f, ok := backends.Lookup(p.Backend); ok {
 		c := backends.CapabilitiesOf(f.Name, f.Description, f.Prototype)
 		for name, has := range map[string]bool{"sleep": c.Sleep, "snapshot": c.Snapshot, "certRotation": c.CertRotate, "migration": c.Migrate} {
 			if has {
-				v.Capabilities = append(v.Capabilities, name)
+				v.BackendCapabilities = append(v.BackendCapabilities, name)
 			}
 		}
-		sort.Strings(v.Capabilities)
+		sort.Strings(v.BackendCapabilities)
 	}
 	if m, err := pools.Parse(p.Spec); err == nil {
-		if pol, err := m.Validate(); err == nil {
+		if pol, err := m.ValidateStored(); err == nil {
 			mode := "fixed"
 			if pol.Autoscale {
 				mode = "autoscale"
@@ -35,60 +39,99 @@ func (s *Server) poolView(ctx context.Context, p store.Pool) PoolView {
 				WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String()}
 		}
 	}
-	resp, err := s.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID(p.Name), "", workflows.QueryPoolStatus)
-	var st workflows.PoolStatus
-	if err == nil {
-		err = resp.Get(&st)
-	}
+	st, err := s.queryPool(ctx, p.Name)
 	if err != nil {
 		// The pool's workflow does not answer (Temporal restarting, the worker down): the
 		// store's projection of its members and queue is a moment old but not zero.
-		s.storePoolCounts(ctx, &v)
+		c := storePoolCounts(ctx, s.Store, p.Name)
+		v.Phase, v.Ready, v.Leased, v.Creating, v.Recycling, v.Quarantined, v.QueueDepth = "Unknown", c.Ready, c.Leased, c.Creating, c.Recycling, c.Quarantined, c.QueueDepth
 		return v
 	}
 	v.Phase, v.Ready, v.Leased, v.Creating, v.Recycling, v.Outdated, v.QueueDepth = st.Phase, st.Ready, st.Leased, st.Creating, st.Deleting, st.Outdated, st.QueueDepth
+	v.Unhealthy, v.Quarantined = st.Unhealthy, st.Quarantined
 	v.ConsecutiveFailures, v.LastFailureReason, v.Generation = st.ConsecutiveFailures, st.LastFailureReason, st.Generation
 	if !st.NextAttemptAt.IsZero() {
 		t := st.NextAttemptAt
 		v.NextAttemptAt = &t
 	}
-	if qs, err := s.Store.ListInstances(ctx, store.InstanceFilter{Pool: p.Name, Phase: workflows.InstancePhaseQuarantined}); err == nil {
-		v.Quarantined = len(qs)
-	}
 	return v
 }
 
-// storePoolCounts fills a pool's counts from the store, with phase Unknown: what the pool's
-// workflow and its leases last projected, for when the workflow cannot be asked. Instance rows
-// do not name their lease, so Leased is the pool's Bound leases and Ready the rest of its Ready
-// instances.
-func (s *Server) storePoolCounts(ctx context.Context, v *PoolView) {
-	v.Phase = "Unknown"
+// Capabilities of a pool, as upstream names them: what its caller may do there.
+const (
+	CapLease      = "lease"
+	CapKubeconfig = "kubeconfig"
+	CapExtend     = "extend"
+	CapRelease    = "release"
+	CapApply      = "apply"
+	CapDelete     = "delete"
+)
+
+// poolCapabilities are the operations a role may perform on a pool: the lease operations if
+// it may lease from the pool, apply and delete if it manages pools.
+func poolCapabilities(role access.Role, pool string) []string {
+	out := []string{}
+	if role.Can(access.PermLease) && role.AllowsPool(pool) {
+		out = append(out, CapLease, CapKubeconfig, CapExtend, CapRelease)
+	}
+	if role.Can(access.PermPoolAdmin) {
+		out = append(out, CapApply, CapDelete)
+	}
+	return out
+}
+
+// queryPool asks a pool's workflow for its status.
+func (s *Server) queryPool(ctx context.Context, name string) (workflows.PoolStatus, error) {
+	var st workflows.PoolStatus
+	resp, err := s.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID(name), "", workflows.QueryPoolStatus)
+	if err == nil {
+		err = resp.Get(&st)
+	}
+	return st, err
+}
+
+// poolCounts are a pool's counts as the store last saw them.
+type poolCounts struct {
+	Ready, Leased, Creating, Recycling, Quarantined, QueueDepth int
+}
+
+// storePoolCounts reads a pool's counts from the store: what the pool's workflow and its leases
+// last projected, for when the workflow cannot be asked. Instance rows do not name their lease,
+// so Leased is the pool's Bound leases and Ready the rest of its Ready instances. A store that
+// fails too gives zeros.
+func storePoolCounts(ctx context.Context, st store.Store, pool string) poolCounts {
+	var c poolCounts
 	ready := 0
-	if is, err := s.Store.ListInstances(ctx, store.InstanceFilter{Pool: v.Name}); err == nil {
+	if is, err := st.ListInstances(ctx, store.InstanceFilter{Pool: pool}); err == nil {
 		for _, in := range is {
 			switch in.Phase {
 			case workflows.InstancePhaseCreating:
-				v.Creating++
+				c.Creating++
 			case workflows.InstancePhaseReady:
 				ready++
 			case workflows.InstancePhaseDeleting:
-				v.Recycling++
+				c.Recycling++
 			case workflows.InstancePhaseQuarantined:
-				v.Quarantined++
+				c.Quarantined++
 			}
 		}
 	}
-	if ls, err := s.Store.ListLeases(ctx, store.LeaseFilter{Pool: v.Name, Phases: []string{workflows.LeasePending, workflows.LeaseBound}}); err == nil {
+	if ls, err := st.ListLeases(ctx, store.LeaseFilter{Pool: pool, Phases: []string{workflows.LeasePending, workflows.LeaseBound}}); err == nil {
 		for _, l := range ls {
 			if l.Phase == workflows.LeaseBound {
-				v.Leased++
+				c.Leased++
 			} else {
-				v.QueueDepth++
+				c.QueueDepth++
 			}
 		}
 	}
-	v.Ready = max(ready-v.Leased, 0)
+	c.Ready = max(ready-c.Leased, 0)
+	return c
+}
+
+func (s *Server) callerRole(r *http.Request) access.Role {
+	role, _ := s.Policy.Role(principalOf(r).Role)
+	return role
 }
 
 func (s *Server) handlePoolList(w http.ResponseWriter, r *http.Request) {
@@ -97,9 +140,9 @@ func (s *Server) handlePoolList(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "listing pools", err)
 		return
 	}
-	out := PoolList{Items: []PoolView{}}
+	out := []PoolView{}
 	for _, p := range ps {
-		out.Items = append(out.Items, s.poolView(r.Context(), p))
+		out = append(out, s.poolView(r.Context(), p, s.callerRole(r)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -114,7 +157,7 @@ func (s *Server) handlePoolGet(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "reading the pool", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.poolView(r.Context(), p))
+	writeJSON(w, http.StatusOK, s.poolView(r.Context(), p, s.callerRole(r)))
 }
 
 // handlePoolPut applies a ClusterPool manifest (JSON or YAML): created 201, updated 200.
@@ -160,7 +203,7 @@ func (s *Server) handlePoolPut(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "reading the pool", err)
 		return
 	}
-	writeJSON(w, status, s.poolView(r.Context(), p))
+	writeJSON(w, status, s.poolView(r.Context(), p, s.callerRole(r)))
 }
 
 // handlePoolDelete drains a pool: queued claims fail with pool_deleted, warm members are torn
@@ -203,4 +246,42 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// handlePoolLeases lists a pool's active leases (?all=true: ended ones too). Other principals'
+// identities, aliases and metadata are redacted, except for a role that manages pools
+// (pool.admin): operators need to know who holds a cluster.
+func (s *Server) handlePoolLeases(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, err := s.Store.GetPool(r.Context(), name); errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
+		return
+	} else if err != nil {
+		s.unavailable(w, r, "reading the pool", err)
+		return
+	}
+	f := store.LeaseFilter{Pool: name, Phases: store.ActiveLeasePhases}
+	if r.URL.Query().Get("all") == "true" {
+		f.Phases = nil
+	}
+	ls, err := s.Store.ListLeases(r.Context(), f)
+	if err != nil {
+		s.unavailable(w, r, "listing leases", err)
+		return
+	}
+	me := principalOf(r).Name
+	seeAll := s.callerRole(r).Can(access.PermPoolAdmin)
+	out := []PoolLease{}
+	for _, l := range ls {
+		pl := PoolLease{ID: l.ID, Phase: l.Phase, Profile: l.Pool, ClusterName: l.InstanceID, CreatedAt: l.CreatedAt}
+		if !l.ExpiresAt.IsZero() {
+			t := l.ExpiresAt
+			pl.ExpiresAt = &t
+		}
+		if seeAll || l.Principal == me {
+			pl.Requester, pl.Alias, pl.Metadata = l.Principal, l.Alias, l.Metadata
+		}
+		out = append(out, pl)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -29,8 +29,8 @@ type route struct {
 
 func (s *Server) routes() []route {
 	return []route{
-		{method: "GET", path: "/v1/status", perm: permNone, summary: "Version, backends, health of Temporal and the store, workers, pools",
-			response: Status{}, status: 200, handler: s.handleStatus},
+		{method: "GET", path: "/v1/status", perm: permNone, summary: "Version, backends, health of Temporal and the store, workers; with a token (optional; an invalid one is 401) the caller's session and pools",
+			response: Status{}, status: 200, errors: []int{401}, handler: s.handleStatus},
 		{method: "POST", path: "/v1/doctor", perm: permNone, summary: "Start an end-to-end probe (a Doctor workflow)",
 			request: DoctorRequest{}, response: DoctorStarted{}, status: 202, errors: []int{400, 503}, handler: s.handleDoctorStart},
 		{method: "GET", path: "/v1/doctor/{id}", perm: permNone, summary: "A probe's report, hop by hop",
@@ -38,8 +38,8 @@ func (s *Server) routes() []route {
 
 		{method: "POST", path: "/v1/leases", perm: access.PermLease, summary: "Request a cluster lease (upstream: {profile, ttl})",
 			request: LeaseRequest{}, response: Lease{}, status: 202, errors: []int{400, 404, 409, 503}, handler: s.handleLeaseCreate},
-		{method: "GET", path: "/v1/leases", perm: access.PermLease, summary: "The caller's active leases (all=true: ended ones too)",
-			response: LeaseList{}, status: 200, query: []string{"alias", "all"}, handler: s.handleLeaseList},
+		{method: "GET", path: "/v1/leases", perm: access.PermLease, summary: "The caller's active leases, a bare array (all=true: ended ones too)",
+			response: []Lease{}, status: 200, query: []string{"alias", "all"}, handler: s.handleLeaseList},
 		{method: "GET", path: "/v1/leases/{id}", perm: access.PermLease, summary: "A lease by id or alias; the kubeconfig once Bound; wait=30s long-polls",
 			response: Lease{}, status: 200, errors: []int{400, 404}, query: []string{"wait"}, handler: s.handleLeaseGet},
 		{method: "GET", path: "/v1/leases/{id}/kubeconfig", perm: access.PermLease, summary: "A Bound lease's kubeconfig as YAML (for curl users)",
@@ -51,14 +51,25 @@ func (s *Server) routes() []route {
 		{method: "POST", path: "/v1/leases/{id}/heartbeat", perm: access.PermLease, summary: "Keep a lease with an idle timeout alive",
 			status: 204, errors: []int{404, 410}, handler: s.handleLeaseHeartbeat},
 
-		{method: "GET", path: "/v1/pools", perm: access.PermPoolRead, summary: "Pools with counts, phase and policy",
-			response: PoolList{}, status: 200, handler: s.handlePoolList},
+		{method: "GET", path: "/v1/pools", perm: access.PermPoolRead, summary: "Pools with counts, phase, policy and the caller's capabilities, a bare array",
+			response: []PoolView{}, status: 200, handler: s.handlePoolList},
+		{method: "GET", path: "/v1/pools/{name}/leases", perm: access.PermPoolRead, summary: "A pool's active leases, a bare array (all=true: ended ones too); other principals' identities, aliases and metadata redacted unless pool.admin",
+			response: []PoolLease{}, status: 200, errors: []int{404}, query: []string{"all"}, handler: s.handlePoolLeases},
 		{method: "GET", path: "/v1/pools/{name}", perm: access.PermPoolRead, summary: "One pool",
 			response: PoolView{}, status: 200, errors: []int{404}, handler: s.handlePoolGet},
 		{method: "PUT", path: "/v1/pools/{name}", perm: access.PermPoolAdmin, summary: "Create or update a pool from its ClusterPool manifest (JSON or YAML)",
 			request: map[string]any{}, response: PoolView{}, status: 200, errors: []int{400}, handler: s.handlePoolPut},
 		{method: "DELETE", path: "/v1/pools/{name}", perm: access.PermPoolAdmin, summary: "Delete a pool: it drains, then is forgotten (202 while draining)",
 			status: 204, errors: []int{404}, handler: s.handlePoolDelete},
+
+		{method: "GET", path: "/v1/instances", perm: access.PermPoolAdmin, summary: "Instances (clusters) as the store records them, a bare array; filter by pool, phase, host",
+			response: []Instance{}, status: 200, query: []string{"pool", "phase", "host"}, handler: s.handleInstanceList},
+		{method: "GET", path: "/v1/instances/{id}", perm: access.PermPoolAdmin, summary: "One instance",
+			response: Instance{}, status: 200, errors: []int{404}, handler: s.handleInstanceGet},
+		{method: "POST", path: "/v1/instances/{id}/retry-teardown", perm: access.PermPoolAdmin, summary: "Retry a Quarantined instance's teardown (through its pool, or a Teardown workflow when the pool is gone)",
+			response: RetryTeardown{}, status: 202, errors: []int{404, 409, 503}, handler: s.handleInstanceRetryTeardown},
+		{method: "DELETE", path: "/v1/instances/{id}", perm: access.PermPoolAdmin, summary: "Forget a Quarantined instance cleaned up by hand (admin role only; force=true: any phase)",
+			status: 204, errors: []int{404, 409, 503}, query: []string{"force"}, handler: s.handleInstanceForget},
 
 		{method: "POST", path: "/v1/tokens", perm: access.PermTokens, summary: "Create a token (its secret is shown once)",
 			request: TokenRequest{}, response: Token{}, status: 201, errors: []int{400}, handler: s.handleTokenCreate},

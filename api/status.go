@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/buildinfo"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
@@ -47,16 +49,35 @@ type StoreHealth struct {
 	Error         string  `json:"error,omitempty"`
 }
 
-// AuthInfo describes authentication; until tokens exist every caller is anonymous.
+// AuthInfo describes the authentication in force and the caller's session. Methods is
+// ["bearer"] (tokens are required), or ["none"] under --insecure-no-auth. Sessions is empty
+// without a token, else the one session of the token sent.
 type AuthInfo struct {
-	Methods  []string `json:"methods"`
-	Sessions []string `json:"sessions"`
+	Methods  []string  `json:"methods"`
+	Sessions []Session `json:"sessions"`
 }
 
-// PoolSummary is one pool in /v1/status.
+// Session is who a request acts as: never the token's secret.
+type Session struct {
+	Principal string     `json:"principal"`
+	Role      string     `json:"role"`
+	TokenName string     `json:"tokenName,omitempty"`
+	TokenID   string     `json:"tokenId,omitempty"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Authentication methods reported in /v1/status.
+const (
+	AuthBearer = "bearer"
+	AuthNone   = "none"
+)
+
+// PoolSummary is one pool in /v1/status: a pool the caller may use, with what it may do there.
 type PoolSummary struct {
-	Name    string `json:"name"`
-	Backend string `json:"backend"`
+	Name         string   `json:"name"`
+	ResourceKind string   `json:"resourceKind"`
+	Backend      string   `json:"backend"`
+	Capabilities []string `json:"capabilities"`
 }
 
 // WorkerSummary is one worker polling kobe's task queue.
@@ -122,6 +143,9 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusServiceUnavailable, body)
 }
 
+// handleStatus answers without a token (a new user's first request), but an Authorization
+// header, when sent, must be valid: a typo'd token is told 401 rather than shown an anonymous
+// status with no pools, which would look like "there are no pools".
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -131,19 +155,45 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Commit:    bi.Commit,
 		GoVersion: bi.GoVersion,
 		Backends:  append([]string{}, s.Backends...),
-		Auth:      AuthInfo{Methods: []string{"none"}, Sessions: []string{}},
+		Auth:      AuthInfo{Methods: []string{AuthBearer}, Sessions: []Session{}},
 		Pools:     []PoolSummary{},
 		Workers:   []WorkerSummary{},
+	}
+	var caller *access.Principal
+	switch {
+	case s.InsecureNoAuth:
+		st.Auth.Methods = []string{AuthNone}
+		caller = &anonymous
+		st.Auth.Sessions = append(st.Auth.Sessions, Session{Principal: anonymous.Name, Role: anonymous.Role})
+	case r.Header.Get("Authorization") != "":
+		p, err := s.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
+		if errors.Is(err, access.ErrUnauthenticated) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
+			writeError(w, http.StatusUnauthorized, ReasonUnauthorized, "Unauthorized",
+				"the bearer token is unknown, revoked or expired; send none to see the anonymous status")
+			return
+		}
+		if err != nil {
+			s.internalError(w, r, "authenticating", err)
+			return
+		}
+		caller = &p
+		st.Auth.Sessions = append(st.Auth.Sessions, s.session(ctx, p))
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); st.Temporal = s.checkTemporal(ctx) }()
 	go func() { defer wg.Done(); st.Store = s.checkStore(ctx) }()
 	wg.Wait()
-	if st.Store.Healthy {
+	if st.Store.Healthy && caller != nil {
+		role, _ := s.Policy.Role(caller.Role)
 		if pools, err := s.Store.ListPools(ctx); err == nil {
 			for _, p := range pools {
-				st.Pools = append(st.Pools, PoolSummary{Name: p.Name, Backend: p.Backend})
+				if !usesPool(role, p.Name) {
+					continue
+				}
+				st.Pools = append(st.Pools, PoolSummary{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
+					Capabilities: poolCapabilities(role, p.Name)})
 			}
 		}
 	}
@@ -151,6 +201,34 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		st.Workers = s.workers(ctx)
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// session describes a principal's token: its name and expiry from the store (the principal
+// carries only the token's id).
+func (s *Server) session(ctx context.Context, p access.Principal) Session {
+	out := Session{Principal: p.Name, Role: p.Role, TokenID: p.TokenID}
+	if p.TokenID == "" {
+		return out
+	}
+	toks, err := s.Store.ListTokens(ctx)
+	if err != nil {
+		return out
+	}
+	for _, t := range toks {
+		if t.ID == p.TokenID {
+			out.TokenName = t.Name
+			if !t.ExpiresAt.IsZero() {
+				exp := t.ExpiresAt
+				out.ExpiresAt = &exp
+			}
+		}
+	}
+	return out
+}
+
+// usesPool says whether a role may use a pool: lease from it (its globs allow it), or manage it.
+func usesPool(role access.Role, pool string) bool {
+	return role.Can(access.PermPoolAdmin) || (role.Can(access.PermLease) && role.AllowsPool(pool))
 }
 
 // workers lists the processes polling kobe's task queue: a status that shows "no workers" is

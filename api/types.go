@@ -42,8 +42,37 @@ type Lease struct {
 	BoundAt     *time.Time `json:"bound_at,omitempty"`
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
 	Extensions  int        `json:"extensions"`
+	// Capabilities are the operations open to the caller on this lease now (release while
+	// Pending; kubeconfig, extend, release once Bound; none once it ended).
+	Capabilities []string `json:"capabilities"`
+	// Conditions are observations about the lease, such as its cluster failing health checks
+	// (type InstanceHealthy, status False, reason health_failed); empty when there are none.
+	Conditions []LeaseCondition `json:"conditions"`
 	// Kubeconfig is present on GET /v1/leases/{id} once the lease is Bound.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
+}
+
+// LeaseCondition is one observation about a lease, in the shape of Kubernetes conditions.
+type LeaseCondition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"` // True or False
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+}
+
+// PoolLease is one lease of GET /v1/pools/{name}/leases. Requester, alias and metadata are shown
+// only for the caller's own leases, or to a role that manages pools (pool.admin).
+type PoolLease struct {
+	ID          string            `json:"id"`
+	Phase       string            `json:"phase"`
+	Profile     string            `json:"profile"`
+	ClusterName string            `json:"cluster_name,omitempty"`
+	Requester   string            `json:"requester,omitempty"`
+	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
+	Alias       string            `json:"alias,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
 }
 
 // ExtendRequest is the body of PATCH /v1/leases/{id}; extend_ttl is accepted too.
@@ -70,10 +99,15 @@ type PoolPolicy struct {
 
 // PoolView is the pool object of GET /v1/pools[/{name}].
 type PoolView struct {
-	Name                string     `json:"name"`
-	ResourceKind        string     `json:"resourceKind"` // always "ClusterPool"
-	Backend             string     `json:"backend"`
-	Capabilities        []string   `json:"capabilities"`
+	Name         string `json:"name"`
+	ResourceKind string `json:"resourceKind"` // always "Cluster", as upstream: what the pool leases
+	Backend      string `json:"backend"`
+	// Capabilities are the operations open to the caller on this pool: lease, kubeconfig,
+	// extend, release (a role that may lease from it), apply, delete (pool.admin).
+	Capabilities []string `json:"capabilities"`
+	// BackendCapabilities are the optional features of the pool's backend (sleep, snapshot,
+	// certRotation, migration), whether or not kobe uses them yet.
+	BackendCapabilities []string   `json:"backendCapabilities"`
 	Phase               string     `json:"phase,omitempty"`
 	Ready               int        `json:"ready"`
 	Leased              int        `json:"leased"`
@@ -126,14 +160,9 @@ type AuditEvent struct {
 	Detail    map[string]any `json:"detail,omitempty"`
 }
 
-// List envelopes.
+// List envelopes. Leases and pools are listed as bare JSON arrays, as upstream; tokens and the
+// audit log are kobe's own and keep their object.
 type (
-	LeaseList struct {
-		Items []Lease `json:"items"`
-	}
-	PoolList struct {
-		Items []PoolView `json:"items"`
-	}
 	TokenList struct {
 		Items []Token `json:"items"`
 	}
@@ -154,4 +183,31 @@ const (
 	ReasonIdempotencyConflict      = "idempotency_conflict"
 	ReasonAliasTaken               = "alias_taken"
 	ReasonExpired                  = "expired"
+	// ReasonNotQuarantined refuses an instance action (retry-teardown, forget) on an instance
+	// that is not Quarantined.
+	ReasonNotQuarantined = "not_quarantined"
 )
+
+// Instance is a cluster as kobe's store records it (GET /v1/instances[/{id}]): what an operator
+// needs to find and clean up a member whose teardown kept failing (phase Quarantined).
+type Instance struct {
+	ID       string `json:"id"`
+	Pool     string `json:"pool"`
+	Backend  string `json:"backend"`
+	Host     string `json:"host,omitempty"`
+	Phase    string `json:"phase"` // Creating, Ready, Deleting, Quarantined
+	Endpoint string `json:"endpoint,omitempty"`
+	// Message is the last thing kobe noted about the instance, e.g. why its teardown failed.
+	Message   string    `json:"message,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// RetryTeardown answers POST /v1/instances/{id}/retry-teardown (202): Via is "pool" when the
+// pool's workflow was asked to retry, "teardown" when the pool is gone and the API started a
+// Teardown workflow itself (WorkflowID).
+type RetryTeardown struct {
+	ID         string `json:"id"`
+	Via        string `json:"via"`
+	WorkflowID string `json:"workflowId"`
+}

@@ -159,9 +159,9 @@ func TestLeaseAPIOnDev(t *testing.T) {
 		assert.Equal(t, 404, status, m.method)
 		assert.Equal(t, api.ErrorBody{Error: "Lease not found", Reason: "not_found"}, eb)
 	}
-	var bobs api.LeaseList
+	var bobs []api.Lease
 	bob.do("GET", "/v1/leases", nil, &bobs)
-	assert.Empty(t, bobs.Items)
+	assert.Empty(t, bobs)
 
 	// Extend: the ci role allows one extension; the second is refused with the reason.
 	var ext api.ExtendResponse
@@ -207,11 +207,11 @@ func TestLeaseAPIOnDev(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond)
 
 	// Pools for readers; audit for auditors (not for ci).
-	var pl api.PoolList
+	var pl []api.PoolView
 	status, _, _ = alice.do("GET", "/v1/pools", nil, &pl)
 	require.Equal(t, 200, status)
-	require.Len(t, pl.Items, 1)
-	assert.Equal(t, "dev", pl.Items[0].Name)
+	require.Len(t, pl, 1)
+	assert.Equal(t, "dev", pl[0].Name)
 	status, _, _ = alice.do("GET", "/v1/audit", nil, nil)
 	assert.Equal(t, 403, status)
 	var audit api.AuditList
@@ -311,9 +311,9 @@ spec:
 			}
 			assert.Equal(t, 5, admitted)
 			assert.Equal(t, 195, refused)
-			var mine api.LeaseList
+			var mine []api.Lease
 			ci.do("GET", "/v1/leases", nil, &mine)
-			assert.Len(t, mine.Items, 5)
+			assert.Len(t, mine, 5)
 			for _, id := range ids {
 				if id != "" {
 					status, _, _ := ci.do("DELETE", "/v1/leases/"+id, nil, nil)

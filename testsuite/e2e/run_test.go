@@ -79,11 +79,7 @@ func TestKobeRunAgainstDev(t *testing.T) {
 		out, _, code := kobeCLI(t, env, "lease", "list", "-o", "json")
 		require.Equal(t, 0, code, out)
 		var ls []api.Lease
-		var wrapped api.LeaseList
-		if json.Unmarshal([]byte(out), &ls) != nil {
-			require.NoError(t, json.Unmarshal([]byte(out), &wrapped), out)
-			ls = wrapped.Items
-		}
+		require.NoError(t, json.Unmarshal([]byte(out), &ls), out)
 		return ls
 	}
 	// The list reads the store, which the lease workflow updates a moment after the release.

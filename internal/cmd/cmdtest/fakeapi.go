@@ -42,6 +42,11 @@ type API struct {
 	Tokens          map[string]*api.Token
 	Audit           []api.AuditEvent
 	Requests        []Request
+	// Instances are the clusters the fake records; Retried and Forgotten the instance ids the
+	// commands retried and forgot, in order.
+	Instances map[string]*api.Instance
+	Retried   []string
+	Forgotten []string
 
 	// PendingPolls is how many GETs a new lease stays Pending before it binds (0: binds at once
 	// on the first GET); QueuePosition is its position meanwhile.
@@ -75,9 +80,10 @@ type Failure struct {
 func New(t testing.TB) *API {
 	a := &API{
 		Leases: map[string]*api.Lease{}, IdempotencyKeys: map[string]string{}, Tokens: map[string]*api.Token{},
-		Pools: map[string]*api.PoolView{"ci": {Name: "ci", ResourceKind: "ClusterPool", Backend: "local", Phase: "Healthy", Ready: 2,
+		Pools: map[string]*api.PoolView{"ci": {Name: "ci", ResourceKind: "Cluster", Backend: "local", Phase: "Healthy", Ready: 2,
+			Capabilities: []string{"lease", "kubeconfig", "extend", "release", "apply", "delete"}, BackendCapabilities: []string{"sleep"},
 			Policy: api.PoolPolicy{Mode: "fixed", TTL: "1h0m0s", MaxTTL: "24h0m0s", MaxExtensions: 2, WarmTarget: 2, MaxClusters: 4, QueueTimeout: "5m0s"}, Generation: 1}},
-		Heartbeats: map[string]int{}, Fail: map[string]Failure{}, polls: map[string]int{},
+		Heartbeats: map[string]int{}, Fail: map[string]Failure{}, polls: map[string]int{}, Instances: map[string]*api.Instance{},
 		MaxExtensions: 2, MaxTTL: 24 * time.Hour,
 	}
 	a.Server = httptest.NewServer(a)
@@ -187,6 +193,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.tokens(w, r, parts[2:], body)
 	case "audit":
 		writeJSON(w, 200, api.AuditList{Items: a.Audit})
+	case "instances":
+		a.instances(w, r, parts[2:])
 	default:
 		fail(w, 404, api.ReasonNotFound, "Not found", "")
 	}
@@ -270,7 +278,7 @@ func (a *API) leases(w http.ResponseWriter, r *http.Request, rest []string, body
 			}
 		}
 		sort.Slice(items, func(i, j int) bool { return items[i].ID < items[j].ID })
-		writeJSON(w, 200, api.LeaseList{Items: items})
+		writeJSON(w, 200, items)
 	case len(rest) == 1 && r.Method == http.MethodGet:
 		l := a.find(rest[0])
 		if l == nil {
@@ -348,7 +356,7 @@ func (a *API) pools(w http.ResponseWriter, r *http.Request, rest []string, body 
 		for _, name := range sortedPools(a.Pools) {
 			items = append(items, *a.Pools[name])
 		}
-		writeJSON(w, 200, api.PoolList{Items: items})
+		writeJSON(w, 200, items)
 	case len(rest) == 1 && r.Method == http.MethodGet:
 		p := a.Pools[rest[0]]
 		if p == nil {
@@ -356,6 +364,21 @@ func (a *API) pools(w http.ResponseWriter, r *http.Request, rest []string, body 
 			return
 		}
 		writeJSON(w, 200, p)
+	case len(rest) == 2 && rest[1] == "leases" && r.Method == http.MethodGet:
+		if a.Pools[rest[0]] == nil {
+			fail(w, 404, api.ReasonNotFound, "Pool not found", "")
+			return
+		}
+		// The fake's caller owns every lease, so nothing is redacted.
+		items := []api.PoolLease{}
+		for _, l := range a.Leases {
+			if l.Pool == rest[0] && (r.URL.Query().Get("all") == "true" || l.Phase == "Pending" || l.Phase == "Bound") {
+				items = append(items, api.PoolLease{ID: l.ID, Phase: l.Phase, Profile: l.Pool, ClusterName: l.ClusterName,
+					Requester: l.Owner, ExpiresAt: l.ExpiresAt, Alias: l.Alias, Metadata: l.Metadata, CreatedAt: l.CreatedAt})
+			}
+		}
+		sort.Slice(items, func(i, j int) bool { return items[i].ID < items[j].ID })
+		writeJSON(w, 200, items)
 	case len(rest) == 1 && r.Method == http.MethodPut:
 		var m struct {
 			Metadata struct{ Name string } `json:"metadata"`
@@ -372,7 +395,7 @@ func (a *API) pools(w http.ResponseWriter, r *http.Request, rest []string, body 
 		}
 		p, existed := a.Pools[rest[0]]
 		if !existed {
-			p = &api.PoolView{Name: rest[0], ResourceKind: "ClusterPool"}
+			p = &api.PoolView{Name: rest[0], ResourceKind: "Cluster", Capabilities: []string{"lease", "kubeconfig", "extend", "release", "apply", "delete"}}
 			a.Pools[rest[0]] = p
 		}
 		p.Backend, p.Generation, p.Policy.WarmTarget, p.Phase = m.Spec.Backend.Type, p.Generation+1, m.Spec.Size, "ScalingUp"
@@ -446,6 +469,51 @@ func (a *API) tokens(w http.ResponseWriter, r *http.Request, rest []string, body
 		now := time.Now().UTC()
 		t.RevokedAt = &now
 		w.WriteHeader(204)
+	default:
+		fail(w, 405, api.ReasonInvalidRequest, "Method not allowed", "")
+	}
+}
+
+func (a *API) instances(w http.ResponseWriter, r *http.Request, rest []string) {
+	var in *api.Instance
+	if len(rest) > 0 {
+		if in = a.Instances[rest[0]]; in == nil {
+			fail(w, 404, api.ReasonNotFound, "Instance not found", rest[0])
+			return
+		}
+	}
+	quarantined := func(what string) bool {
+		if in.Phase != "Quarantined" && !(what == "forgotten" && r.URL.Query().Get("force") == "true") {
+			fail(w, 409, api.ReasonNotQuarantined, "Instance not quarantined", "instance "+in.ID+" is "+in.Phase+"; only a Quarantined instance can be "+what)
+			return false
+		}
+		return true
+	}
+	switch {
+	case len(rest) == 0 && r.Method == http.MethodGet:
+		q := r.URL.Query()
+		items := []api.Instance{}
+		for _, in := range a.Instances {
+			if (q.Get("pool") == "" || q.Get("pool") == in.Pool) && (q.Get("phase") == "" || q.Get("phase") == in.Phase) &&
+				(q.Get("host") == "" || q.Get("host") == in.Host) {
+				items = append(items, *in)
+			}
+		}
+		sort.Slice(items, func(i, j int) bool { return items[i].ID < items[j].ID })
+		writeJSON(w, 200, items)
+	case len(rest) == 1 && r.Method == http.MethodGet:
+		writeJSON(w, 200, in)
+	case len(rest) == 2 && rest[1] == "retry-teardown" && r.Method == http.MethodPost:
+		if quarantined("retried") {
+			a.Retried = append(a.Retried, in.ID)
+			writeJSON(w, 202, api.RetryTeardown{ID: in.ID, Via: "pool", WorkflowID: "pool-" + in.Pool})
+		}
+	case len(rest) == 1 && r.Method == http.MethodDelete:
+		if quarantined("forgotten") {
+			a.Forgotten = append(a.Forgotten, in.ID)
+			delete(a.Instances, in.ID)
+			w.WriteHeader(204)
+		}
 	default:
 		fail(w, 405, api.ReasonInvalidRequest, "Method not allowed", "")
 	}

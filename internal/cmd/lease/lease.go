@@ -96,6 +96,21 @@ func describe(w io.Writer, l api.Lease, tty bool, now time.Time, kubeconfigNote 
 		}
 		row("Metadata", strings.Join(kv, ", "))
 	}
+	for _, c := range l.Conditions {
+		// A condition that is not True is what the holder needs to see: "InstanceHealthy=False".
+		v := c.Type + "=" + c.Status
+		if c.Reason != "" {
+			v += " (" + c.Reason + ")"
+		}
+		if c.Message != "" {
+			v += ": " + c.Message
+		}
+		if !c.LastTransitionTime.IsZero() {
+			t := c.LastTransitionTime
+			v += ", since " + cmdutil.FormatTime(&t, tty, now)
+		}
+		row("Condition", v)
+	}
 	if kubeconfigNote == "" && l.Phase == cmdutil.PhaseBound {
 		kubeconfigNote = "kobe lease kubeconfig " + l.ID
 	}

@@ -281,13 +281,19 @@ func TestListGetExtendReleaseKubeconfig(t *testing.T) {
 
 	out, err = run(NewCmdList(e.f, nil), "--name", "e2e", "-o", "json")
 	require.NoError(t, err)
-	var list api.LeaseList
+	assert.True(t, strings.HasPrefix(strings.TrimSpace(out), "["), "a bare array, as the API sends it: %s", out)
+	var list []api.Lease
 	require.NoError(t, json.Unmarshal([]byte(out), &list))
-	require.Len(t, list.Items, 1)
+	require.Len(t, list, 1)
 	assert.Contains(t, e.api.Seen(), "GET /v1/leases?alias=e2e")
 
+	e.api.Mu.Lock()
+	e.api.Leases["lease-0001"].Conditions = []api.LeaseCondition{{Type: "InstanceHealthy", Status: "False", Reason: "health_failed",
+		Message: "3 failed checks", LastTransitionTime: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}}
+	e.api.Mu.Unlock()
 	out, err = run(NewCmdGet(e.f, nil), "e2e")
 	require.NoError(t, err)
+	assert.Regexp(t, `Condition:\s+InstanceHealthy=False \(health_failed\): 3 failed checks, since 2030-01-02T03:04:05Z`, out)
 	assert.Regexp(t, `ID:\s+lease-0001`, out)
 	assert.Regexp(t, `Cluster:\s+ci-1 \(https://127.0.0.1:6443\)`, out)
 

@@ -29,7 +29,7 @@ func NewCmdList(f *factory.Factory, runF func(*ListOptions) error) *cobra.Comman
 		Short:   "List your active leases",
 		Example: `  kobe lease list
   kobe lease list --name my-e2e
-  kobe lease list -o json | jq -r '.items[].id'`,
+  kobe lease list -o json | jq -r '.[].id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -56,7 +56,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	if leases == nil {
 		leases = []api.Lease{}
 	}
-	return opts.Output.Print(ios.Out, api.LeaseList{Items: leases}, func(w io.Writer) error {
+	return opts.Output.Print(ios.Out, leases, func(w io.Writer) error {
 		if len(leases) == 0 {
 			if ios.IsStdoutTTY() {
 				fmt.Fprintln(ios.ErrOut, "no active leases (kobe lease create POOL)")

@@ -26,16 +26,17 @@ import (
 func NewCmdPool(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pool <command>",
-		Short: "Manage pools of warm clusters: apply, list, get, delete",
+		Short: "Manage pools of warm clusters: apply, list, get, leases, delete",
 		Long: `A pool is a ClusterPool manifest (apiVersion kobe.kunobi.ninja/v1alpha1, the upstream shape):
 a backend, a Kubernetes version, a warm size or autoscaling bounds, lease TTLs. kobe keeps that
 many clusters Ready and leases them out.`,
 		Example: `  kobe pool apply -f pool.yaml
   kobe pool list
   kobe pool get ci -o yaml
+  kobe pool leases ci
   kobe pool delete ci`,
 	}
-	cmd.AddCommand(NewCmdApply(f, nil), NewCmdList(f, nil), NewCmdGet(f, nil), NewCmdDelete(f, nil))
+	cmd.AddCommand(NewCmdApply(f, nil), NewCmdList(f, nil), NewCmdGet(f, nil), NewCmdLeases(f, nil), NewCmdDelete(f, nil))
 	return cmd
 }
 
@@ -162,7 +163,7 @@ func applyRun(ctx context.Context, opts *ApplyOptions) error {
 		for _, m := range ms {
 			out = append(out, dryRunOf(m.policy))
 		}
-		var v any = map[string]any{"items": out}
+		var v any = out
 		if len(out) == 1 {
 			v = out[0]
 		}
@@ -194,7 +195,7 @@ func applyRun(ctx context.Context, opts *ApplyOptions) error {
 		applied = append(applied, view)
 		created = append(created, isNew)
 	}
-	var v any = api.PoolList{Items: applied}
+	var v any = applied
 	if len(applied) == 1 {
 		v = applied[0]
 	}
@@ -269,7 +270,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	if ps == nil {
 		ps = []api.PoolView{}
 	}
-	return opts.Output.Print(ios.Out, api.PoolList{Items: ps}, func(w io.Writer) error {
+	return opts.Output.Print(ios.Out, ps, func(w io.Writer) error {
 		if len(ps) == 0 {
 			if ios.IsStdoutTTY() {
 				fmt.Fprintln(ios.ErrOut, "no pools (kobe pool apply -f pool.yaml)")
@@ -328,7 +329,16 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 		row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s:\t"+format+"\n", append([]any{k}, a...)...) }
 		row("Name", "%s", p.Name)
-		row("Backend", "%s (%s)", p.Backend, strings.Join(p.Capabilities, ", "))
+		backend := p.Backend
+		if len(p.BackendCapabilities) > 0 {
+			backend += " (" + strings.Join(p.BackendCapabilities, ", ") + ")"
+		}
+		row("Backend", "%s", backend)
+		you := "read it"
+		if len(p.Capabilities) > 0 {
+			you = strings.Join(p.Capabilities, ", ")
+		}
+		row("You may", "%s", you)
 		row("Phase", "%s", dash(p.Phase))
 		row("Members", "%d ready, %d leased, %d creating, %d recycling, %d unhealthy, %d quarantined, %d outdated",
 			p.Ready, p.Leased, p.Creating, p.Recycling, p.Unhealthy, p.Quarantined, p.Outdated)
@@ -343,6 +353,66 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 			row("Next attempt", "%s", cmdutil.FormatTime(p.NextAttemptAt, ios.IsStdoutTTY(), time.Now()))
 		}
 		row("Generation", "%d", p.Generation)
+		return tw.Flush()
+	})
+}
+
+// LeasesOptions of `kobe pool leases`.
+type LeasesOptions struct {
+	Factory *factory.Factory
+	Name    string
+	All     bool
+	Output  *output.Format
+}
+
+// NewCmdLeases builds `kobe pool leases`; runF replaces the behaviour in tests.
+func NewCmdLeases(f *factory.Factory, runF func(*LeasesOptions) error) *cobra.Command {
+	opts := &LeasesOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "leases NAME",
+		Short: "List a pool's leases (other people's without their names)",
+		Long: `List the active leases of a pool (--all: ended ones too). The requester, name and metadata of
+another principal's lease are shown only to a role that manages pools (pool.admin).`,
+		Example: `  kobe pool leases ci
+  kobe pool leases ci --all -o json`,
+		Args: cmdutil.ExactArgs(1, "give the pool name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return leasesRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.All, "all", false, "ended leases too")
+	opts.Output = output.AddFlag(cmd)
+	return cmd
+}
+
+func leasesRun(ctx context.Context, opts *LeasesOptions) error {
+	ios := opts.Factory.IOStreams
+	c, err := opts.Factory.APIClient()
+	if err != nil {
+		return err
+	}
+	ls, err := c.ListPoolLeases(ctx, opts.Name, opts.All)
+	if err != nil {
+		return fmt.Errorf("pool %s: %w", opts.Name, err)
+	}
+	return opts.Output.Print(ios.Out, ls, func(w io.Writer) error {
+		if len(ls) == 0 {
+			if ios.IsStdoutTTY() {
+				fmt.Fprintf(ios.ErrOut, "no active leases in pool %s\n", opts.Name)
+			}
+			return nil
+		}
+		now := time.Now()
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tPHASE\tCLUSTER\tREQUESTER\tNAME\tEXPIRES")
+		for _, l := range ls {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Phase, dash(l.ClusterName), dash(l.Requester), dash(l.Alias),
+				cmdutil.FormatTime(l.ExpiresAt, ios.IsStdoutTTY(), now))
+		}
 		return tw.Flush()
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
@@ -181,13 +182,16 @@ func TestListGetDelete(t *testing.T) {
 
 	out.Reset()
 	require.NoError(t, cmdtest.Run(NewCmdList(f, nil), "-o", "json"))
-	var list api.PoolList
+	assert.True(t, strings.HasPrefix(strings.TrimSpace(out.String()), "["), "a bare array, as the API sends it: %s", out)
+	var list []api.PoolView
 	require.NoError(t, json.Unmarshal(out.Bytes(), &list))
-	assert.Len(t, list.Items, 1)
+	assert.Len(t, list, 1)
 
 	out.Reset()
 	require.NoError(t, cmdtest.Run(NewCmdGet(f, nil), "ci"))
 	assert.Regexp(t, `Members:\s+2 ready, 0 leased`, out.String())
+	assert.Regexp(t, `Backend:\s+local \(sleep\)`, out.String(), "the backend's features")
+	assert.Regexp(t, `You may:\s+lease, kubeconfig, extend, release, apply, delete`, out.String(), "the caller's operations")
 	assert.Regexp(t, `Lease TTL:\s+1h0m0s \(max 24h0m0s, 2 extensions\)`, out.String())
 
 	err := cmdtest.Run(NewCmdGet(f, nil), "nope")
@@ -209,4 +213,30 @@ func TestListGetDelete(t *testing.T) {
 	assert.Equal(t, "deleted pool ci\n", out.String())
 	assert.Empty(t, errOut.String())
 
+}
+
+func TestLeasesOfAPool(t *testing.T) {
+	a, f, _, out, _ := setup(t)
+	exp := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	a.Mu.Lock()
+	a.Leases["lease-1"] = &api.Lease{ID: "lease-1", Pool: "ci", Phase: "Bound", ClusterName: "ci-7", Owner: "alice", Alias: "e2e", ExpiresAt: &exp}
+	a.Leases["lease-2"] = &api.Lease{ID: "lease-2", Pool: "ci", Phase: "Released"}
+	a.Mu.Unlock()
+	require.NoError(t, cmdtest.Run(NewCmdLeases(f, nil), "ci"))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2, out.String())
+	assert.Regexp(t, `^ID\s+PHASE\s+CLUSTER\s+REQUESTER\s+NAME\s+EXPIRES$`, lines[0])
+	assert.Regexp(t, `^lease-1\s+Bound\s+ci-7\s+alice\s+e2e\s+2030-01-02T03:04:05Z$`, lines[1])
+	assert.Contains(t, a.Seen(), "GET /v1/pools/ci/leases")
+
+	out.Reset()
+	require.NoError(t, cmdtest.Run(NewCmdLeases(f, nil), "ci", "--all", "-o", "json"))
+	var ls []api.PoolLease
+	require.NoError(t, json.Unmarshal(out.Bytes(), &ls), out.String())
+	assert.Len(t, ls, 2)
+	assert.Contains(t, a.Seen(), "GET /v1/pools/ci/leases?all=true")
+
+	err := cmdtest.Run(NewCmdLeases(f, nil), "nope")
+	require.ErrorContains(t, err, "pool nope: Pool not found (HTTP 404, reason not_found)")
+	require.ErrorContains(t, cmdtest.Run(NewCmdLeases(f, nil)), "give the pool name")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cmd/contextcmd"
 	"github.com/kunobi-ninja/kobe/internal/cmd/doctor"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cmd/instance"
 	"github.com/kunobi-ninja/kobe/internal/cmd/lease"
 	"github.com/kunobi-ninja/kobe/internal/cmd/pool"
 	"github.com/kunobi-ninja/kobe/internal/cmd/run"
@@ -63,6 +64,7 @@ context named by --context or the current one (kobe context), else ` + factory.D
 		pool.NewCmdPool(f),
 	)
 	add("admin",
+		instance.NewCmdInstance(f),
 		token.NewCmdToken(f),
 		audit.NewCmdAudit(f, nil),
 		status.NewCmdStatus(f, nil),

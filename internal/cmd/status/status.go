@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/output"
 )
@@ -76,7 +77,11 @@ func statusRun(ctx context.Context, opts *Options) error {
 		backends = strings.Join(st.Backends, ", ")
 	}
 	fmt.Fprintf(tw, "Backends\t%s\t\n", backends)
-	fmt.Fprintf(tw, "Pools\t%d\t\n", len(st.Pools))
+	fmt.Fprintf(tw, "Auth\t%s\t\n", authLine(st.Auth))
+	if len(st.Auth.Sessions) > 0 {
+		// The server lists only the pools of the caller's role.
+		fmt.Fprintf(tw, "Pools\t%d you may use\t\n", len(st.Pools))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -84,6 +89,23 @@ func statusRun(ctx context.Context, opts *Options) error {
 		return fmt.Errorf("kobe at %s is not healthy", c.BaseURL)
 	}
 	return nil
+}
+
+// authLine says how the server authenticates and who this CLI is to it.
+func authLine(a api.AuthInfo) string {
+	line := strings.Join(a.Methods, ", ")
+	if len(a.Sessions) == 0 {
+		return line + "; no token sent (kobe dev writes one, or kobe token create)"
+	}
+	s := a.Sessions[0]
+	line += fmt.Sprintf("; you are %s (role %s", s.Principal, s.Role)
+	if s.TokenName != "" {
+		line += ", token " + s.TokenName
+	}
+	if s.ExpiresAt != nil {
+		line += ", expires " + s.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return line + ")"
 }
 
 func health(ok bool, latencyMs float64, errMsg string) string {

@@ -31,7 +31,9 @@ func TestFlags(t *testing.T) {
 func TestOutputs(t *testing.T) {
 	st := api.Status{Version: "v1", Backends: []string{"local"},
 		Temporal: api.TemporalHealth{Address: "t:7233", Namespace: "default", TaskQueue: "kobe", Healthy: true, LatencyMs: 1.5},
-		Store:    api.StoreHealth{Driver: "sqlite", SchemaVersion: 3, Healthy: true}}
+		Store:    api.StoreHealth{Driver: "sqlite", SchemaVersion: 3, Healthy: true},
+		Auth:     api.AuthInfo{Methods: []string{"bearer"}, Sessions: []api.Session{{Principal: "github", Role: "ci", TokenName: "gha", TokenID: "tok-1"}}},
+		Pools:    []api.PoolSummary{{Name: "ci-a"}, {Name: "ci-b"}}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		assert.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
 		_ = json.NewEncoder(w).Encode(st)
@@ -51,6 +53,8 @@ func TestOutputs(t *testing.T) {
 		switch format {
 		case "table":
 			assert.Regexp(t, `Temporal\s+ok \(1.5 ms\)`, out.String())
+			assert.Regexp(t, `Auth\s+bearer; you are github \(role ci, token gha\)`, out.String())
+			assert.Regexp(t, `Pools\s+2 you may use`, out.String())
 			continue
 		case "json":
 			require.NoError(t, json.Unmarshal(out.Bytes(), &got))
