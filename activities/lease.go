@@ -63,6 +63,9 @@ func (a *Activities) RecordLease(ctx context.Context, r LeaseRecord) error {
 	})
 }
 
+// ErrInstanceBroken is the non-retryable error type of a credential asked of a broken instance.
+const ErrInstanceBroken = "InstanceBroken"
+
 // IssueLeaseCredentials asks the backend for a kubeconfig for this lease expiring with it,
 // seals it and stores it. It runs on the instance's host.
 func (a *Activities) IssueLeaseCredentials(ctx context.Context, req LeaseCredentialRequest) error {
@@ -79,6 +82,13 @@ func (a *Activities) IssueLeaseCredentials(ctx context.Context, req LeaseCredent
 	}
 	cred, err := b.Credentials(ctx, req.InstanceID, backends.CredentialRequest{User: req.LeaseID, TTL: ttl})
 	if err != nil {
+		// An instance its backend knows to be broken will not get better by retrying: the lease
+		// fails now (and gives the instance back) instead of after minutes of retries.
+		if st, serr := b.Status(ctx, req.InstanceID); errors.Is(serr, backends.ErrNotFound) ||
+			(serr == nil && (st.Phase == backends.PhaseUnhealthy || st.Phase == backends.PhaseFailed || st.Phase == backends.PhaseGone)) {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("instance %s is broken (%s %s): %v", req.InstanceID, st.Phase, st.Message, err), ErrInstanceBroken, nil)
+		}
 		return err
 	}
 	sealed, err := a.Secrets.Seal(cred.Kubeconfig, []byte(req.LeaseID))
