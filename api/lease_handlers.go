@@ -286,7 +286,8 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	}
 
 	in := workflows.LeaseInput{LeaseID: lease.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
-		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout}
+		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
+		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
 	if err := s.startLeaseSurely(ctx, in); err != nil {
 		// Nothing runs for this lease: record it Failed so that it does not hold quota.
 		lease.Phase, lease.Reason = workflows.LeaseFailed, ReasonBackendError

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -31,12 +33,23 @@ func EnsurePool(ctx context.Context, c client.Client, s store.Store, taskQueue s
 		ID:                       workflows.PoolWorkflowID(pol.Name),
 		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	}, workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, ContinueAsNewAfter: ContinueAsNewAfterForTests()})
 	if err != nil {
 		return fmt.Errorf("starting pool %s: %w", pol.Name, err)
 	}
 	// An existing run keeps its members; it only learns the (possibly changed) policy.
 	return c.SignalWorkflow(ctx, run.GetID(), "", workflows.SignalApply, pol)
+}
+
+// ContinueAsNewAfterForTests is $KOBE_TEST_CONTINUE_AS_NEW_AFTER: a history length past which
+// new pool and lease workflows continue as new, far below the default, so that a soak crosses
+// many continues-as-new. Zero (the workflows' defaults) when unset or not a positive number.
+func ContinueAsNewAfterForTests() int {
+	n, err := strconv.Atoi(os.Getenv("KOBE_TEST_CONTINUE_AS_NEW_AFTER"))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
 }
 
 // DefaultDevPool is the pool `kobe dev` starts unless --no-default-pool: two warm local clusters.

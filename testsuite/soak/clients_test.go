@@ -43,6 +43,7 @@ type leaseRecord struct {
 	Reason    string
 	// KubeconfigErr is set when a Bound lease's kubeconfig did not reach its cluster.
 	KubeconfigErr string
+	KubeconfigAt  time.Time
 	// Secrets seen in the kubeconfig (client key material), for the secrets scan.
 	secrets []string
 }
@@ -209,7 +210,7 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 		if l.Phase == workflows.LeaseBound && l.Kubeconfig != "" {
 			rec.Bound, rec.Instance, rec.Endpoint = true, l.ClusterName, l.Endpoint
 			rec.secrets = kubeconfigSecrets(l.Kubeconfig)
-			rec.KubeconfigErr = useKubeconfig(l.Kubeconfig)
+			rec.KubeconfigErr, rec.KubeconfigAt = useKubeconfig(l.Kubeconfig), time.Now()
 			break
 		}
 	}

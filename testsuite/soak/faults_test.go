@@ -16,6 +16,20 @@ const (
 	faultKillAPI      = "kill -9 API server"
 	faultKillTemporal = "kill -9 Temporal server"
 	faultBackend      = "backend failure"
+	// faultKillMember kills -9 the kube-apiserver or the kine of a member that is Ready (or
+	// leased): the pool's health check must find it within interval × threshold.
+	faultKillMember = "kill -9 a member's kube-apiserver or kine"
+	// faultReboot: the worker dies and every instance process with it, as in a host reboot;
+	// the restarted worker's pool must find every dead member and rebuild the warm pool.
+	faultReboot = "reboot: worker and every instance process killed"
+)
+
+// The soak pool's health check, and how long a dead member may stay Ready: interval ×
+// threshold, plus 30 s for the check's own time and a loaded machine.
+const (
+	healthInterval  = 5 * time.Second
+	healthThreshold = 2
+	deadMemberBound = healthInterval*healthThreshold + 30*time.Second
 )
 
 // fault is one injected fault and how long the system took to serve again.
@@ -42,7 +56,7 @@ func (e *env) injectFaults(rng *rand.Rand, stop <-chan struct{}) []fault {
 			return out
 		}
 		if len(cycle) == 0 {
-			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend}
+			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot}
 			rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
 		}
 		kind := cycle[0]
@@ -51,6 +65,10 @@ func (e *env) injectFaults(rng *rand.Rand, stop <-chan struct{}) []fault {
 		switch kind {
 		case faultBackend:
 			f = e.breakACreation(stop)
+		case faultKillMember:
+			f = e.killAMember(rng)
+		case faultReboot:
+			f = e.reboot(rng)
 		default:
 			p := map[string]*kobeProc{faultKillWorker: e.worker, faultKillAPI: e.server, faultKillTemporal: e.dev}[kind]
 			f.At = time.Now()
@@ -137,5 +155,112 @@ func (e *env) breakACreation(stop <-chan struct{}) fault {
 	}
 	f.At = time.Now()
 	f.Detail = "skipped: no instance was being created"
+	return f
+}
+
+// instancesIn lists the store's instances in a phase.
+func (e *env) instancesIn(phase string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rows, err := e.db.QueryContext(ctx, `SELECT id FROM instances WHERE pool = $1 AND phase = $2 ORDER BY id`, soakPool, phase)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if rows.Scan(&id) == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// instancePhase is an instance's phase in the store ("" once its row is gone).
+func (e *env) instancePhase(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var phase string
+	_ = e.db.QueryRowContext(ctx, `SELECT phase FROM instances WHERE id = $1`, id).Scan(&phase)
+	return phase
+}
+
+// killAMember kills one process of a Ready member and waits until the pool no longer counts it
+// Ready (its row turns Unhealthy, Deleting, or goes): that must happen within deadMemberBound.
+func (e *env) killAMember(rng *rand.Rand) fault {
+	f := fault{Kind: faultKillMember, At: time.Now()}
+	ready := e.instancesIn("Ready")
+	if len(ready) == 0 {
+		f.Detail = "skipped: no Ready member"
+		return f
+	}
+	id := ready[rng.Intn(len(ready))]
+	proc := []string{"kube-apiserver", "kine"}[rng.Intn(2)]
+	local, _ := leaks.CountLocalInstances(context.Background(), e.state, nil, "")
+	killed := false
+	for _, p := range local.Processes[id] {
+		if p.Name == proc {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+			killed = true
+		}
+	}
+	if !killed {
+		f.Detail = fmt.Sprintf("skipped: %s of %s not found", proc, id)
+		return f
+	}
+	f.At = time.Now()
+	f.Detail = fmt.Sprintf("killed %s of Ready member %s", proc, id)
+	for time.Since(f.At) < recoveryBound {
+		if e.instancePhase(id) != "Ready" {
+			f.Recovered = time.Now()
+			f.Recovery = f.Recovered.Sub(f.At)
+			if f.Recovery > deadMemberBound {
+				f.Failed = fmt.Sprintf("dead member %s stayed Ready %s, more than interval × threshold + 30 s (%s)",
+					id, f.Recovery.Round(time.Second), deadMemberBound)
+			}
+			return f
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.Failed = fmt.Sprintf("dead member %s still Ready %s after the kill", id, recoveryBound)
+	return f
+}
+
+// reboot kills the worker and every instance process, starts the worker again, and waits until
+// the pool has its warm target of live members again.
+func (e *env) reboot(rng *rand.Rand) fault {
+	f := fault{Kind: faultReboot, At: time.Now()}
+	e.worker.kill()
+	killed := leaks.KillNaming(leaks.InstancesDir(e.state) + "/")
+	f.Detail = fmt.Sprintf("%d instance processes killed", len(killed))
+	time.Sleep(time.Duration(rng.Intn(1000)) * time.Millisecond)
+	if err := e.worker.start(); err != nil {
+		f.Failed = err.Error()
+		return f
+	}
+	if _, failed := e.waitRecovered(f.At); failed != "" {
+		f.Failed = failed
+		return f
+	}
+	// Every member that was there died: the pool must replace them with no one's help.
+	for time.Since(f.At) < recoveryBound {
+		live := 0
+		local, _ := leaks.CountLocalInstances(context.Background(), e.state, nil, "")
+		for _, id := range e.instancesIn("Ready") {
+			for _, p := range local.Processes[id] {
+				if p.Name == "kube-apiserver" {
+					live++
+				}
+			}
+		}
+		if live >= e.cfg.Warm {
+			f.Recovered = time.Now()
+			f.Recovery = f.Recovered.Sub(f.At)
+			return f
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	f.Failed = fmt.Sprintf("the warm pool was not rebuilt %s after the reboot", recoveryBound)
 	return f
 }

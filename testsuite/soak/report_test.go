@@ -25,7 +25,13 @@ type Report struct {
 		Created  int `json:"created"`
 		TornDown int `json:"tornDown"`
 		Leaked   int `json:"leaked"`
+		// Quarantined before the drain (all listed by the API, or a violation).
+		Quarantined int `json:"quarantined"`
 	} `json:"instances"`
+	Audit struct {
+		// Leases whose creation and end events were looked for.
+		Leases int `json:"leases"`
+	} `json:"audit"`
 	DoubleGrants int          `json:"doubleGrants"`
 	Quota        quotaSummary `json:"quota"`
 	MaxMembers   int          `json:"maxMembers"`
@@ -77,6 +83,8 @@ func (r *Report) String() string {
 	row("created", r.Instances.Created)
 	row("torn down", r.Instances.TornDown)
 	row("leaked (must be 0)", r.Instances.Leaked)
+	row("quarantined (all visible in the API)", r.Instances.Quarantined)
+	row("leases with both audit events", r.Audit.Leases)
 	fmt.Fprintf(&b, "invariants\n")
 	row("double grants (must be 0)", r.DoubleGrants)
 	row("max active per principal", fmt.Sprintf("%d (limit %d)", r.Quota.MaxPerPrincipal, r.Quota.PerPrincipalLimit))
@@ -92,6 +100,8 @@ func (r *Report) String() string {
 		rec := f.Recovery.Round(time.Millisecond).String()
 		if f.Kind == faultBackend {
 			rec = f.Detail
+		} else if f.Detail != "" {
+			rec += " (" + f.Detail + ")"
 		}
 		if f.Failed != "" {
 			rec = "FAILED: " + f.Failed

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
@@ -67,9 +68,11 @@ func (e *env) run() *Report {
 		r.violate("%v", err)
 	}
 	samples := smp.stop()
+	e.checkQuarantinedVisible(r)
 
 	// Drain: deleting the pools tears every member down.
 	e.drainPools(r)
+	e.checkAudit(r)
 
 	e.check(r, tr, samples)
 	return r
@@ -256,7 +259,7 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 				r.violate("double grant: instance %s was bound to lease %s and to lease %s", l.Instance, prev, l.ID)
 			}
 			instances[l.Instance] = l.ID
-			if l.KubeconfigErr != "" {
+			if l.KubeconfigErr != "" && !killedClusters(e.faultsSoFar(r), l.KubeconfigAt) {
 				r.violate("lease %s was Bound but its kubeconfig did not reach the cluster: %s", l.ID, l.KubeconfigErr)
 			}
 		}
@@ -434,11 +437,31 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 	}
 }
 
+// killedClusters says whether a fault that kills clusters (a member's process, a reboot) was
+// under way at t: a kubeconfig that did not reach its cluster then is the fault's doing.
+func killedClusters(faults []fault, t time.Time) bool {
+	for _, f := range faults {
+		if f.Kind != faultKillMember && f.Kind != faultReboot {
+			continue
+		}
+		end := f.Recovered
+		if end.IsZero() {
+			end = time.Now()
+		}
+		if !t.Before(f.At.Add(-time.Second)) && !t.After(end.Add(deadMemberBound)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *env) faultsSoFar(r *Report) []fault { return r.Faults }
+
 // during says which fault window a request overlaps: from the kill until the system served again
 // (an unrecovered fault lasts to the end). Backend faults have no window: the API must not 5xx.
 func during(faults []fault, a answer) string {
 	for _, f := range faults {
-		if f.Kind == faultBackend {
+		if f.Kind == faultBackend || f.Kind == faultKillMember {
 			continue
 		}
 		end := f.Recovered
@@ -486,6 +509,64 @@ func (e *env) explainLeaks(l leaks.Local) {
 				e.t.Logf("lease %s bound to %s: %s %s", lid, id, phase, reason)
 			}
 			rows.Close()
+		}
+	}
+}
+
+// checkQuarantinedVisible: every member the store records Quarantined is listed by the API, and
+// the pool counts as many.
+func (e *env) checkQuarantinedVisible(r *Report) {
+	stored := e.instancesIn("Quarantined")
+	r.Instances.Quarantined = len(stored)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	listed, err := e.client(e.adminToken).ListInstances(ctx, api.InstanceFilter{Phase: "Quarantined"})
+	if err != nil {
+		r.violate("list quarantined instances: %v", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, in := range listed {
+		if in.Pool == soakPool {
+			seen[in.ID] = true
+		}
+	}
+	for _, id := range stored {
+		if !seen[id] {
+			r.violate("quarantined instance %s is not listed by GET /v1/instances", id)
+		}
+	}
+	if st, err := e.poolStatus(10 * time.Second); err == nil && st.Quarantined != len(stored) {
+		r.violate("the pool counts %d quarantined members, the store %d", st.Quarantined, len(stored))
+	}
+}
+
+// checkAudit: every lease the store holds has the audit event of its creation and of its end.
+func (e *env) checkAudit(r *Report) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := e.db.QueryContext(ctx, `SELECT l.id, l.phase,
+		EXISTS (SELECT 1 FROM events e WHERE e.target = l.id AND e.action = 'lease.create'),
+		EXISTS (SELECT 1 FROM events e WHERE e.target = l.id AND e.action = 'lease.' || lower(l.phase))
+		FROM leases l`)
+	if err != nil {
+		r.violate("read leases and events: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, phase string
+		var created, ended bool
+		if err := rows.Scan(&id, &phase, &created, &ended); err != nil {
+			r.violate("read leases and events: %v", err)
+			return
+		}
+		r.Audit.Leases++
+		if !created {
+			r.violate("lease %s has no lease.create audit event", id)
+		}
+		if !ended {
+			r.violate("lease %s (%s) has no lease.%s audit event", id, phase, strings.ToLower(phase))
 		}
 	}
 }

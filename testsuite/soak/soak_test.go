@@ -38,16 +38,17 @@ import (
 )
 
 var (
-	flagDuration    = flag.Duration("soak.duration", 50*time.Second, "how long clients keep starting lease lifecycles")
-	flagLifecycles  = flag.Int("soak.lifecycles", 400, "stop starting lease lifecycles after this many")
-	flagClients     = flag.Int("soak.clients", 4, "concurrent clients")
-	flagPrincipals  = flag.Int("soak.principals", 2, "principals (tokens of role ci) the clients share")
-	flagWarm        = flag.Int("soak.warm", 3, "the pool's warm target (minReady)")
-	flagMaxClusters = flag.Int("soak.max-clusters", 5, "the pool's maxClusters")
-	flagFaultEvery  = flag.Duration("soak.fault-every", 7*time.Second, "mean pause between faults (after the previous one recovered)")
-	flagInvalid     = flag.Float64("soak.invalid-rate", 3, "invalid requests per second, from their own client")
-	flagSeed        = flag.Int64("soak.seed", 0, "random seed (0: from the clock; the summary prints it)")
-	flagReport      = flag.String("soak.report", "", "also write the summary as JSON to this file")
+	flagDuration      = flag.Duration("soak.duration", 50*time.Second, "how long clients keep starting lease lifecycles")
+	flagLifecycles    = flag.Int("soak.lifecycles", 400, "stop starting lease lifecycles after this many")
+	flagClients       = flag.Int("soak.clients", 4, "concurrent clients")
+	flagPrincipals    = flag.Int("soak.principals", 2, "principals (tokens of role ci) the clients share")
+	flagWarm          = flag.Int("soak.warm", 3, "the pool's warm target (minReady)")
+	flagMaxClusters   = flag.Int("soak.max-clusters", 5, "the pool's maxClusters")
+	flagFaultEvery    = flag.Duration("soak.fault-every", 7*time.Second, "mean pause between faults (after the previous one recovered)")
+	flagInvalid       = flag.Float64("soak.invalid-rate", 3, "invalid requests per second, from their own client")
+	flagSeed          = flag.Int64("soak.seed", 0, "random seed (0: from the clock; the summary prints it)")
+	flagContinueAsNew = flag.Int("soak.continue-as-new-after", 300, "history length past which pools and leases continue as new (KOBE_TEST_CONTINUE_AS_NEW_AFTER)")
+	flagReport        = flag.String("soak.report", "", "also write the summary as JSON to this file")
 )
 
 var kobeBin string
@@ -182,7 +183,8 @@ func newEnv(t *testing.T, cfg config) *env {
 	devAPI, temporalPort, serverAPI, metrics := free(), free(), free(), free()
 	// The store DSN holds a password: it goes through the environment, as a user would pass it,
 	// and the secrets scan looks for the password everywhere.
-	storeEnv := []string{"KOBE_STORE=" + e.dsn}
+	// A low continue-as-new threshold, so the pool and the leases cross many runs under faults.
+	storeEnv := []string{"KOBE_STORE=" + e.dsn, "KOBE_TEST_CONTINUE_AS_NEW_AFTER=" + fmt.Sprint(*flagContinueAsNew)}
 	secretKey := filepath.Join(e.state, "secret.key")
 	adminTokenFile := filepath.Join(e.state, "admin-token")
 	temporalAddr := fmt.Sprintf("127.0.0.1:%d", temporalPort)
@@ -275,6 +277,7 @@ func (e *env) applyPool(t *testing.T, name string, warm, maxClusters int) {
 			"maxTtl":                  "10m",
 			"maxExtensions":           2,
 			"maxConcurrentProvisions": 2,
+			"healthCheck":             map[string]any{"intervalSeconds": int(healthInterval / time.Second), "failureThreshold": healthThreshold},
 			"scaling": map[string]any{"minReady": warm, "maxClusters": maxClusters, "queueTimeout": "90s",
 				"scaleDownAfter": "30s", "creatingTimeout": "3m",
 				"failureBackoff": map[string]any{"base": "1s", "multiplier": 2, "max": "8s"}},
