@@ -273,7 +273,6 @@ func TestConcurrentAdmission(t *testing.T) {
 kind: ClusterPool
 metadata: {name: burst}
 spec:
-  size: 0
   backend: {type: local}
   cluster: {version: v1.37.2}
   scaling: {minReady: 0, maxClusters: 1, queueTimeout: 10m}

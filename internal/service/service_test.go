@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,7 +110,7 @@ func TestDevModeServesEverything(t *testing.T) {
 	assert.Equal(t, "default", st.Temporal.Namespace)
 	assert.True(t, st.Store.Healthy)
 	assert.Equal(t, "sqlite", st.Store.Driver)
-	assert.Equal(t, 3, st.Store.SchemaVersion)
+	assert.Equal(t, 4, st.Store.SchemaVersion)
 	assert.NotEmpty(t, st.Version)
 	assert.NotNil(t, st.Backends)
 
@@ -365,8 +366,18 @@ func TestDevStartsDefaultPool(t *testing.T) {
 		return v.Get(&st) == nil && st.Ready == 2
 	}, 3*time.Minute, 200*time.Millisecond)
 	assert.Equal(t, workflows.PoolHealthy, st.Phase)
+	// Without a token the status lists no pools (upstream); with the admin token, the dev pool.
 	_, body := get(t, p.APIURL+"/v1/status")
-	assert.Contains(t, body, `"name": "dev"`)
+	assert.NotContains(t, body, `"name": "dev"`)
+	token, err := os.ReadFile(p.AdminTokenFile)
+	require.NoError(t, err)
+	admin := apiCaller{t, p.APIURL, strings.TrimSpace(string(token))}
+	var status map[string]any
+	code, _, _ := admin.do("GET", "/v1/status", nil, &status)
+	require.Equal(t, 200, code)
+	pools, _ := status["pools"].([]any)
+	require.Len(t, pools, 1, "%v", status)
+	assert.Equal(t, "dev", pools[0].(map[string]any)["name"])
 	instances, err := p.Store.ListInstances(ctx, store.InstanceFilter{Pool: "dev", Phase: "Ready"})
 	require.NoError(t, err)
 	require.Len(t, instances, 2)

@@ -82,7 +82,18 @@ func openSQLite(path string) (*sqlStore, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
+	// A connection's first statements switch a new file to WAL. Two processes doing that at the
+	// same moment can get SQLITE_BUSY at once, without the busy handler: SQLite refuses to wait
+	// where waiting could deadlock (a reader upgrading to the exclusive lock the switch needs).
+	// The other process finishes within milliseconds, so a new connection simply tries again.
+	for {
+		err = db.PingContext(ctx)
+		if err == nil || !strings.Contains(err.Error(), "database is locked") || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store sqlite://%s: %v", path, err)
 	}
