@@ -74,7 +74,6 @@ func TestPoolLosesNothingAcrossContinueAsNew(t *testing.T) {
 kind: ClusterPool
 metadata: {name: flood}
 spec:
-  size: 3
   backend: {type: local}
   cluster: {version: v1.37.2}
   scaling: {minReady: 3, maxClusters: 40}
