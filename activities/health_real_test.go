@@ -16,6 +16,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
+	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
@@ -45,7 +46,10 @@ func TestHealthOfARealInstance(t *testing.T) {
 
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
-	acts := activities.New(nil, zap.NewNop())
+	st, err := store.Open(ctx, "sqlite://:memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	acts := activities.New(st, zap.NewNop())
 	acts.Backends["local"] = b
 	acts.Secrets = secretbox.Random()
 	env.RegisterActivity(acts)
@@ -73,4 +77,11 @@ func TestHealthOfARealInstance(t *testing.T) {
 		InstanceID: id, ExpiresAt: time.Now().Add(time.Hour)})
 	nonRetryable(t, err, activities.ErrInstanceBroken)
 	t.Logf("credential refused in %s: %v", time.Since(t0).Round(time.Millisecond), err)
+
+	// Revoking a credential of the broken instance does not wait for it: the sealed kubeconfig
+	// is forgotten and the lease moves on to give the instance back.
+	t0 = time.Now()
+	_, err = env.ExecuteActivity("RevokeLeaseCredentials", activities.LeaseCredentialRequest{LeaseID: "lease-x", Backend: "local", InstanceID: id})
+	require.NoError(t, err)
+	t.Logf("revoke on the broken instance returned in %s", time.Since(t0).Round(time.Millisecond))
 }

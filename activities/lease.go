@@ -84,8 +84,7 @@ func (a *Activities) IssueLeaseCredentials(ctx context.Context, req LeaseCredent
 	if err != nil {
 		// An instance its backend knows to be broken will not get better by retrying: the lease
 		// fails now (and gives the instance back) instead of after minutes of retries.
-		if st, serr := b.Status(ctx, req.InstanceID); errors.Is(serr, backends.ErrNotFound) ||
-			(serr == nil && (st.Phase == backends.PhaseUnhealthy || st.Phase == backends.PhaseFailed || st.Phase == backends.PhaseGone)) {
+		if st, broken := instanceBroken(ctx, b, req.InstanceID); broken {
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("instance %s is broken (%s %s): %v", req.InstanceID, st.Phase, st.Message, err), ErrInstanceBroken, nil)
 		}
@@ -106,7 +105,20 @@ func (a *Activities) RevokeLeaseCredentials(ctx context.Context, req LeaseCreden
 		return err
 	}
 	if err := b.RevokeCredentials(ctx, req.InstanceID, req.LeaseID); err != nil && !errors.Is(err, backends.ErrNotFound) {
-		return err
+		// A broken instance cannot be asked to revoke, and it is torn down right after: waiting
+		// for it would hold the lease (and its instance) for the activity's whole retry window.
+		if _, broken := instanceBroken(ctx, b, req.InstanceID); !broken {
+			return err
+		}
 	}
 	return a.Store.DeleteLeaseCredential(ctx, req.LeaseID)
+}
+
+// instanceBroken says whether the backend knows the instance to be broken or gone.
+func instanceBroken(ctx context.Context, b backends.RuntimeBackend, id string) (backends.InstanceStatus, bool) {
+	st, err := b.Status(ctx, id)
+	if errors.Is(err, backends.ErrNotFound) {
+		return st, true
+	}
+	return st, err == nil && (st.Phase == backends.PhaseUnhealthy || st.Phase == backends.PhaseFailed || st.Phase == backends.PhaseGone)
 }

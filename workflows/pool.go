@@ -123,8 +123,7 @@ type Member struct {
 	// last failure was. A member with failures is not handed to a claim.
 	HealthFailures int    `json:"healthFailures,omitempty"`
 	HealthMessage  string `json:"healthMessage,omitempty"`
-	// Broken marks a Leased member that failed failureThreshold checks: its lease was told, and
-	// it no longer counts against maxClusters (see capacityUsed).
+	// Broken marks a Leased member that failed failureThreshold checks: its lease was told.
 	Broken bool `json:"broken,omitempty"`
 	// TeardownAttempts counts the teardowns started for it (each a workflow of its own id).
 	TeardownAttempts int `json:"teardownAttempts,omitempty"`
@@ -1184,8 +1183,8 @@ func (p *poolRun) healthChecked(c *healthCheck, f workflow.Future) {
 }
 
 // memberBroken acts on a member that failed failureThreshold checks in a row: a Ready one is
-// recycled; a Leased one is reported to its lease and no longer counts against maxClusters,
-// so that the pool refills the capacity while the lease holder decides.
+// recycled (and replaced); a Leased one is reported to its lease, whose holder decides; once it
+// is given back it is torn down and the pool refills.
 func (p *poolRun) memberBroken(m *Member) {
 	msg := fmt.Sprintf("failed %d health checks in a row: %s", m.HealthFailures, m.HealthMessage)
 	p.recordInstanceAsync(m, InstancePhaseUnhealthy, msg)
@@ -1239,17 +1238,10 @@ func (p *poolRun) forgetMember(a MemberAction) {
 }
 
 // capacityUsed is what counts against maxClusters: every member but the Quarantined ones (an
-// operator's matter; see quarantineBlocks) and the Leased ones known broken (their lease was
-// told and holds them until it ends).
+// operator's matter, bounded by quarantineBlocks). A broken Leased member still counts: it
+// holds what it holds until its lease ends, and maxClusters is a ceiling on what exists.
 func (p *poolRun) capacityUsed() int {
-	n := 0
-	for _, m := range p.st.Members {
-		if m.Phase == MemberQuarantined || (m.Phase == MemberLeased && m.Broken) {
-			continue
-		}
-		n++
-	}
-	return n
+	return len(p.st.Members) - p.count(MemberQuarantined)
 }
 
 // quarantineBlocks stops new members once as many as maxClusters are Quarantined: a backend

@@ -227,9 +227,11 @@ func (e *env) startSampler() *sampler {
 			}
 			cancel()
 			if st, err := e.poolStatus(2 * time.Second); err == nil {
-				out.MaxMembers = max(out.MaxMembers, len(st.Members))
-				if len(st.Members) > e.cfg.MaxClusters {
-					out.Violations = append(out.Violations, fmt.Sprintf("the pool had %d members (maxClusters %d)", len(st.Members), e.cfg.MaxClusters))
+				// Quarantined members do not count against maxClusters (docs/architecture.md).
+				members := len(st.Members) - st.Quarantined
+				out.MaxMembers = max(out.MaxMembers, members)
+				if members > e.cfg.MaxClusters {
+					out.Violations = append(out.Violations, fmt.Sprintf("the pool had %d members besides quarantined ones (maxClusters %d)", members, e.cfg.MaxClusters))
 				}
 			}
 		}
