@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -126,14 +126,21 @@ spec:
 	require.NoError(t, err)
 	assert.NotEqual(t, first.GetRunID(), desc.WorkflowExecutionInfo.Execution.RunId, "the pool continued as new")
 	runs := 0
-	resp, err := tmp.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default",
-		Query: fmt.Sprintf("WorkflowId = %q", workflows.PoolWorkflowID("flood"))})
-	if err == nil {
-		for _, e := range resp.Executions {
-			if e.Status == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
-				runs++
-			}
+	// Walk the chain of runs back from the current one; every run replays against the code
+	// (the new pool shape has no recorded history yet: this is its replay test).
+	replayer := sdkworker.NewWorkflowReplayer()
+	replayer.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
+	for run := desc.WorkflowExecutionInfo.Execution.RunId; run != ""; runs++ {
+		hist := &historypb.History{}
+		it := tmp.Client.GetWorkflowHistory(ctx, workflows.PoolWorkflowID("flood"), run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			require.NoError(t, err)
+			hist.Events = append(hist.Events, e)
 		}
+		require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "pool run %s replays", run)
+		run = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 	}
-	t.Logf("%d leases; the pool continued as new %d times (visibility may lag); final: %+v", leases, runs, st)
+	assert.GreaterOrEqual(t, runs, 3, "the pool continued as new several times")
+	t.Logf("%d leases over %d pool runs, each replayed; final: %+v", leases, runs, st)
 }
