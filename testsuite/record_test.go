@@ -137,7 +137,7 @@ spec:
 `
 
 // recordVersion names the files of this recording (doctor's excepted).
-const recordVersion = "v4"
+const recordVersion = "v5"
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	iter := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
