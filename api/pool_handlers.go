@@ -210,7 +210,8 @@ func (s *Server) handlePoolPut(w http.ResponseWriter, r *http.Request) {
 // down, leased ones when their leases end; then the pool is forgotten. 202 while draining.
 func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if _, err := s.Store.GetPool(r.Context(), name); errors.Is(err, store.ErrNotFound) {
+	p, err := s.Store.GetPool(r.Context(), name)
+	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
 		return
 	} else if err != nil {
@@ -223,18 +224,30 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 		s.auditFailed(w, r, "deleting the pool", err)
 		return
 	}
-	err := s.Temporal.SignalWorkflow(r.Context(), workflows.PoolWorkflowID(name), "", workflows.SignalDeletePool, nil)
+	// The signal names the row's generation: if the pool is applied again while it drains,
+	// the drained workflow keeps the newer row and lives on.
+	err = s.Temporal.SignalWorkflow(r.Context(), workflows.PoolWorkflowID(name), "", workflows.SignalDeletePool,
+		workflows.PoolDeletion{Generation: p.Generation})
 	if isNotRunning(err) {
-		// No workflow holds members: forget the pool at once, with its event.
+		// No workflow holds members: forget the pool at once, with its event, unless an apply
+		// recorded it again since it was read (that apply's run then holds it).
+		deleted := false
 		err := s.Store.InTx(r.Context(), func(tx store.Store) error {
-			if err := tx.DeletePool(r.Context(), name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			var err error
+			if deleted, err = tx.DeletePoolGeneration(r.Context(), name, p.Generation); err != nil || !deleted {
 				return err
 			}
-			_, err := tx.AppendEvent(r.Context(), s.auditEvent(r, "pool.delete", name, name, "deleted", nil))
+			_, err = tx.AppendEvent(r.Context(), s.auditEvent(r, "pool.delete", name, name, "deleted", nil))
 			return err
 		})
 		if err != nil {
 			s.unavailable(w, r, "deleting the pool", err)
+			return
+		}
+		if !deleted {
+			s.auditOutcome(r, "pool.delete", name, name, "conflict", nil)
+			writeError(w, http.StatusConflict, ReasonPoolChanged, "Pool changed",
+				fmt.Sprintf("pool %q was applied while it was being deleted; delete it again", name))
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -29,16 +29,20 @@ func EnsurePool(ctx context.Context, c client.Client, s store.Store, taskQueue s
 	if err := s.UpsertPool(ctx, store.Pool{Name: pol.Name, Backend: pol.Backend, Spec: spec}); err != nil {
 		return fmt.Errorf("pool %s: %w", pol.Name, err)
 	}
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.PoolWorkflowID(pol.Name),
-		TaskQueue:                taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, ContinueAsNewAfter: ContinueAsNewAfterForTests()})
+	// One call, so that there is no moment between finding the pool's run and signalling it in
+	// which a drained run could end: a running pool learns the (possibly changed) policy and
+	// keeps its members; otherwise a new run starts with the apply in its history. A drained
+	// run that is ending reads the apply before it ends and lives on (workflows/pool.go).
+	_, err = c.SignalWithStartWorkflow(ctx, workflows.PoolWorkflowID(pol.Name), workflows.SignalApply, pol,
+		client.StartWorkflowOptions{
+			ID:                       workflows.PoolWorkflowID(pol.Name),
+			TaskQueue:                taskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		}, workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, ContinueAsNewAfter: ContinueAsNewAfterForTests()})
 	if err != nil {
-		return fmt.Errorf("starting pool %s: %w", pol.Name, err)
+		return fmt.Errorf("applying pool %s: %w", pol.Name, err)
 	}
-	// An existing run keeps its members; it only learns the (possibly changed) policy.
-	return c.SignalWorkflow(ctx, run.GetID(), "", workflows.SignalApply, pol)
+	return nil
 }
 
 // ContinueAsNewAfterForTests is $KOBE_TEST_CONTINUE_AS_NEW_AFTER: a history length past which
