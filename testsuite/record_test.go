@@ -117,6 +117,16 @@ spec:
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Generation == 1 && st.Ready == 1 && st.Outdated == 0 && st.Deleting == 0 && st.Creating == 0
 	}, 3*time.Minute, 100*time.Millisecond)
+	// Deleted, applied again while it drains (v6: it lives on), then deleted for good: the
+	// drained pool forgets its row (no store row here: the forget finds none) and ends.
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalDeletePool, workflows.PoolDeletion{Generation: 1}))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalApply, pol))
+	require.Eventually(t, func() bool {
+		st := poolStatus(t, tmp.Client, "rec")
+		return st.Phase != workflows.PoolDraining && st.Ready == 1 && st.Deleting == 0 && st.Creating == 0
+	}, 3*time.Minute, 100*time.Millisecond)
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalDeletePool, workflows.PoolDeletion{Generation: 2}))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, workflows.PoolWorkflowID("rec"), "").Get(ctx, nil), "the drained pool ends")
 	writeHistory(t, ctx, tmp.Client, "lease-rec", filepath.Join("..", "workflows", "testdata", "histories", "lease-"+recordVersion+".json"))
 	writeHistory(t, ctx, tmp.Client, workflows.PoolWorkflowID("rec"), filepath.Join("..", "workflows", "testdata", "histories", "pool-"+recordVersion+".json"))
 }
@@ -137,7 +147,7 @@ spec:
 `
 
 // recordVersion names the files of this recording (doctor's excepted).
-const recordVersion = "v5"
+const recordVersion = "v6"
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	iter := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
