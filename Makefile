@@ -56,7 +56,7 @@ FUZZTIME ?= 8000x
 fuzz:
 	@for f in FuzzLeaseCreate FuzzLeaseExtend FuzzPoolManifest; do \
 	  echo "fuzz $$f for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 2 ./api/ || exit 1; \
+	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 2 ./server/ || exit 1; \
 	done
 
 # The fault-injection soak (testsuite/soak): lease lifecycles from concurrent clients while the

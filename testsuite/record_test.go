@@ -13,9 +13,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -75,7 +75,7 @@ spec:
 		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Ready == 1 }, 2*time.Minute, 100*time.Millisecond)
-	lease, err := api.StartLease(ctx, tmp.Client, "record-host", workflows.LeaseInput{LeaseID: "lease-rec", Pool: "rec",
+	lease, err := server.StartLease(ctx, tmp.Client, "record-host", workflows.LeaseInput{LeaseID: "lease-rec", Pool: "rec",
 		Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute}, true)
 	require.NoError(t, err)
 	wait, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: workflows.UpdateWaitBound,

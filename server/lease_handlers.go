@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/workflows"
@@ -49,21 +50,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		if errors.Is(err, io.EOF) {
 			msg = "empty body; expected a JSON object"
 		}
-		writeError(w, http.StatusBadRequest, ReasonInvalidRequest, "Invalid request", "body: "+msg)
+		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: "+msg)
 		return false
 	}
 	if dec.More() {
-		writeError(w, http.StatusBadRequest, ReasonInvalidRequest, "Invalid request", "body: trailing data after the JSON object")
+		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: trailing data after the JSON object")
 		return false
 	}
 	if err := exactFieldNames(raw, v); err != nil {
-		writeError(w, http.StatusBadRequest, ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
+		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
 		return false
 	}
 	strict := json.NewDecoder(bytes.NewReader(raw))
 	strict.DisallowUnknownFields()
 	if err := strict.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
+		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
 		return false
 	}
 	return true
@@ -95,7 +96,7 @@ func exactFieldNames(raw json.RawMessage, v any) error {
 }
 
 func badRequest(w http.ResponseWriter, detail string) {
-	writeError(w, http.StatusBadRequest, ReasonInvalidRequest, "Invalid request", detail)
+	writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", detail)
 }
 
 // leaseCreate is a validated POST /v1/leases.
@@ -103,16 +104,16 @@ type leaseCreate struct {
 	pool        string
 	ttl         time.Duration // requested, 0 = pool default
 	idleTimeout time.Duration
-	req         LeaseRequest
+	req         api.LeaseRequest
 }
 
 // ValidateLeaseRequest checks a create request's fields; the error names the field.
-func ValidateLeaseRequest(req LeaseRequest) error {
+func ValidateLeaseRequest(req api.LeaseRequest) error {
 	_, err := validateLeaseRequest(req)
 	return err
 }
 
-func validateLeaseRequest(req LeaseRequest) (leaseCreate, error) {
+func validateLeaseRequest(req api.LeaseRequest) (leaseCreate, error) {
 	c := leaseCreate{req: req, pool: req.Pool}
 	switch {
 	case req.Pool == "" && req.Profile == "":
@@ -193,7 +194,7 @@ func (s *Server) poolPolicy(ctx context.Context, name string) (pools.Policy, err
 
 func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
-	var req LeaseRequest
+	var req api.LeaseRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
@@ -205,7 +206,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pol, err := s.poolPolicy(ctx, c.pool)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", c.pool))
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", c.pool))
 		return
 	}
 	if err != nil {
@@ -214,7 +215,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	role, _ := s.Policy.Role(p.Role)
 	if !role.AllowsPool(c.pool) {
-		writeError(w, http.StatusForbidden, ReasonForbidden, "Forbidden",
+		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden",
 			fmt.Sprintf("role %s may lease from pools %s, not %s", p.Role, strings.Join(role.Pools, ", "), c.pool))
 		return
 	}
@@ -255,18 +256,18 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	var qe *store.QuotaError
 	switch {
 	case errors.As(err, &qe):
-		if err := s.audit(r, "lease.create", "", c.pool, "refused", map[string]any{"reason": ReasonQuotaExhausted, "scope": qe.Scope, "used": qe.Used, "limit": qe.Limit}); err != nil {
+		if err := s.audit(r, "lease.create", "", c.pool, "refused", map[string]any{"reason": api.ReasonQuotaExhausted, "scope": qe.Scope, "used": qe.Used, "limit": qe.Limit}); err != nil {
 			s.auditFailed(w, r, "recording the refusal of the lease", err)
 			return
 		}
-		writeError(w, http.StatusTooManyRequests, ReasonQuotaExhausted, "Quota exhausted", quotaDetail(qe))
+		writeError(w, http.StatusTooManyRequests, api.ReasonQuotaExhausted, "Quota exhausted", quotaDetail(qe))
 		return
 	case errors.Is(err, store.ErrIdempotencyConflict):
-		writeError(w, http.StatusConflict, ReasonIdempotencyConflict, "Idempotency conflict",
+		writeError(w, http.StatusConflict, api.ReasonIdempotencyConflict, "Idempotency conflict",
 			"idempotencyKey "+req.IdempotencyKey+" was used with a different request")
 		return
 	case errors.Is(err, store.ErrAliasTaken):
-		writeError(w, http.StatusConflict, ReasonAliasTaken, "Alias taken", fmt.Sprintf("you hold an active lease named %q", req.Alias))
+		writeError(w, http.StatusConflict, api.ReasonAliasTaken, "Alias taken", fmt.Sprintf("you hold an active lease named %q", req.Alias))
 		return
 	case errors.Is(err, store.ErrAuditWrite):
 		s.auditFailed(w, r, "admitting the lease", err)
@@ -290,13 +291,13 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
 	if err := s.startLeaseSurely(ctx, in); err != nil {
 		// Nothing runs for this lease: record it Failed so that it does not hold quota.
-		lease.Phase, lease.Reason = workflows.LeaseFailed, ReasonBackendError
+		lease.Phase, lease.Reason = workflows.LeaseFailed, api.ReasonBackendError
 		wctx := context.WithoutCancel(ctx)
 		if ferr := s.Store.InTx(wctx, func(tx store.Store) error {
 			if err := tx.UpsertLease(wctx, lease); err != nil {
 				return err
 			}
-			_, err := tx.AppendEvent(wctx, s.auditEvent(r, "lease.create", lease.ID, c.pool, "failed", map[string]any{"reason": ReasonBackendError}))
+			_, err := tx.AppendEvent(wctx, s.auditEvent(r, "lease.create", lease.ID, c.pool, "failed", map[string]any{"reason": api.ReasonBackendError}))
 			return err
 		}); ferr != nil && s.Logger != nil {
 			s.Logger.Error("a lease whose workflow did not start stays Pending: recording it Failed failed",
@@ -318,10 +319,10 @@ func quotaDetail(qe *store.QuotaError) string {
 }
 
 // storeView is a lease as the store has it.
-func (s *Server) storeView(l store.Lease) Lease {
-	v := Lease{ID: l.ID, ResourceKind: resourceKindLease, Phase: l.Phase, Profile: l.Pool, Pool: l.Pool,
+func (s *Server) storeView(l store.Lease) api.Lease {
+	v := api.Lease{ID: l.ID, ResourceKind: resourceKindLease, Phase: l.Phase, Profile: l.Pool, Pool: l.Pool,
 		EffectiveTTL: l.TTL.String(), Alias: l.Alias, Metadata: l.Metadata, Owner: l.Principal, Reason: l.Reason,
-		ClusterName: l.InstanceID, CreatedAt: l.CreatedAt, Conditions: []LeaseCondition{}}
+		ClusterName: l.InstanceID, CreatedAt: l.CreatedAt, Conditions: []api.LeaseCondition{}}
 	if !l.ExpiresAt.IsZero() {
 		t := l.ExpiresAt
 		v.ExpiresAt = &t
@@ -343,12 +344,12 @@ func leaseCapabilities(phase string) []string {
 
 // leaseView is the lease as it is now: the workflow's view while it runs (the store may lag by
 // a projection), the store's afterwards; with the kubeconfig once Bound if asked.
-func (s *Server) leaseView(ctx context.Context, l store.Lease, withKubeconfig bool) (Lease, error) {
+func (s *Server) leaseView(ctx context.Context, l store.Lease, withKubeconfig bool) (api.Lease, error) {
 	return s.leaseViewFrom(ctx, l, nil, withKubeconfig)
 }
 
 // leaseViewFrom is leaseView with the workflow's view already in hand (nil: ask the workflow).
-func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *workflows.LeaseView, withKubeconfig bool) (Lease, error) {
+func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *workflows.LeaseView, withKubeconfig bool) (api.Lease, error) {
 	v := s.storeView(l)
 	if lv == nil {
 		if resp, err := s.Temporal.QueryWorkflow(ctx, workflows.LeaseWorkflowID(l.ID), "", workflows.QueryLease); err == nil {
@@ -374,7 +375,7 @@ func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *workflows
 	return v, nil
 }
 
-func (s *Server) applyWorkflowView(v *Lease, lv workflows.LeaseView) {
+func (s *Server) applyWorkflowView(v *api.Lease, lv workflows.LeaseView) {
 	v.Phase, v.Reason, v.ClusterName, v.Endpoint, v.Extensions = lv.Phase, lv.Reason, lv.InstanceID, lv.Endpoint, lv.Extensions
 	if !lv.BoundAt.IsZero() {
 		t := lv.BoundAt
@@ -385,9 +386,9 @@ func (s *Server) applyWorkflowView(v *Lease, lv workflows.LeaseView) {
 		v.ExpiresAt = &t
 	}
 	v.Capabilities = leaseCapabilities(v.Phase)
-	v.Conditions = make([]LeaseCondition, 0, len(lv.Conditions))
+	v.Conditions = make([]api.LeaseCondition, 0, len(lv.Conditions))
 	for _, c := range lv.Conditions {
-		v.Conditions = append(v.Conditions, LeaseCondition{Type: c.Type, Status: c.Status, Reason: c.Reason,
+		v.Conditions = append(v.Conditions, api.LeaseCondition{Type: c.Type, Status: c.Status, Reason: c.Reason,
 			Message: c.Message, LastTransitionTime: c.LastTransitionTime})
 	}
 }
@@ -448,7 +449,7 @@ func (s *Server) ownLease(w http.ResponseWriter, r *http.Request) (store.Lease, 
 		}
 	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && l.Principal != p.Name) {
-		writeError(w, http.StatusNotFound, ReasonNotFound, leaseNotFoundError, "")
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, leaseNotFoundError, "")
 		return l, false
 	}
 	if err != nil {
@@ -524,7 +525,7 @@ func (s *Server) handleLeaseKubeconfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if view.Phase != workflows.LeaseBound {
-		writeError(w, http.StatusConflict, ReasonNotReady, "Lease not bound", "the lease is "+view.Phase)
+		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not bound", "the lease is "+view.Phase)
 		return
 	}
 	w.Header().Set("Content-Type", "application/yaml")
@@ -542,7 +543,7 @@ func (s *Server) handleLeaseList(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "listing leases", err)
 		return
 	}
-	out := []Lease{}
+	out := []api.Lease{}
 	for _, l := range ls {
 		out = append(out, s.storeView(l))
 	}
@@ -554,7 +555,7 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req ExtendRequest
+	var req api.ExtendRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
@@ -568,7 +569,7 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if l.Phase != workflows.LeasePending && l.Phase != workflows.LeaseBound {
-		writeError(w, http.StatusConflict, ReasonNotReady, "Lease not extendable", "the lease is "+l.Phase)
+		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not extendable", "the lease is "+l.Phase)
 		return
 	}
 	// The update cannot be taken back: its request is recorded first, its outcome after.
@@ -593,14 +594,14 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "failed", map[string]any{"by": by.String(), "error": err.Error()})
 		if isNotRunning(err) {
-			writeError(w, http.StatusConflict, ReasonNotReady, "Lease not extendable", "the lease has ended")
+			writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not extendable", "the lease has ended")
 			return
 		}
 		s.unavailable(w, r, "extending the lease", err)
 		return
 	}
 	s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "ok", map[string]any{"by": by.String(), "expiresAt": res.ExpiresAt})
-	writeJSON(w, http.StatusOK, ExtendResponse{ExpiresAt: res.ExpiresAt})
+	writeJSON(w, http.StatusOK, api.ExtendResponse{ExpiresAt: res.ExpiresAt})
 }
 
 func extendDetail(reason string) string {
@@ -648,7 +649,7 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 		if resp.Get(&lv) == nil {
 			switch {
 			case lv.Phase != workflows.LeasePending && lv.Phase != workflows.LeaseBound:
-				writeError(w, http.StatusGone, ReasonExpired, "Lease ended", "the lease is "+lv.Phase)
+				writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+lv.Phase)
 				return
 			case lv.IdleTimeout == 0:
 				w.WriteHeader(http.StatusNoContent)
@@ -658,7 +659,7 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	err := s.Temporal.SignalWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.SignalHeartbeat, nil)
 	if isNotRunning(err) {
-		writeError(w, http.StatusGone, ReasonExpired, "Lease ended", "the lease is "+l.Phase)
+		writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+l.Phase)
 		return
 	}
 	if err != nil {
@@ -695,7 +696,7 @@ func (s *Server) auditFailed(w http.ResponseWriter, r *http.Request, what string
 		s.Logger.Error(what+": nothing was changed", zap.Error(err), zap.String("requestId", requestID(r)))
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, ReasonDegraded, "Service unavailable",
+	writeError(w, http.StatusServiceUnavailable, api.ReasonDegraded, "Service unavailable",
 		what+" failed, nothing was changed: "+err.Error())
 }
 

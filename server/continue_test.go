@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"context"
@@ -25,6 +25,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/worker"
 	"github.com/kunobi-ninja/kobe/workflows"
@@ -79,7 +80,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
 	require.NoError(t, err)
-	s := &api.Server{Store: st, Temporal: tmp.Client, TaskQueue: "can", InsecureNoAuth: true, Policy: pol, Secrets: acts.Secrets}
+	s := &server.Server{Store: st, Temporal: tmp.Client, TaskQueue: "can", InsecureNoAuth: true, Policy: pol, Secrets: acts.Secrets}
 	h := s.Handler()
 	call := func(method, path, body string, out any) int {
 		rec := httptest.NewRecorder()
@@ -92,7 +93,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 
 	const id = "lease-can"
 	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "can", Principal: "anonymous", Phase: workflows.LeasePending, TTL: time.Hour}))
-	_, err = api.StartLease(ctx, tmp.Client, "can", workflows.LeaseInput{LeaseID: id, Pool: "can", Principal: "anonymous",
+	_, err = server.StartLease(ctx, tmp.Client, "can", workflows.LeaseInput{LeaseID: id, Pool: "can", Principal: "anonymous",
 		TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute, ContinueAsNewAfter: 60}, true)
 	require.NoError(t, err)
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", workflows.SignalAssigned, workflows.Assignment{InstanceID: "i1",

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/activities"
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
@@ -20,8 +21,8 @@ import (
 // retries a Quarantined one's teardown; forgetting one (dropping kobe's record of a cluster
 // that may still exist) is for the admin role alone.
 
-func instanceView(in store.Instance) Instance {
-	v := Instance{ID: in.ID, Pool: in.Pool, Backend: in.Backend, Host: in.Host, Phase: in.Phase, Endpoint: in.Endpoint,
+func instanceView(in store.Instance) api.Instance {
+	v := api.Instance{ID: in.ID, Pool: in.Pool, Backend: in.Backend, Host: in.Host, Phase: in.Phase, Endpoint: in.Endpoint,
 		CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt}
 	var data struct {
 		Message string `json:"message"`
@@ -39,7 +40,7 @@ func (s *Server) handleInstanceList(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "listing instances", err)
 		return
 	}
-	out := []Instance{}
+	out := []api.Instance{}
 	for _, in := range is {
 		out = append(out, instanceView(in))
 	}
@@ -51,7 +52,7 @@ func (s *Server) instance(w http.ResponseWriter, r *http.Request) (store.Instanc
 	id := r.PathValue("id")
 	in, err := s.Store.GetInstance(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, ReasonNotFound, "Instance not found", fmt.Sprintf("no instance %q", id))
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Instance not found", fmt.Sprintf("no instance %q", id))
 		return in, false
 	}
 	if err != nil {
@@ -70,7 +71,7 @@ func (s *Server) handleInstanceGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func notQuarantined(w http.ResponseWriter, in store.Instance, what string) {
-	writeError(w, http.StatusConflict, ReasonNotQuarantined, "Instance not quarantined",
+	writeError(w, http.StatusConflict, api.ReasonNotQuarantined, "Instance not quarantined",
 		fmt.Sprintf("instance %s is %s; only a Quarantined instance can be %s", in.ID, in.Phase, what))
 }
 
@@ -88,7 +89,7 @@ func (s *Server) handleInstanceRetryTeardown(w http.ResponseWriter, r *http.Requ
 		return
 	}
 	actor := principalOf(r).Name
-	out := RetryTeardown{ID: in.ID, Via: "pool", WorkflowID: workflows.PoolWorkflowID(in.Pool)}
+	out := api.RetryTeardown{ID: in.ID, Via: "pool", WorkflowID: workflows.PoolWorkflowID(in.Pool)}
 	err := s.Temporal.SignalWorkflow(r.Context(), out.WorkflowID, "", workflows.SignalRetryTeardown,
 		workflows.MemberAction{InstanceID: in.ID, Actor: actor})
 	if isNotRunning(err) {
@@ -126,7 +127,7 @@ func (s *Server) placement(in store.Instance) activities.HostAssignment {
 func (s *Server) handleInstanceForget(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
 	if p.Role != access.RoleAdmin {
-		writeError(w, http.StatusForbidden, ReasonForbidden, "Forbidden",
+		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden",
 			fmt.Sprintf("only the %s role forgets instances (role %s may retry their teardown)", access.RoleAdmin, p.Role))
 		return
 	}

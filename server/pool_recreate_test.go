@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/activities"
-	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/worker"
 	"github.com/kunobi-ninja/kobe/workflows"
@@ -41,7 +41,7 @@ func TestPoolDeletedAndAppliedAgainAlwaysEndsServing(t *testing.T) {
 	t.Cleanup(w.Stop)
 	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
 	require.NoError(t, err)
-	s := &api.Server{Store: st, Temporal: tmp.Client, TaskQueue: "recreate", InsecureNoAuth: true, Policy: pol}
+	s := &server.Server{Store: st, Temporal: tmp.Client, TaskQueue: "recreate", InsecureNoAuth: true, Policy: pol}
 	h := s.Handler()
 	call := func(method, path, body string) int {
 		rec := httptest.NewRecorder()

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pools"
@@ -97,7 +98,7 @@ func checkRefusal(t *testing.T, rec *httptest.ResponseRecorder, allowed ...int) 
 	t.Helper()
 	require.Less(t, rec.Code, 500, "never a 5xx: %s", rec.Body.String())
 	if rec.Code >= 400 {
-		var eb ErrorBody
+		var eb api.ErrorBody
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &eb), "an error envelope: %s", rec.Body.String())
 		require.NotEmpty(t, eb.Reason)
 	}
@@ -143,9 +144,9 @@ func FuzzLeaseExtend(f *testing.F) {
 		h.ServeHTTP(rec, httptest.NewRequest("PATCH", "/v1/leases/"+own, bytes.NewReader(body)))
 		checkRefusal(t, rec, 400, 409)
 		if rec.Code == http.StatusConflict {
-			var eb ErrorBody
+			var eb api.ErrorBody
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &eb))
-			require.Equal(t, ReasonNotReady, eb.Reason, "decoded, then refused because the lease ended")
+			require.Equal(t, api.ReasonNotReady, eb.Reason, "decoded, then refused because the lease ended")
 			requireOneExtension(t, body)
 		}
 
@@ -172,7 +173,7 @@ func requireOneExtension(t *testing.T, body []byte) {
 	for k := range m {
 		require.Contains(t, []string{"extendTtl", "extend_ttl"}, k, "accepted body %q has only known fields", body)
 	}
-	var req ExtendRequest
+	var req api.ExtendRequest
 	require.NoError(t, json.Unmarshal(body, &req))
 	raw := req.ExtendTTL
 	if raw == "" {

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/kunobi-ninja/kobe/api"
 	_ "github.com/kunobi-ninja/kobe/backends/local" // pools name a backend that is compiled in
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
@@ -109,9 +110,9 @@ func TestMutationsFailWhenTheirAuditEventCannotBeWritten(t *testing.T) {
 			} {
 				rec := do(m.method, m.path, m.body)
 				assert.Equal(t, 503, rec.Code, "%s %s: %s", m.method, m.path, rec.Body.String())
-				var eb ErrorBody
+				var eb api.ErrorBody
 				if assert.NoError(t, json.Unmarshal(rec.Body.Bytes(), &eb), rec.Body.String()) {
-					assert.Equal(t, ReasonDegraded, eb.Reason, "%s %s", m.method, m.path)
+					assert.Equal(t, api.ReasonDegraded, eb.Reason, "%s %s", m.method, m.path)
 					assert.Contains(t, eb.Detail, kobetest.AuditDownMessage, "%s %s: the answer names the cause", m.method, m.path)
 				}
 				assert.Empty(t, tc.taken(), "%s %s: nothing is asked of Temporal", m.method, m.path)

@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -44,7 +45,7 @@ type env struct {
 	t   *testing.T
 	tc  *testsuite.Temporal
 	st  store.Store
-	srv *api.Server
+	srv *server.Server
 	url string
 }
 
@@ -94,7 +95,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(w.Stop)
 	pol, err := access.ParsePolicy([]byte(testPolicy))
 	require.NoError(t, err)
-	srv := &api.Server{Temporal: tc.Client, TemporalAddress: tc.Address, Namespace: "default", TaskQueue: "kobe-api-test",
+	srv := &server.Server{Temporal: tc.Client, TemporalAddress: tc.Address, Namespace: "default", TaskQueue: "kobe-api-test",
 		Store: st, Policy: pol, Backends: []string{"local"}, InstanceName: "api-test", Secrets: secretbox.Random()}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
@@ -340,7 +341,7 @@ func TestPoolMetricsOnEveryScrape(t *testing.T) {
 	}
 	require.NoError(t, e.st.UpsertLease(ctx, store.Lease{ID: "lease-q", Pool: "ci-gone", Principal: "p", Phase: "Pending", TTL: time.Hour}))
 
-	reg := prometheusRegistry(&api.PoolCollector{Temporal: e.tc.Client, Store: e.st})
+	reg := prometheusRegistry(&server.PoolCollector{Temporal: e.tc.Client, Store: e.st})
 	want := map[string]float64{
 		`kobe_clusters{profile="ci-a",state="ready"}`: 3, `kobe_clusters{profile="ci-a",state="leased"}`: 1,
 		`kobe_clusters{profile="ci-a",state="creating"}`: 1, `kobe_clusters{profile="ci-a",state="recycling"}`: 1,

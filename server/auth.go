@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
 )
 
@@ -29,7 +30,7 @@ func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
 			p, err = s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
 			if errors.Is(err, access.ErrUnauthenticated) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
-				writeError(w, http.StatusUnauthorized, ReasonUnauthorized, "Unauthorized",
+				writeError(w, http.StatusUnauthorized, api.ReasonUnauthorized, "Unauthorized",
 					"send Authorization: Bearer <token> (kobe token create; kobe dev writes an admin token to <state-dir>/admin-token)")
 				return
 			}
@@ -40,13 +41,13 @@ func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
 		}
 		if ok, wait := s.Limiter.Allow(p); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			writeError(w, http.StatusTooManyRequests, ReasonRateLimited, "Too many requests",
+			writeError(w, http.StatusTooManyRequests, api.ReasonRateLimited, "Too many requests",
 				fmt.Sprintf("principal %s is over its rate limit; retry in %s", p.Name, wait.Round(1e6)))
 			return
 		}
 		role, _ := s.Policy.Role(p.Role)
 		if perm != "" && !role.Can(perm) {
-			writeError(w, http.StatusForbidden, ReasonForbidden, "Forbidden",
+			writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden",
 				fmt.Sprintf("role %s does not have the %s permission", p.Role, perm))
 			return
 		}
@@ -69,7 +70,7 @@ func (s *Server) internalError(w http.ResponseWriter, r *http.Request, what stri
 	if s.Logger != nil {
 		s.Logger.Error(what, zap.Error(err), zap.String("requestId", requestID(r)))
 	}
-	writeError(w, http.StatusInternalServerError, ReasonInternal, "Internal error", what+" failed; see the server log, request "+requestID(r))
+	writeError(w, http.StatusInternalServerError, api.ReasonInternal, "Internal error", what+" failed; see the server log, request "+requestID(r))
 }
 
 // unavailable answers 503 for a dependency (Temporal, store) that failed, with Retry-After.
@@ -78,5 +79,5 @@ func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, what string
 		s.Logger.Warn(what, zap.Error(err), zap.String("requestId", requestID(r)))
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, ReasonDegraded, "Service unavailable", what+" failed: "+err.Error())
+	writeError(w, http.StatusServiceUnavailable, api.ReasonDegraded, "Service unavailable", what+" failed: "+err.Error())
 }

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/buildinfo"
 )
 
@@ -49,7 +50,7 @@ func (s *Server) OpenAPI() map[string]any {
 		errs = append(errs, 500)
 		for _, code := range errs {
 			responses[strconv.Itoa(code)] = map[string]any{"description": http.StatusText(code),
-				"content": map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(ErrorBody{}))}}}
+				"content": map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(api.ErrorBody{}))}}}
 		}
 		op["responses"] = responses
 		if paths[rt.path] == nil {

@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -37,11 +37,11 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 	require.NoError(t, err)
 	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
 	require.NoError(t, err)
-	s := &api.Server{Store: st, Temporal: tmp.Client, TaskQueue: "hb", InsecureNoAuth: true, Policy: pol}
+	s := &server.Server{Store: st, Temporal: tmp.Client, TaskQueue: "hb", InsecureNoAuth: true, Policy: pol}
 	h := s.Handler()
 	for id, idle := range map[string]time.Duration{"lease-idle": 10 * time.Minute, "lease-plain": 0} {
 		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: workflows.LeasePending, TTL: time.Hour}))
-		_, err := api.StartLease(ctx, tmp.Client, "hb", workflows.LeaseInput{LeaseID: id, Pool: "hb", Principal: "anonymous",
+		_, err := server.StartLease(ctx, tmp.Client, "hb", workflows.LeaseInput{LeaseID: id, Pool: "hb", Principal: "anonymous",
 			TTL: time.Hour, MaxTTL: 2 * time.Hour, IdleTimeout: idle}, false)
 		require.NoError(t, err)
 	}

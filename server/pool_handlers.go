@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
@@ -17,8 +18,8 @@ import (
 
 // poolView is a pool as the caller sees it: counts from its workflow (the store's projection
 // when the workflow cannot answer) and the operations open to the caller's role.
-func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) PoolView {
-	v := PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
+func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) api.PoolView {
+	v := api.PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
 		Capabilities: poolCapabilities(role, p.Name), BackendCapabilities: []string{}}
 	if f, ok := backends.Lookup(p.Backend); ok {
 		c := backends.CapabilitiesOf(f.Name, f.Description, f.Prototype)
@@ -35,7 +36,7 @@ func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) P
 			if pol.Autoscale {
 				mode = "autoscale"
 			}
-			v.Policy = PoolPolicy{Mode: mode, TTL: pol.TTL.String(), MaxTTL: pol.MaxTTL.String(), MaxExtensions: pol.MaxExtensions,
+			v.Policy = api.PoolPolicy{Mode: mode, TTL: pol.TTL.String(), MaxTTL: pol.MaxTTL.String(), MaxExtensions: pol.MaxExtensions,
 				WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String()}
 		}
 	}
@@ -140,7 +141,7 @@ func (s *Server) handlePoolList(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "listing pools", err)
 		return
 	}
-	out := []PoolView{}
+	out := []api.PoolView{}
 	for _, p := range ps {
 		out = append(out, s.poolView(r.Context(), p, s.callerRole(r)))
 	}
@@ -150,7 +151,7 @@ func (s *Server) handlePoolList(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handlePoolGet(w http.ResponseWriter, r *http.Request) {
 	p, err := s.Store.GetPool(r.Context(), r.PathValue("name"))
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", r.PathValue("name")))
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", r.PathValue("name")))
 		return
 	}
 	if err != nil {
@@ -212,7 +213,7 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	p, err := s.Store.GetPool(r.Context(), name)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
 		return
 	} else if err != nil {
 		s.unavailable(w, r, "reading the pool", err)
@@ -246,7 +247,7 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 		}
 		if !deleted {
 			s.auditOutcome(r, "pool.delete", name, name, "conflict", nil)
-			writeError(w, http.StatusConflict, ReasonPoolChanged, "Pool changed",
+			writeError(w, http.StatusConflict, api.ReasonPoolChanged, "Pool changed",
 				fmt.Sprintf("pool %q was applied while it was being deleted; delete it again", name))
 			return
 		}
@@ -267,7 +268,7 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handlePoolLeases(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if _, err := s.Store.GetPool(r.Context(), name); errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
 		return
 	} else if err != nil {
 		s.unavailable(w, r, "reading the pool", err)
@@ -284,9 +285,9 @@ func (s *Server) handlePoolLeases(w http.ResponseWriter, r *http.Request) {
 	}
 	me := principalOf(r).Name
 	seeAll := s.callerRole(r).Can(access.PermPoolAdmin)
-	out := []PoolLease{}
+	out := []api.PoolLease{}
 	for _, l := range ls {
-		pl := PoolLease{ID: l.ID, Phase: l.Phase, Profile: l.Pool, ClusterName: l.InstanceID, CreatedAt: l.CreatedAt}
+		pl := api.PoolLease{ID: l.ID, Phase: l.Phase, Profile: l.Pool, ClusterName: l.InstanceID, CreatedAt: l.CreatedAt}
 		if !l.ExpiresAt.IsZero() {
 			t := l.ExpiresAt
 			pl.ExpiresAt = &t

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/kunobi-ninja/kobe/backends/local"
+
+	"github.com/kunobi-ninja/kobe/api"
 )
 
 // Applying a manifest with a field kobe parses but does not act on is refused with 400
@@ -38,9 +40,9 @@ spec:
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("PUT", "/v1/pools/ci", strings.NewReader(m)))
 			require.Equal(t, 400, rec.Code, rec.Body.String())
-			var eb ErrorBody
+			var eb api.ErrorBody
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &eb))
-			assert.Equal(t, ReasonInvalidRequest, eb.Reason)
+			assert.Equal(t, api.ReasonInvalidRequest, eb.Reason)
 			assert.Contains(t, eb.Detail, field+" is not supported by this version of kobe")
 			_, err := s.Store.GetPool(t.Context(), "ci")
 			assert.Error(t, err, "nothing stored")

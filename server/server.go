@@ -1,5 +1,7 @@
-// Package api is kobe's REST API: HTTP handlers, the error envelope, and a typed Go client.
-package api
+// Package server is kobe's REST API server: the HTTP handlers, authentication, the Temporal
+// helpers the handlers use (starting leases and pools) and the Prometheus collectors. The wire
+// types and the Go client are package api, which links nothing but the standard library.
+package server
 
 import (
 	"context"
@@ -14,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 
@@ -103,7 +106,7 @@ func (s *Server) mux() *http.ServeMux {
 	}
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.OpenAPI()) })
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, ReasonNotFound, "No such endpoint", r.Method+" "+r.URL.Path)
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "No such endpoint", r.Method+" "+r.URL.Path)
 	})
 	return mux
 }

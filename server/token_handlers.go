@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"errors"
@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
 
-func tokenView(t store.Token) Token {
-	v := Token{ID: t.ID, Name: t.Name, Role: t.Role, Principal: t.Principal, CreatedAt: t.CreatedAt}
+func tokenView(t store.Token) api.Token {
+	v := api.Token{ID: t.ID, Name: t.Name, Role: t.Role, Principal: t.Principal, CreatedAt: t.CreatedAt}
 	for _, f := range []struct {
 		src time.Time
 		dst **time.Time
@@ -31,12 +32,12 @@ type invalidInput struct{ error }
 
 // CreateToken makes a token for a role of the policy and returns it with its secret (the only
 // time the secret is seen: the store keeps its hash).
-func CreateToken(r *http.Request, st store.Store, pol *access.Policy, req TokenRequest) (Token, error) {
+func CreateToken(r *http.Request, st store.Store, pol *access.Policy, req api.TokenRequest) (api.Token, error) {
 	if req.Name == "" || len(req.Name) > 100 || strings.ContainsAny(req.Name, "\n\r\t") {
-		return Token{}, invalidInput{errors.New("name: required, one line of at most 100 characters")}
+		return api.Token{}, invalidInput{errors.New("name: required, one line of at most 100 characters")}
 	}
 	if _, ok := pol.Role(req.Role); !ok {
-		return Token{}, invalidInput{fmt.Errorf("role: %q is not a role of the policy (roles: %s)", req.Role, strings.Join(pol.RoleNames(), ", "))}
+		return api.Token{}, invalidInput{fmt.Errorf("role: %q is not a role of the policy (roles: %s)", req.Role, strings.Join(pol.RoleNames(), ", "))}
 	}
 	if req.Principal == "" {
 		req.Principal = req.Name
@@ -45,18 +46,18 @@ func CreateToken(r *http.Request, st store.Store, pol *access.Policy, req TokenR
 	if req.TTL != "" {
 		d, err := time.ParseDuration(req.TTL)
 		if err != nil || d <= 0 {
-			return Token{}, invalidInput{fmt.Errorf("ttl: %q is not a positive duration (e.g. 720h)", req.TTL)}
+			return api.Token{}, invalidInput{fmt.Errorf("ttl: %q is not a positive duration (e.g. 720h)", req.TTL)}
 		}
 		expires = time.Now().Add(d)
 	}
 	id, secret, err := access.NewToken()
 	if err != nil {
-		return Token{}, err
+		return api.Token{}, err
 	}
 	t, err := st.CreateToken(r.Context(), store.Token{ID: id, Name: req.Name, Role: req.Role, Principal: req.Principal,
 		Hash: access.HashToken(secret), ExpiresAt: expires})
 	if err != nil {
-		return Token{}, err
+		return api.Token{}, err
 	}
 	v := tokenView(t)
 	v.Secret = secret
@@ -64,12 +65,12 @@ func CreateToken(r *http.Request, st store.Store, pol *access.Policy, req TokenR
 }
 
 func (s *Server) handleTokenCreate(w http.ResponseWriter, r *http.Request) {
-	var req TokenRequest
+	var req api.TokenRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
 	// The token and its event are one transaction: no token without its token.create.
-	var t Token
+	var t api.Token
 	err := s.Store.InTx(r.Context(), func(tx store.Store) error {
 		var err error
 		if t, err = CreateToken(r, tx, s.Policy, req); err != nil {
@@ -100,7 +101,7 @@ func (s *Server) handleTokenList(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "listing tokens", err)
 		return
 	}
-	out := TokenList{Items: []Token{}}
+	out := api.TokenList{Items: []api.Token{}}
 	for _, t := range ts {
 		out.Items = append(out.Items, tokenView(t))
 	}
@@ -118,7 +119,7 @@ func (s *Server) handleTokenRevoke(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, ReasonNotFound, "Token not found", fmt.Sprintf("no token %q", id))
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Token not found", fmt.Sprintf("no token %q", id))
 		return
 	case errors.Is(err, store.ErrAuditWrite):
 		s.auditFailed(w, r, "revoking the token", err)
@@ -167,9 +168,9 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "reading the audit log", err)
 		return
 	}
-	out := AuditList{Items: []AuditEvent{}}
+	out := api.AuditList{Items: []api.AuditEvent{}}
 	for _, e := range evs {
-		ae := AuditEvent{ID: e.ID, Time: e.Time, Actor: e.Actor, Action: e.Action, Target: e.Target, Result: e.Result, RequestID: e.RequestID}
+		ae := api.AuditEvent{ID: e.ID, Time: e.Time, Actor: e.Actor, Action: e.Action, Target: e.Target, Result: e.Result, RequestID: e.RequestID}
 		_ = jsonUnmarshal(e.Detail, &ae.Detail)
 		out.Items = append(out.Items, ae)
 	}
