@@ -21,7 +21,7 @@ CONTAINERD_VERSION=v2.4.2
 COREDNS_VERSION=v1.15.0
 # Debian packages the node uses as they are (bookworm: runc 1.1.5, containernetworking-plugins
 # 1.1.1, busybox-static 1.35.0). crun is not an option: it refuses the hybrid cgroup v1 layout.
-DEBIAN_PACKAGES="runc containernetworking-plugins busybox-static iptables"
+DEBIAN_PACKAGES="runc containernetworking-plugins busybox-static iptables nftables"
 RUNC=/usr/sbin/runc
 CNI_BIN_DIR=/usr/lib/cni
 BUSYBOX=/bin/busybox
@@ -133,7 +133,7 @@ build_coredns() {
 
 check_debian() {
   local f ok=1
-  for f in "$RUNC" "$CNI_BIN_DIR/bridge" "$CNI_BIN_DIR/host-local" "$CNI_BIN_DIR/loopback" "$BUSYBOX" /usr/sbin/iptables; do
+  for f in "$RUNC" "$CNI_BIN_DIR/bridge" "$CNI_BIN_DIR/host-local" "$CNI_BIN_DIR/loopback" "$BUSYBOX" /usr/sbin/iptables /usr/sbin/nft; do
     [[ -x $f ]] || { ok=0; log "missing $f"; }
   done
   if [[ $ok == 0 ]]; then
