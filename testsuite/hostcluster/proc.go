@@ -19,6 +19,8 @@ type proc struct {
 	mu      sync.Mutex
 	exited  chan struct{}
 	exitMsg string
+	// stopping is set when the fixture stops the process: its exit is then no failure.
+	stopping bool
 }
 
 var netClient = http.Client{Timeout: 2 * time.Second}
@@ -80,6 +82,9 @@ func (c *RealCluster) stop(name string, grace time.Duration) {
 	if p == nil || !p.alive() {
 		return
 	}
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
 	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
 	select {
 	case <-p.exited:
@@ -98,7 +103,10 @@ func (c *RealCluster) deadProcess() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, p := range c.procs {
-		if !p.alive() {
+		p.mu.Lock()
+		stopping := p.stopping
+		p.mu.Unlock()
+		if !stopping && !p.alive() {
 			data, _ := os.ReadFile(p.log)
 			return fmt.Sprintf("%s exited (%s):\n%s", name, p.exitMessage(), lastLines(string(data), 20))
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,10 +57,15 @@ type RealCluster struct {
 	Images []string
 	// KubernetesVersion of every part.
 	KubernetesVersion string
+	// RoutesBefore are the machine's routes (Routes) before the node started.
+	RoutesBefore []string
 
-	tools nodeTools
-	mu    sync.Mutex
-	procs map[string]*proc
+	tools    nodeTools
+	endpoint string
+	// sysctlsRestored are the changes of global sysctls (by kubelet) that were put back.
+	sysctlsRestored []string
+	mu              sync.Mutex
+	procs           map[string]*proc
 	// stopGuard stops the goroutine that puts back the sysctls kubelet rewrites.
 	stopGuard func()
 }
@@ -157,12 +163,14 @@ func StartReal(t testing.TB, opts RealOptions) *RealCluster {
 		t.Logf("hostcluster: cleaned up after an earlier run: %s", strings.Join(found, "; "))
 	}
 	before := snapshotMachine()
+	routesBefore := Routes()
 	t0 := time.Now()
 	c := &RealCluster{
 		tools: tools, procs: map[string]*proc{},
 		NodeName: nodeName, NodeIP: nodeIP, PodSubnet: podSubnet, ServiceCIDR: serviceCIDR, DNSIP: dnsIP,
 		KubectlBinary: tools["KUBECTL"], KubeconfigPath: filepath.Join(workRoot, "kubeconfigs", "admin.kubeconfig"),
 		KubernetesVersion: strings.TrimPrefix(filepath.Base(filepath.Dir(tools["KUBELET"])), "kubernetes-"),
+		RoutesBefore:      routesBefore,
 	}
 	t.Cleanup(func() {
 		c.teardown(t)
@@ -177,8 +185,13 @@ func StartReal(t testing.TB, opts RealOptions) *RealCluster {
 		t.Fatalf("hostcluster: %v", err)
 	}
 	c.Ready = time.Since(t0)
+	c.mu.Lock()
+	if len(c.sysctlsRestored) > 0 {
+		t.Logf("hostcluster: put back the sysctls kubelet changed: %v", c.sysctlsRestored)
+	}
+	c.mu.Unlock()
 	t.Logf("hostcluster: real node %s (%s) ready in %s: images %v, DNS %v, %d fake nodes",
-		nodeName, c.Endpoint, c.Ready.Round(time.Millisecond), c.Images, c.DNS, opts.FakeNodes)
+		nodeName, c.endpoint, c.Ready.Round(time.Millisecond), c.Images, c.DNS, opts.FakeNodes)
 	return c
 }
 
@@ -237,7 +250,7 @@ func (c *RealCluster) start(t testing.TB, opts RealOptions) error {
 	if apiPort == 0 || kinePort == 0 {
 		return errors.New("no free port")
 	}
-	c.Endpoint = "https://" + nodeIP + ":" + strconv.Itoa(apiPort)
+	c.endpoint = "https://" + nodeIP + ":" + strconv.Itoa(apiPort)
 	if err := c.writePKI(); err != nil {
 		return err
 	}
@@ -424,7 +437,7 @@ func (c *RealCluster) writePKI() error {
 		if err != nil {
 			return err
 		}
-		kc, err := kubeconfig.ForClientCert("hostcluster", c.Endpoint, ca.CertPEM, cred.CertPEM, cred.KeyPEM, u.user)
+		kc, err := kubeconfig.ForClientCert("hostcluster", c.endpoint, ca.CertPEM, cred.CertPEM, cred.KeyPEM, u.user)
 		if err != nil {
 			return err
 		}
@@ -449,7 +462,7 @@ func (c *RealCluster) connect() error {
 	if err != nil {
 		return err
 	}
-	c.Cluster = &Cluster{Kubeconfig: kc, Config: cfg, Client: client, Endpoint: c.Endpoint}
+	c.Cluster = &Cluster{Kubeconfig: kc, Config: cfg, Client: client, Endpoint: c.endpoint}
 	return nil
 }
 
@@ -553,7 +566,11 @@ func (c *RealCluster) startKubelet() error {
 					values[k] = v
 				}
 			}
-			restoreSysctls(values)
+			if changed := restoreSysctls(values); len(changed) > 0 {
+				c.mu.Lock()
+				c.sysctlsRestored = append(c.sysctlsRestored, changed...)
+				c.mu.Unlock()
+			}
 			select {
 			case <-stop:
 				return
@@ -648,6 +665,19 @@ func (c *RealCluster) PodProcesses(uid string) []int {
 	return out
 }
 
+// Routes are the machine's routes in every table, one normalized line each, sorted.
+func Routes() []string {
+	out, _ := exec.Command("ip", "route", "show", "table", "all").Output()
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l = strings.Join(strings.Fields(l), " "); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	sort.Strings(lines)
+	return lines
+}
+
 // BridgePorts are the interfaces on the node's bridge: a veth per pod.
 func (c *RealCluster) BridgePorts() []string { return bridgePorts() }
 
@@ -674,38 +704,51 @@ func (c *RealCluster) teardown(t testing.TB) {
 	if t.Failed() {
 		c.logTails(t)
 	}
+	t0 := time.Now()
+	var steps []string
+	step := func(name string) {
+		steps = append(steps, fmt.Sprintf("%s %s", name, time.Since(t0).Round(10*time.Millisecond)))
+		t0 = time.Now()
+	}
+	defer func() { t.Logf("hostcluster: teardown: %s", strings.Join(steps, ", ")) }()
 	c.stop("kwok", 5*time.Second)
 	c.stop("kube-controller-manager", 5*time.Second)
 	c.mu.Lock()
 	kubelet, proxy, containerd := c.procs["kubelet"], c.procs["kube-proxy"], c.procs["containerd"]
 	c.mu.Unlock()
-	if c.Client != nil && kubelet != nil && kubelet.alive() {
+	if c.Cluster != nil && kubelet != nil && kubelet.alive() {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		if err := c.deleteAllPods(ctx); err != nil {
 			t.Logf("hostcluster: teardown: pods: %v", err)
 		}
 		cancel()
 	}
+	step("pods deleted")
 	c.stop("kube-proxy", 5*time.Second)
 	if proxy != nil {
 		if out, err := exec.Command(c.tools["KUBE_PROXY"], "--cleanup", "--config="+c.path("config", "kube-proxy.yaml")).CombinedOutput(); err != nil {
 			t.Logf("hostcluster: kube-proxy --cleanup: %v: %s", err, lastLines(string(out), 5))
 		}
 	}
+	step("kube-proxy")
 	c.stop("kubelet", 10*time.Second)
+	step("kubelet")
 	if c.stopGuard != nil {
 		c.stopGuard()
 	}
 	if containerd != nil {
-		c.deleteContainers(t)
+		c.deleteContainers()
 	}
 	c.stop("containerd", 10*time.Second)
+	step("containerd")
 	c.stop("kube-scheduler", 5*time.Second)
 	c.stop("kube-apiserver", 10*time.Second)
 	c.stop("kine", 5*time.Second)
+	step("control plane")
 	if found := cleanMachine(); len(found) > 0 {
 		t.Logf("hostcluster: teardown removed: %s", strings.Join(found, "; "))
 	}
+	step("machine cleaned")
 }
 
 // deleteAllPods deletes every pod of the real node and waits until the kubelet has stopped them.
@@ -731,29 +774,27 @@ func (c *RealCluster) deleteAllPods(ctx context.Context) error {
 	})
 }
 
-// deleteContainers kills and deletes what containerd still holds (sandboxes the kubelet had not
-// removed yet): their shims exit only then.
-func (c *RealCluster) deleteContainers(t testing.TB) {
+// deleteContainers kills and deletes the tasks containerd still runs (the kubelet stopped every
+// pod, but a task it had not deleted yet keeps its shim alive, and shims outlive containerd),
+// then deletes the containers.
+func (c *RealCluster) deleteContainers() {
 	ctr := func(args ...string) (string, error) {
 		cmd := exec.Command(c.tools["CTR"], append([]string{"--address", c.path("containerd", "containerd.sock"), "--namespace", "k8s.io"}, args...)...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	out, err := ctr("containers", "list", "--quiet")
+	tasks, err := ctr("tasks", "list", "--quiet")
 	if err != nil {
 		return
 	}
-	for _, id := range strings.Fields(out) {
+	for _, id := range strings.Fields(tasks) {
 		_, _ = ctr("tasks", "kill", "--signal", "SIGKILL", id)
 	}
-	for _, id := range strings.Fields(out) {
-		for i := 0; i < 20; i++ {
-			if _, err := ctr("tasks", "delete", "--force", id); err == nil || i == 19 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		_, _ = ctr("containers", "delete", id)
+	for _, id := range strings.Fields(tasks) {
+		_, _ = ctr("tasks", "delete", "--force", id)
+	}
+	if containers, err := ctr("containers", "list", "--quiet"); err == nil && len(strings.Fields(containers)) > 0 {
+		_, _ = ctr(append([]string{"containers", "delete"}, strings.Fields(containers)...)...)
 	}
 }
 

@@ -32,7 +32,6 @@ import (
 // When the test ends the node is torn down and StartReal's cleanup fails the test if anything
 // of it is left on the machine.
 func TestRealNode(t *testing.T) {
-	routesBefore := routes(t)
 	c := hostcluster.StartReal(t, hostcluster.RealOptions{FakeNodes: 2})
 	t.Logf("real node ready in %s", c.Ready.Round(time.Millisecond))
 
@@ -46,27 +45,16 @@ func TestRealNode(t *testing.T) {
 		sort.Strings(names)
 		require.Equal(t, []string{c.NodeName, "kwok-node-0", "kwok-node-1"}, names)
 	})
-	t.Run("nothing is routed off the machine", func(t *testing.T) { testRoutes(t, c, routesBefore) })
+	t.Run("nothing is routed off the machine", func(t *testing.T) { testRoutes(t, c) })
 	t.Run("a deployment with a readiness probe serves through its Service", func(t *testing.T) { testDeployment(t, c) })
 	t.Run("a control-plane pod is reached through its Service with a client certificate", func(t *testing.T) { testControlPlanePod(t, c) })
 	t.Run("deleting a namespace removes its pods' processes, netns and veths", func(t *testing.T) { testNamespaceDeletion(t, c) })
 }
 
-func routes(t *testing.T) []string {
-	out, err := exec.Command("ip", "route", "show", "table", "all").Output()
-	require.NoError(t, err)
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		lines = append(lines, strings.Join(strings.Fields(l), " "))
-	}
-	sort.Strings(lines)
-	return lines
-}
-
 // The node adds routes for its pod subnet and Service range, both to its bridge; pods have no
 // default route, so a pod cannot reach beyond this machine.
-func testRoutes(t *testing.T, c *hostcluster.RealCluster, before []string) {
-	now := routes(t)
+func testRoutes(t *testing.T, c *hostcluster.RealCluster) {
+	before, now := c.RoutesBefore, hostcluster.Routes()
 	var added []string
 	for _, r := range now {
 		if !contains(before, r) {
