@@ -312,19 +312,22 @@ func bridgePorts() []string {
 	return out
 }
 
-// cgroupControllers are the mounted cgroup v1 hierarchies (cpu, memory, pids, name=systemd…).
+// cgroupControllers are the mount points of the cgroup v1 hierarchies (cpu, memory, pids,
+// name=systemd…); none on a machine with only the unified (v2) hierarchy.
 func cgroupControllers() []string {
-	entries, _ := os.ReadDir("/sys/fs/cgroup")
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
 	var out []string
-	for _, e := range entries {
-		p := filepath.Join("/sys/fs/cgroup", e.Name())
-		if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() || e.Name() == "unified" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(p, "cgroup.procs")); err == nil {
-			out = append(out, p)
+	for _, line := range strings.Split(string(data), "\n") {
+		fields, rest, ok := strings.Cut(line, " - ")
+		f := strings.Fields(fields)
+		if ok && len(f) > 4 && strings.HasPrefix(rest, "cgroup ") {
+			out = append(out, unescapeMount(f[4]))
 		}
 	}
+	sort.Strings(out)
 	return out
 }
 
