@@ -468,29 +468,17 @@ func (c *RealCluster) connect() error {
 
 // startContainerd builds the images, starts containerd and imports them.
 func (c *RealCluster) startContainerd(t testing.TB) error {
-	bin := c.path("bin")
-	for _, prog := range []struct{ pkg, out string }{
-		{images.PauseProgram, filepath.Join(bin, "pause")},
-		{images.HTTPServerProgram, filepath.Join(bin, "httpserver")},
-	} {
-		if err := images.BuildProgram(prog.pkg, prog.out); err != nil {
-			return err
-		}
-	}
-	busybox, err := images.Busybox(c.tools["BUSYBOX"])
-	if err != nil {
-		return err
-	}
-	want := []images.Image{
-		images.Pause(filepath.Join(bin, "pause")),
-		busybox,
-		images.HTTPServer(filepath.Join(bin, "httpserver")),
-		images.ControlPlane(c.KubernetesVersion, c.tools["KUBE_APISERVER"], c.tools["KINE"]),
+	in := images.Inputs{
+		KubernetesVersion: c.KubernetesVersion, KubeAPIServer: c.tools["KUBE_APISERVER"], Kine: c.tools["KINE"],
+		Busybox: c.tools["BUSYBOX"], ProgramDir: c.path("bin"),
 	}
 	if dns := c.tools["COREDNS"]; dns != "" {
-		version := strings.TrimPrefix(filepath.Base(filepath.Dir(dns)), "coredns-")
-		want = append(want, images.CoreDNS(version, dns))
+		in.CoreDNS, in.CoreDNSVersion = dns, strings.TrimPrefix(filepath.Base(filepath.Dir(dns)), "coredns-")
 		c.DNS = true
+	}
+	want, err := images.NodeImages(in)
+	if err != nil {
+		return err
 	}
 	// Archives are cached beside the tools: rebuilt only when a binary changed.
 	cache := filepath.Join(local.DefaultToolsDir(), "images")

@@ -36,7 +36,8 @@ const (
 // BuildProgram builds a main package of this module as a static binary at out. It must run
 // inside the module (tests do: their working directory is their package's folder).
 func BuildProgram(pkg, out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	// Without VCS stamping the binary, and so its image, changes only when its code does.
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
@@ -117,4 +118,37 @@ func CoreDNS(version, corednsBinary string) Image {
 		Files:      []File{{Path: "/coredns", Source: corednsBinary, Mode: 0o755}},
 		Entrypoint: []string{"/coredns"},
 	}
+}
+
+// Inputs are the local files a real node's images are made of.
+type Inputs struct {
+	KubernetesVersion string
+	// KubeAPIServer and Kine go into the control-plane image.
+	KubeAPIServer, Kine string
+	// Busybox is a static busybox binary (Debian's busybox-static: /bin/busybox).
+	Busybox string
+	// CoreDNS and its version (v1.15.0); empty: no CoreDNS image.
+	CoreDNS, CoreDNSVersion string
+	// ProgramDir receives the pause and httpserver programs, built from this module.
+	ProgramDir string
+}
+
+// NodeImages builds this module's programs into in.ProgramDir and returns every image of a
+// real node: pause, busybox, the HTTP test server, the control plane and, if given, CoreDNS.
+func NodeImages(in Inputs) ([]Image, error) {
+	pause, httpserver := in.ProgramDir+"/pause", in.ProgramDir+"/httpserver"
+	for pkg, out := range map[string]string{PauseProgram: pause, HTTPServerProgram: httpserver} {
+		if err := BuildProgram(pkg, out); err != nil {
+			return nil, err
+		}
+	}
+	busybox, err := Busybox(in.Busybox)
+	if err != nil {
+		return nil, err
+	}
+	out := []Image{Pause(pause), busybox, HTTPServer(httpserver), ControlPlane(in.KubernetesVersion, in.KubeAPIServer, in.Kine)}
+	if in.CoreDNS != "" {
+		out = append(out, CoreDNS(in.CoreDNSVersion, in.CoreDNS))
+	}
+	return out, nil
 }
