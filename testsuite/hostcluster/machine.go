@@ -314,7 +314,14 @@ func bridgePorts() []string {
 
 // cgroupControllers are the mount points of the cgroup v1 hierarchies (cpu, memory, pids,
 // name=systemd…); none on a machine with only the unified (v2) hierarchy.
-func cgroupControllers() []string {
+func cgroupControllers() []string { return cgroupMounts("cgroup") }
+
+// cgroupHierarchies are every cgroup mount, v1 and v2: on a hybrid machine runc also creates
+// each container's cgroup in the unified hierarchy (/sys/fs/cgroup/unified), where the node's
+// cgroups must be cleaned up as well.
+func cgroupHierarchies() []string { return append(cgroupMounts("cgroup"), cgroupMounts("cgroup2")...) }
+
+func cgroupMounts(fstype string) []string {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -323,7 +330,7 @@ func cgroupControllers() []string {
 	for _, line := range strings.Split(string(data), "\n") {
 		fields, rest, ok := strings.Cut(line, " - ")
 		f := strings.Fields(fields)
-		if ok && len(f) > 4 && strings.HasPrefix(rest, "cgroup ") {
+		if ok && len(f) > 4 && strings.HasPrefix(rest, fstype+" ") {
 			out = append(out, unescapeMount(f[4]))
 		}
 	}
@@ -331,10 +338,10 @@ func cgroupControllers() []string {
 	return out
 }
 
-// nodeCgroups are the node's cgroup directories in every controller, deepest first.
+// nodeCgroups are the node's cgroup directories in every hierarchy, deepest first.
 func nodeCgroups() []string {
 	var out []string
-	for _, c := range cgroupControllers() {
+	for _, c := range cgroupHierarchies() {
 		root := filepath.Join(c, cgroupRoot)
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {

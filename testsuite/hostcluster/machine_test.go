@@ -13,7 +13,7 @@ import (
 )
 
 // The debris of an interrupted run — the bridge with a veth, the Service route, firewall chains,
-// a cgroup with a process, a mount and a process under the node's folder, a changed sysctl, a
+// a cgroup with a process (and runc's cgroups in the unified hierarchy), a mount and a process under the node's folder, a changed sysctl, a
 // global path the node created — is found and removed by the next start, leaving the machine
 // as it was.
 func TestDebrisOfAnInterruptedRunIsCleaned(t *testing.T) {
@@ -56,6 +56,10 @@ func TestDebrisOfAnInterruptedRunIsCleaned(t *testing.T) {
 	go sleeper.Wait() //nolint:errcheck // killed by the cleanup
 	pids := filepath.Join(cgroupControllers()[0], cgroupRoot, "cgroup.procs")
 	require.NoError(t, os.WriteFile(pids, []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644))
+	// runc's cgroups in the unified hierarchy of a hybrid machine.
+	for _, h := range cgroupMounts("cgroup2") {
+		require.NoError(t, os.MkdirAll(filepath.Join(h, cgroupRoot, "kubepods", "besteffort"), 0o755))
+	}
 	mnt := filepath.Join(workRoot, "kubelet", "tmpfs")
 	require.NoError(t, os.MkdirAll(mnt, 0o755))
 	require.NoError(t, syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"))
