@@ -29,7 +29,7 @@ help:
 	@echo "make fuzz        the fuzz targets, FUZZTIME each (part of make test)"
 	@echo "make lint        gofmt and go vet"
 	@echo "make build       bin/kobe"
-	@echo "make tools       build kube-apiserver, etcd, kine, kwok… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
+	@echo "make tools       build kube-apiserver, etcd, kine, kwok, kubelet, containerd… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
 	@echo "make postgres    install and start Debian's PostgreSQL for the tests (root; what CI does)"
 
 build:
@@ -89,8 +89,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# The control-plane tools, then the parts of a real node (kubelet, kube-proxy, containerd, CoreDNS;
+# runc, CNI plugins and busybox come from Debian: see .ci/run).
 tools:
 	hack/build-tools.sh
+	hack/build-node-tools.sh
 
 # Says clearly what `make test` needs instead of failing deep inside a test.
 postgres-check:
