@@ -42,7 +42,6 @@ const (
 const (
 	SignalAssigned    = "assigned"     // Assignment
 	SignalClaimFailed = "claim-failed" // ClaimFailure
-	SignalQueued      = "queued"       // queue position (int)
 )
 
 // Member phases inside the pool.
