@@ -127,7 +127,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	if err != nil {
 		return nil, err
 	}
-	p.Store, p.StoreDSN = st, config.RedactDSN(storeDSN)
+	p.Store, p.StoreDSN = st, store.RedactDSN(storeDSN)
 	p.stops = append(p.stops, func() { _ = st.Close() })
 
 	serverLogger := quiet(logger.Named("temporal"), cfg.LogLevel)
