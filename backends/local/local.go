@@ -78,6 +78,9 @@ type Backend struct {
 	instances map[string]*instance
 	// creating serialises Create/Delete per id.
 	locks map[string]*sync.Mutex
+	// stopped refuses new Creates once StopCreating ran; creates counts those in flight.
+	stopped bool
+	creates sync.WaitGroup
 }
 
 var (
@@ -236,6 +239,14 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if err := b.Validate(spec); err != nil {
 		return backends.InstanceStatus{}, err
 	}
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return backends.InstanceStatus{}, errors.New("the local backend is stopping: it creates no more instances")
+	}
+	b.creates.Add(1)
+	b.mu.Unlock()
+	defer b.creates.Done()
 	unlock := b.lock(spec.ID)
 	defer unlock()
 	if in, ok := b.get(spec.ID); ok {
@@ -308,6 +319,18 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("instance directory %s still exists", dir)
 	}
 	return nil
+}
+
+// StopCreating refuses every Create from now on and waits for those in flight to return, so
+// that InstanceIDs then lists every instance that has (or will have) processes: what a process
+// that deletes its instances at stop (an ephemeral `kobe dev`) must call first. Before it, a
+// Create that had not yet recorded its instance when the instances were listed started its
+// processes after they were deleted, and they outlived the run.
+func (b *Backend) StopCreating() {
+	b.mu.Lock()
+	b.stopped = true
+	b.mu.Unlock()
+	b.creates.Wait()
 }
 
 // InstanceIDs lists the instances this backend holds (for reconciliation and tests).

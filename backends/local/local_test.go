@@ -301,3 +301,36 @@ func TestCreateInterruptedByACrash(t *testing.T) {
 	}
 	assert.Empty(t, leaks.ProcessesNaming(state+"/"))
 }
+
+// An instance whose Create is in flight when the backend stops creating is waited for and
+// listed, so that deleting what InstanceIDs lists leaves nothing running; a Create after that is
+// refused. Before, an ephemeral `kobe dev` listed its instances while a Create had written its
+// directory but not yet recorded the instance: its kube-apiserver outlived the run (seen in
+// TestDevStartsDefaultPool on a loaded machine).
+func TestStopCreatingWaitsForACreateInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real kine and kube-apiserver processes; skipped with -short")
+	}
+	state := t.TempDir()
+	t.Cleanup(func() { leaks.KillNaming(state + "/") })
+	b := newBackend(t, state)
+	dir := filepath.Join(state, "local", "instances", "racing")
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Create(context.Background(), spec("racing", ""))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(dir); return err == nil }, time.Minute, time.Millisecond,
+		"the Create has started writing its instance")
+	b.StopCreating()
+	assert.Contains(t, b.InstanceIDs(), "racing", "the Create in flight recorded its instance before StopCreating returned")
+	require.NoError(t, <-done)
+	_, err := b.Create(context.Background(), spec("late", ""))
+	require.ErrorContains(t, err, "stopping")
+	for _, id := range b.InstanceIDs() {
+		require.NoError(t, b.Delete(context.Background(), id))
+	}
+	assert.Empty(t, leaks.ProcessesNaming(state+"/"), "nothing of the listed instances runs")
+	_, err = os.Stat(filepath.Join(state, "local", "instances", "late"))
+	assert.True(t, os.IsNotExist(err), "a refused Create writes nothing")
+}

@@ -343,6 +343,9 @@ func defaultPoolVersion() string {
 
 // deleteAll deletes every instance of a backend that can list them.
 func deleteAll(b backends.RuntimeBackend) {
+	if s, ok := b.(interface{ StopCreating() }); ok {
+		s.StopCreating() // a Create in flight finishes recording its instance first
+	}
 	lister, ok := b.(interface{ InstanceIDs() []string })
 	if !ok {
 		return
