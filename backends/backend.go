@@ -126,3 +126,11 @@ type Migrator interface {
 type HostBound interface {
 	HostID() string
 }
+
+// Preflighter is a backend whose specs can only be judged against its environment (e.g. the
+// Cluster API backend asks its management cluster whether an infrastructure kind, a
+// ClusterClass or a variable exists). Preflight has no side effects; the pool apply path calls
+// it, so that a bad spec is refused before anything is created, and Create calls it too.
+type Preflighter interface {
+	Preflight(ctx context.Context, spec InstanceSpec) error
+}
