@@ -134,3 +134,24 @@ type HostBound interface {
 type Preflighter interface {
 	Preflight(ctx context.Context, spec InstanceSpec) error
 }
+
+// invalidSpecError marks an error that says the spec is wrong, not that the backend or its
+// environment failed: retrying the same spec cannot succeed.
+type invalidSpecError struct{ err error }
+
+func (e invalidSpecError) Error() string { return e.err.Error() }
+func (e invalidSpecError) Unwrap() error { return e.err }
+
+// InvalidSpec marks err (from Create or Preflight) as a refusal of the spec itself.
+func InvalidSpec(err error) error {
+	if err == nil {
+		return nil
+	}
+	return invalidSpecError{err}
+}
+
+// IsInvalidSpec reports whether err refuses the spec (see InvalidSpec).
+func IsInvalidSpec(err error) bool {
+	var e invalidSpecError
+	return errors.As(err, &e)
+}

@@ -152,12 +152,13 @@ func (b *Backend) validate(spec backends.InstanceSpec) (Options, error) {
 	}
 	// The Cluster is named after the instance; KCP appends "-control-plane" and a suffix.
 	if !idPattern.MatchString(spec.ID) || len(spec.ID) > 40 {
-		return Options{}, fmt.Errorf("instance id %q: must be a DNS label of at most 40 characters", spec.ID)
+		return Options{}, backends.InvalidSpec(fmt.Errorf("instance id %q: must be a DNS label of at most 40 characters", spec.ID))
 	}
 	if !versionPattern.MatchString(spec.KubernetesVersion) {
-		return Options{}, fmt.Errorf("spec.cluster.version: %q is not a Kubernetes version such as v1.37.0 (the Cluster's version)", spec.KubernetesVersion)
+		return Options{}, backends.InvalidSpec(fmt.Errorf("spec.cluster.version: %q is not a Kubernetes version such as v1.37.0 (the Cluster's version)", spec.KubernetesVersion))
 	}
-	return ParseOptions(spec.Options)
+	o, err := ParseOptions(spec.Options)
+	return o, backends.InvalidSpec(err)
 }
 
 func (b *Backend) lock(id string) func() {

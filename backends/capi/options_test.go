@@ -126,3 +126,15 @@ func TestConditionsMapToReasonCodes(t *testing.T) {
 	assert.Equal(t, backends.PhaseFailed, st.Phase)
 	assert.Equal(t, "capi_failed: InvalidConfiguration: bad", st.Message)
 }
+
+// A spec the backend refuses is marked so: the activity does not retry it.
+func TestRefusalsAreInvalidSpecs(t *testing.T) {
+	b := &Backend{}
+	err := b.Validate(backends.InstanceSpec{ID: "x", KubernetesVersion: "v1.37.0", Options: json.RawMessage(`{"topology":{}}`)})
+	require.Error(t, err)
+	assert.True(t, backends.IsInvalidSpec(err), "%v", err)
+	err = b.Validate(backends.InstanceSpec{ID: "Bad", KubernetesVersion: "v1.37.0"})
+	assert.True(t, backends.IsInvalidSpec(err), "%v", err)
+	assert.False(t, backends.IsInvalidSpec((&Backend{unavailable: "no management cluster"}).Validate(backends.InstanceSpec{ID: "x"})),
+		"a worker without a management cluster is not a bad spec")
+}

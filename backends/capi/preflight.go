@@ -33,7 +33,7 @@ func (b *Backend) Preflight(ctx context.Context, spec backends.InstanceSpec) err
 func (b *Backend) preflight(ctx context.Context, spec backends.InstanceSpec, o Options) error {
 	if _, err := b.kube.CoreV1().Namespaces().Get(ctx, o.Namespace, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("spec.backend.capi.namespace: the management cluster has no namespace %q", o.Namespace)
+			return backends.InvalidSpec(fmt.Errorf("spec.backend.capi.namespace: the management cluster has no namespace %q", o.Namespace))
 		}
 		return fmt.Errorf("capi backend: the management cluster does not answer: %w", err)
 	}
@@ -53,15 +53,15 @@ func (b *Backend) preflight(ctx context.Context, spec backends.InstanceSpec, o O
 	gv, _ := schema.ParseGroupVersion(o.InfrastructureAPIVersion)
 	m, err := b.mapping(gv.WithKind(o.InfrastructureKind))
 	if err != nil {
-		return fmt.Errorf("spec.backend.capi.infrastructureKind: the management cluster serves no %s in %s%s (is its infrastructure provider installed?)",
-			o.InfrastructureKind, o.InfrastructureAPIVersion, b.servedKinds(gv))
+		return backends.InvalidSpec(fmt.Errorf("spec.backend.capi.infrastructureKind: the management cluster serves no %s in %s (is its infrastructure provider installed?)%s",
+			o.InfrastructureKind, o.InfrastructureAPIVersion, b.servedKinds(gv)))
 	}
 	if o.InfrastructurePlural != "" && o.InfrastructurePlural != m.Resource.Resource {
-		return fmt.Errorf("spec.backend.capi.infrastructurePlural: %q, but the management cluster serves %s as %q", o.InfrastructurePlural, o.InfrastructureKind, m.Resource.Resource)
+		return backends.InvalidSpec(fmt.Errorf("spec.backend.capi.infrastructurePlural: %q, but the management cluster serves %s as %q", o.InfrastructurePlural, o.InfrastructureKind, m.Resource.Resource))
 	}
 	if _, err := b.mapping(gv.WithKind(o.ControlPlane.MachineTemplateKind)); err != nil {
-		return fmt.Errorf("spec.backend.capi.controlPlane.machineTemplateKind: the management cluster serves no %s in %s%s",
-			o.ControlPlane.MachineTemplateKind, o.InfrastructureAPIVersion, b.servedKinds(gv))
+		return backends.InvalidSpec(fmt.Errorf("spec.backend.capi.controlPlane.machineTemplateKind: the management cluster serves no %s in %s%s",
+			o.ControlPlane.MachineTemplateKind, o.InfrastructureAPIVersion, b.servedKinds(gv)))
 	}
 	if _, err := b.mapping(schema.GroupVersionKind{Group: controlPlaneGroup, Version: "v1beta2", Kind: controlPlaneKind}); err != nil {
 		return fmt.Errorf("capi backend: the management cluster does not serve %s KubeadmControlPlane (is the kubeadm control-plane provider installed?)", controlPlaneGroup)
@@ -121,7 +121,7 @@ func (b *Backend) checkClass(ctx context.Context, o Options) error {
 			sort.Strings(names)
 			there = strings.Join(names, ", ")
 		}
-		return fmt.Errorf("spec.backend.capi.topology.class: the management cluster has no ClusterClass %q in namespace %q (there: %s)", t.Class, ns, there)
+		return backends.InvalidSpec(fmt.Errorf("spec.backend.capi.topology.class: the management cluster has no ClusterClass %q in namespace %q (there: %s)", t.Class, ns, there))
 	}
 	if err != nil {
 		return fmt.Errorf("spec.backend.capi.topology.class: reading ClusterClass %s/%s: %w", ns, t.Class, err)
@@ -141,7 +141,7 @@ func (b *Backend) checkClass(ctx context.Context, o Options) error {
 	}
 	for i, v := range t.Variables {
 		if !known[v.Name] {
-			return fmt.Errorf("spec.backend.capi.topology.variables[%d].name: ClusterClass %s/%s has no variable %q (it has: %s)", i, ns, t.Class, v.Name, keys(known))
+			return backends.InvalidSpec(fmt.Errorf("spec.backend.capi.topology.variables[%d].name: ClusterClass %s/%s has no variable %q (it has: %s)", i, ns, t.Class, v.Name, keys(known)))
 		}
 	}
 	classes := map[string]bool{}
@@ -155,7 +155,7 @@ func (b *Backend) checkClass(ctx context.Context, o Options) error {
 	}
 	for i, md := range t.Workers {
 		if !classes[md.Class] {
-			return fmt.Errorf("spec.backend.capi.topology.workers[%d].class: ClusterClass %s/%s has no machine deployment class %q (it has: %s)", i, ns, t.Class, md.Class, keys(classes))
+			return backends.InvalidSpec(fmt.Errorf("spec.backend.capi.topology.workers[%d].class: ClusterClass %s/%s has no machine deployment class %q (it has: %s)", i, ns, t.Class, md.Class, keys(classes)))
 		}
 	}
 	return nil
@@ -184,7 +184,7 @@ func (b *Backend) dryRun(ctx context.Context, obj *unstructured.Unstructured, fi
 	case err == nil, apierrors.IsAlreadyExists(err):
 		return nil
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsForbidden(err):
-		return fmt.Errorf("%s: the management cluster refuses the %s: %s", field, obj.GetKind(), statusMessage(err))
+		return backends.InvalidSpec(fmt.Errorf("%s: the management cluster refuses the %s: %s", field, obj.GetKind(), statusMessage(err)))
 	default:
 		return fmt.Errorf("capi backend: checking the %s with the management cluster: %w", obj.GetKind(), err)
 	}
