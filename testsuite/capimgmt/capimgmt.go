@@ -101,11 +101,13 @@ type Tools struct {
 // FindTools locates capi-<version>/{bin,config} under $KOBE_TOOLS_DIR (make tools builds them).
 func FindTools() (Tools, error) {
 	dir := local.DefaultToolsDir()
-	bin, err := (local.Tools{Dir: dir}).Newest("capi", filepath.Join("bin", "capi-manager"))
-	if err != nil {
+	built, _ := filepath.Glob(filepath.Join(dir, "capi-v*"))
+	if len(built) == 0 {
 		return Tools{}, fmt.Errorf("no Cluster API managers in %s (capi-v*/bin): run `make tools`", dir)
 	}
-	t := Tools{BinDir: filepath.Dir(bin), ConfigDir: filepath.Join(filepath.Dir(filepath.Dir(bin)), "config")}
+	local.SortVersions(built)
+	newest := built[len(built)-1]
+	t := Tools{BinDir: filepath.Join(newest, "bin"), ConfigDir: filepath.Join(newest, "config")}
 	for _, m := range Managers {
 		if _, err := os.Stat(filepath.Join(t.BinDir, m.Binary)); err != nil {
 			return Tools{}, fmt.Errorf("%s missing in %s: run `make tools`", m.Binary, t.BinDir)
