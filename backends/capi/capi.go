@@ -113,6 +113,9 @@ func New(cfg Config) (*Backend, error) {
 	if rc.QPS == 0 {
 		rc.QPS, rc.Burst = 50, 100
 	}
+	// Listing every Cluster API kind (Leftovers) draws deprecation warnings for the kinds a
+	// provider deprecates (CAPD's Docker*), once per list: noise in a worker's log.
+	rc.WarningHandler = rest.NoWarnings{}
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("capi backend: %w", err)

@@ -44,11 +44,18 @@ func labels(id, pool string) map[string]any {
 	return map[string]any{LabelInstance: id, LabelPool: pool}
 }
 
+// createdByAnnotation is on every object kobe creates. Besides saying who made it, it gives
+// every object a non-empty annotations map: CAPD's in-memory DevCluster reconciler (v1.14.2)
+// writes into its object's annotations without creating the map, and panics on an object that
+// has none (objects CAPI clones from a ClusterClass always have some).
+const createdByAnnotation = "kobe.kunobi.ninja/created-by"
+
 func newObject(apiVersion, kind, namespace, name string, lbl map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": apiVersion,
 		"kind":       kind,
-		"metadata":   map[string]any{"name": name, "namespace": namespace, "labels": lbl},
+		"metadata": map[string]any{"name": name, "namespace": namespace, "labels": lbl,
+			"annotations": map[string]any{createdByAnnotation: "kobe"}},
 	}}
 }
 

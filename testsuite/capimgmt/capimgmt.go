@@ -173,6 +173,7 @@ func Start(t testing.TB) *Cluster {
 		t.Fatal(err)
 	}
 	c.Config.QPS, c.Config.Burst = 100, 200
+	c.Config.WarningHandler = rest.NoWarnings{} // CAPD's deprecated Docker* kinds, on every list
 	c.Kube = kubernetes.NewForConfigOrDie(c.Config)
 	c.Dynamic = dynamic.NewForConfigOrDie(c.Config)
 	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(c.Config)))
@@ -191,7 +192,15 @@ func Start(t testing.TB) *Cluster {
 	}
 	c.mark("CRDs established")
 
-	t.Cleanup(func() { c.stopAll(t) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			// What the controllers said is usually why a cluster did not come up.
+			for _, m := range Managers {
+				t.Log(c.LogTail(m.Name, 25))
+			}
+		}
+		c.stopAll(t)
+	})
 	for _, m := range Managers {
 		if err := c.startManager(m); err != nil {
 			t.Fatalf("capimgmt: %v", err)
@@ -210,7 +219,7 @@ func Start(t testing.TB) *Cluster {
 	}
 	c.mark("webhooks configured")
 	c.Ready = time.Since(t0)
-	t.Logf("capimgmt: management cluster ready in %s (%s)", c.Ready.Round(time.Millisecond), strings.Join(c.Timings, "; "))
+	t.Logf("capimgmt: management cluster ready in %s (%s); manager logs in %s", c.Ready.Round(time.Millisecond), strings.Join(c.Timings, "; "), c.dir)
 	return c
 }
 

@@ -73,7 +73,10 @@ kind: KubeadmConfigTemplate
 metadata: {name: kobe-fast-worker, namespace: NAMESPACE}
 spec:
   template:
-    spec: {}
+    spec:
+      joinConfiguration:
+        nodeRegistration:
+          criSocket: unix:///var/run/containerd/containerd.sock
 ---
 apiVersion: cluster.x-k8s.io/v1beta2
 kind: ClusterClass
