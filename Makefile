@@ -29,7 +29,7 @@ help:
 	@echo "make fuzz        the fuzz targets, FUZZTIME each (part of make test)"
 	@echo "make lint        gofmt and go vet"
 	@echo "make build       bin/kobe"
-	@echo "make tools       build kube-apiserver, etcd, kine, kwok, the Cluster API managers… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
+	@echo "make tools       build kube-apiserver, etcd, kine, kwok, kubelet, containerd, the Cluster API managers… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
 	@echo "make postgres    install and start Debian's PostgreSQL for the tests (root; what CI does)"
 
 build:
@@ -56,7 +56,7 @@ FUZZTIME ?= 8000x
 fuzz:
 	@for f in FuzzLeaseCreate FuzzLeaseExtend FuzzPoolManifest; do \
 	  echo "fuzz $$f for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 2 ./api/ || exit 1; \
+	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 2 ./server/ || exit 1; \
 	done
 
 # The fault-injection soak (testsuite/soak): lease lifecycles from concurrent clients while the
@@ -89,8 +89,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# The control-plane tools, then the parts of a real node (kubelet, kube-proxy, containerd, CoreDNS;
+# runc, CNI plugins and busybox come from Debian: see .ci/run).
 tools:
 	hack/build-tools.sh
+	hack/build-node-tools.sh
 	# The Cluster API managers for the capi backend's tests (after build-tools.sh, which rewrites versions.env).
 	hack/build-capi-tools.sh
 

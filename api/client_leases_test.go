@@ -313,3 +313,14 @@ func TestParseRetryAfter(t *testing.T) {
 	assert.Equal(t, time.Duration(0), parseRetryAfter("soon", now))
 	assert.Equal(t, 10*time.Second, parseRetryAfter(now.Add(10*time.Second).Format(http.TimeFormat), now))
 }
+
+// writeJSON and writeError answer as the server does (package server has its own).
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, reason, msg, detail string) {
+	writeJSON(w, status, ErrorBody{Error: msg, Detail: detail, Reason: reason})
+}

@@ -1,10 +1,5 @@
 package api
 
-import (
-	"encoding/json"
-	"net/http"
-)
-
 // Reason codes are part of the API contract: clients branch on them, so they never change.
 const (
 	ReasonInvalidRequest = "invalid_request"
@@ -20,16 +15,4 @@ type ErrorBody struct {
 	Error  string `json:"error"`
 	Detail string `json:"detail,omitempty"`
 	Reason string `json:"reason,omitempty"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, reason, msg, detail string) {
-	writeJSON(w, status, ErrorBody{Error: msg, Detail: detail, Reason: reason})
 }

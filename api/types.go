@@ -186,6 +186,9 @@ const (
 	// ReasonNotQuarantined refuses an instance action (retry-teardown, forget) on an instance
 	// that is not Quarantined.
 	ReasonNotQuarantined = "not_quarantined"
+	// ReasonPoolChanged refuses a delete of a pool that was applied again while the delete ran
+	// (no workflow held it): nothing was deleted; delete it again if that is still wanted.
+	ReasonPoolChanged = "pool_changed"
 )
 
 // Instance is a cluster as kobe's store records it (GET /v1/instances[/{id}]): what an operator

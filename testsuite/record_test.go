@@ -13,9 +13,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -75,7 +75,7 @@ spec:
 		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Ready == 1 }, 2*time.Minute, 100*time.Millisecond)
-	lease, err := api.StartLease(ctx, tmp.Client, "record-host", workflows.LeaseInput{LeaseID: "lease-rec", Pool: "rec",
+	lease, err := server.StartLease(ctx, tmp.Client, "record-host", workflows.LeaseInput{LeaseID: "lease-rec", Pool: "rec",
 		Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute}, true)
 	require.NoError(t, err)
 	wait, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: workflows.UpdateWaitBound,
@@ -117,6 +117,16 @@ spec:
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Generation == 1 && st.Ready == 1 && st.Outdated == 0 && st.Deleting == 0 && st.Creating == 0
 	}, 3*time.Minute, 100*time.Millisecond)
+	// Deleted, applied again while it drains (v6: it lives on), then deleted for good: the
+	// drained pool forgets its row (no store row here: the forget finds none) and ends.
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalDeletePool, workflows.PoolDeletion{Generation: 1}))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalApply, pol))
+	require.Eventually(t, func() bool {
+		st := poolStatus(t, tmp.Client, "rec")
+		return st.Phase != workflows.PoolDraining && st.Ready == 1 && st.Deleting == 0 && st.Creating == 0
+	}, 3*time.Minute, 100*time.Millisecond)
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalDeletePool, workflows.PoolDeletion{Generation: 2}))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, workflows.PoolWorkflowID("rec"), "").Get(ctx, nil), "the drained pool ends")
 	writeHistory(t, ctx, tmp.Client, "lease-rec", filepath.Join("..", "workflows", "testdata", "histories", "lease-"+recordVersion+".json"))
 	writeHistory(t, ctx, tmp.Client, workflows.PoolWorkflowID("rec"), filepath.Join("..", "workflows", "testdata", "histories", "pool-"+recordVersion+".json"))
 }
@@ -137,7 +147,7 @@ spec:
 `
 
 // recordVersion names the files of this recording (doctor's excepted).
-const recordVersion = "v5"
+const recordVersion = "v6"
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	iter := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/activities"
-	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	_ "github.com/kunobi-ninja/kobe/backends/capi"  // the backends a kobe binary has
 	_ "github.com/kunobi-ninja/kobe/backends/local" // (as cmd/kobe)
@@ -17,6 +16,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/worker"
 	"go.uber.org/zap"
 )
@@ -47,7 +47,7 @@ func StartTemporal(t testing.TB) *Temporal {
 		t.Fatalf("dial embedded temporal: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := api.EnsureSearchAttributes(ctx, c, "default"); err != nil {
+	if err := server.EnsureSearchAttributes(ctx, c, "default"); err != nil {
 		t.Fatalf("search attributes: %v", err)
 	}
 	return &Temporal{Address: srv.FrontendAddress(), Client: c, server: srv}

@@ -59,3 +59,9 @@ const (
 	// MetricHealthChecks counts health checks of Ready and Leased members by result (ok, failed).
 	MetricHealthChecks = "kobe_health_checks_total"
 )
+
+// PoolDeletion is the payload of SignalDeletePool: the store generation of the pool's row the
+// delete saw (0 from an older kobe: forget whatever row there is).
+type PoolDeletion struct {
+	Generation int64 `json:"generation"`
+}

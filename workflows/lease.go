@@ -97,8 +97,6 @@ type LeaseView struct {
 	BoundAt    time.Time `json:"boundAt,omitempty"`
 	ExpiresAt  time.Time `json:"expiresAt,omitempty"`
 	Extensions int       `json:"extensions"`
-	// QueuePosition is 1-based while Pending and queued; 0 otherwise.
-	QueuePosition int `json:"queuePosition,omitempty"`
 	// ClaimedAt is when the lease asked its pool; AssignmentSeq the pool's order of assignment.
 	ClaimedAt     time.Time `json:"claimedAt"`
 	AssignmentSeq int64     `json:"assignmentSeq,omitempty"`
@@ -259,7 +257,6 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	releaseCh := workflow.GetSignalChannel(ctx, SignalReleaseLease)
 	assignedCh := workflow.GetSignalChannel(ctx, SignalAssigned)
 	failedCh := workflow.GetSignalChannel(ctx, SignalClaimFailed)
-	queuedCh := workflow.GetSignalChannel(ctx, SignalQueued)
 
 	if !resumed {
 		view.ClaimedAt = workflow.Now(ctx)
@@ -284,7 +281,6 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 				c.Receive(ctx, &f)
 				view.Phase, view.Reason = LeaseFailed, f.Reason
 			})
-			sel.AddReceive(queuedCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &view.QueuePosition) })
 			sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
 				c.Receive(ctx, nil)
 				view.Phase = LeaseReleased
@@ -311,7 +307,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 		}
 
 		// Bound: issue credentials for exactly this lease, valid for its TTL.
-		view.InstanceID, view.Endpoint, view.QueuePosition, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, 0, asg.Seq
+		view.InstanceID, view.Endpoint, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, asg.Seq
 		view.BoundAt = workflow.Now(ctx)
 		view.ExpiresAt = view.BoundAt.Add(in.TTL)
 		// Issuing credentials is a few milliseconds of work against a Ready instance; when it takes
@@ -385,7 +381,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	} else {
 		b := &boundLease{ctx: ctx, in: in, view: &view, lastSeen: &lastSeen, extending: &extending, metrics: metrics,
 			release: releaseCh, heartbeat: heartbeatCh, unhealthy: workflow.GetSignalChannel(ctx, SignalInstanceUnhealthy),
-			assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh, queuedCh}, project: project}
+			assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh}, project: project}
 		if b.hold() {
 			next := in
 			next.Resume = &LeaseResume{View: view, Assignment: asg, LastSeen: lastSeen, IssueFor: issueFor}

@@ -42,7 +42,6 @@ const (
 const (
 	SignalAssigned    = "assigned"     // Assignment
 	SignalClaimFailed = "claim-failed" // ClaimFailure
-	SignalQueued      = "queued"       // queue position (int)
 )
 
 // Member phases inside the pool.
@@ -145,6 +144,9 @@ type PoolState struct {
 	// Draining is set by a delete: no new members, no claims served; the workflow ends once
 	// the last member is gone.
 	Draining bool `json:"draining,omitempty"`
+	// DeleteGeneration is the store generation of the pool's row that the delete saw: the
+	// drained pool forgets its row only if nobody applied it since (0: whatever row there is).
+	DeleteGeneration int64 `json:"deleteGeneration,omitempty"`
 	// Assigned remembers the instance handed to each lease, so that a retried claim is not
 	// served twice; AssignedAt is when. At continue-as-new it is pruned to live leases plus
 	// assignedWindow (entries without a time predate the pruning and go unless live).
@@ -247,6 +249,13 @@ const (
 	// maxSurge honoured during a roll, member workflows that fail to start handled.
 	poolVersionHardenChange                  = "pool-hardening"
 	poolVersionHardened     workflow.Version = 1
+
+	// poolVersionForgetChange: a drained pool forgets its store row only if it was not applied
+	// again since its delete, and reads every signal that came meanwhile before it ends (an
+	// apply keeps it serving, a claim is refused): before, an apply landing as the drained pool
+	// ended was lost, leaving a pool row with no workflow, and a claim was never answered.
+	poolVersionForgetChange                      = "pool-forget-unchanged"
+	poolVersionForgetsUnchanged workflow.Version = 1
 )
 
 // templateChanged says whether a new policy changes what a member is (and so makes existing
@@ -272,6 +281,7 @@ func Pool(ctx workflow.Context, st PoolState) error {
 	p.version = workflow.GetVersion(ctx, poolVersionChange, workflow.DefaultVersion, poolVersionRolling)
 	p.cancelReclaims = workflow.GetVersion(ctx, poolVersionCancelChange, workflow.DefaultVersion, poolVersionCancelReclaims) >= poolVersionCancelReclaims
 	p.hardened = workflow.GetVersion(ctx, poolVersionHardenChange, workflow.DefaultVersion, poolVersionHardened) >= poolVersionHardened
+	p.forgetsUnchanged = workflow.GetVersion(ctx, poolVersionForgetChange, workflow.DefaultVersion, poolVersionForgetsUnchanged) >= poolVersionForgetsUnchanged
 	if p.hardened {
 		if st.AssignedAt == nil {
 			st.AssignedAt = map[string]time.Time{}
@@ -340,13 +350,14 @@ func Pool(ctx workflow.Context, st PoolState) error {
 				st.Generation++
 			}
 			st.Policy = pol
-			st.Draining = false // applying a deleted pool again keeps it
+			st.Draining, st.DeleteGeneration = false, 0 // applying a deleted pool again keeps it
 		}},
 	}
 	if p.version >= poolVersionRolling {
 		handlers = append(handlers, signalHandler{workflow.GetSignalChannel(ctx, SignalDeletePool), func(c workflow.ReceiveChannel) {
-			c.Receive(ctx, nil)
-			st.Draining = true
+			var d PoolDeletion
+			c.Receive(ctx, &d)
+			st.Draining, st.DeleteGeneration = true, d.Generation
 		}})
 	}
 	if p.hardened {
@@ -372,7 +383,23 @@ func Pool(ctx workflow.Context, st PoolState) error {
 	for {
 		p.reconcile()
 		if st.Draining && p.version >= poolVersionRolling && p.drained() {
-			return p.forget()
+			if !p.forgetsUnchanged {
+				return p.forget()
+			}
+			forgotten, err := p.forgetUnchanged()
+			if err != nil {
+				return err
+			}
+			if !forgotten {
+				// Applied again after the delete: the row is newer, the pool lives on (its
+				// apply signal, if not read yet, comes next).
+				st.Draining, st.DeleteGeneration = false, 0
+				continue
+			}
+			if p.endForgotten(handlers) {
+				return nil
+			}
+			continue // applied again while it was being forgotten
 		}
 		if p.hardened {
 			p.startHealthChecks()
@@ -485,6 +512,8 @@ type poolRun struct {
 	cancelReclaims bool
 	// hardened: see poolVersionHardened.
 	hardened bool
+	// forgetsUnchanged: see poolVersionForgetsUnchanged.
+	forgetsUnchanged bool
 	// checks are the health checks in flight, one per host queue.
 	checks []*healthCheck
 	// arrived holds the claims received since the last reconcile (served now = not queued).
@@ -783,6 +812,42 @@ func (p *poolRun) forget() error {
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 	})
 	return workflow.ExecuteActivity(ctx, a.ForgetPool, p.st.Policy.Name).Get(ctx, nil)
+}
+
+// forgetUnchanged removes the drained pool's row unless it was applied again since the delete.
+func (p *poolRun) forgetUnchanged() (bool, error) {
+	var a *activities.Activities
+	ctx := workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	var forgotten bool
+	err := workflow.ExecuteActivity(ctx, a.ForgetUnchangedPool, activities.ForgetPoolInput{
+		Name: p.st.Policy.Name, Generation: p.st.DeleteGeneration}).Get(ctx, &forgotten)
+	return forgotten, err
+}
+
+// endForgotten reads every signal delivered while the pool was being forgotten, so that the
+// workflow never ends with one unread. An apply among them (recorded after the delete, so its
+// row stands) keeps the pool serving: false. Otherwise the claims that came are refused with
+// pool_deleted and the workflow may end: true.
+func (p *poolRun) endForgotten(handlers []signalHandler) bool {
+	for {
+		pending := false
+		for _, h := range handlers {
+			for h.ch.Len() > 0 {
+				h.handle(h.ch)
+				pending = true
+			}
+		}
+		if !p.st.Draining {
+			return false
+		}
+		if !pending && len(p.st.Queue) == 0 {
+			return true
+		}
+		p.drain() // refuses the claims; waiting for the refusals lets more signals arrive
+	}
 }
 
 func (p *poolRun) outdated(m *Member) bool { return m.Generation < p.st.Generation }

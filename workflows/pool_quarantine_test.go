@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
 
@@ -37,10 +38,10 @@ func TestPoolQuarantinesAMemberWhoseTeardownGaveUp(t *testing.T) {
 			return nil
 		})
 	var forgotten []string
-	env.RegisterActivityWithOptions(func(_ context.Context, name string) error {
-		forgotten = append(forgotten, name)
-		return nil
-	}, activity.RegisterOptions{Name: "ForgetPool"})
+	env.RegisterActivityWithOptions(func(_ context.Context, in activities.ForgetPoolInput) (bool, error) {
+		forgotten = append(forgotten, in.Name)
+		return true, nil
+	}, activity.RegisterOptions{Name: "ForgetUnchangedPool"})
 	readyAll := func(at time.Duration) {
 		env.RegisterDelayedCallback(func() {
 			for _, m := range membersIn(status(t, env), workflows.MemberCreating) {
@@ -103,10 +104,10 @@ func TestPoolDeleteFinishesWithQuarantinedMembers(t *testing.T) {
 	pol.WarmTarget, pol.MaxClusters = 1, 1
 	env, _ := poolEnv(t, pol)
 	var forgotten []string
-	env.RegisterActivityWithOptions(func(_ context.Context, name string) error {
-		forgotten = append(forgotten, name)
-		return nil
-	}, activity.RegisterOptions{Name: "ForgetPool"})
+	env.RegisterActivityWithOptions(func(_ context.Context, in activities.ForgetPoolInput) (bool, error) {
+		forgotten = append(forgotten, in.Name)
+		return true, nil
+	}, activity.RegisterOptions{Name: "ForgetUnchangedPool"})
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: "p-t-1", Endpoint: "https://x"})
 	}, time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
 
@@ -178,10 +179,10 @@ func TestPoolDeleteDrains(t *testing.T) {
 	pol.WarmTarget, pol.MaxClusters, pol.MaxConcurrentProvisions = 2, 2, 2
 	env, out := poolEnv(t, pol)
 	var forgotten []string
-	env.RegisterActivityWithOptions(func(_ context.Context, name string) error {
-		forgotten = append(forgotten, name)
-		return nil
-	}, activity.RegisterOptions{Name: "ForgetPool"})
+	env.RegisterActivityWithOptions(func(_ context.Context, in activities.ForgetPoolInput) (bool, error) {
+		forgotten = append(forgotten, in.Name)
+		return true, nil
+	}, activity.RegisterOptions{Name: "ForgetUnchangedPool"})
 	env.RegisterDelayedCallback(func() {
 		for _, m := range status(t, env).Members {
 			env.SignalWorkflow(workflows.SignalMemberReady, workflows.MemberReport{InstanceID: m.ID, Endpoint: "https://x"})

@@ -7,13 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/spf13/pflag"
 )
 
@@ -221,7 +220,7 @@ func (c *Config) Validate(mode Mode) error {
 			return fmt.Errorf("--ui-port and --temporal-port are both %d", c.UIPort)
 		}
 		if c.Store != "" {
-			if _, err := ParseStoreDSN(c.Store); err != nil {
+			if _, err := store.ParseDSN(c.Store); err != nil {
 				return err
 			}
 		}
@@ -248,7 +247,7 @@ func (c *Config) Validate(mode Mode) error {
 		if c.Store == "" {
 			return fmt.Errorf("--store is required for kobe %s (postgres://user@host:5432/kobe or sqlite:///path/kobe.db; env %s)", mode, EnvName("store"))
 		}
-		if _, err := ParseStoreDSN(c.Store); err != nil {
+		if _, err := store.ParseDSN(c.Store); err != nil {
 			return err
 		}
 		if err := validateHostPort("--temporal-address", c.Temporal.Address); err != nil {
@@ -302,57 +301,4 @@ func validatePort(flag string, port int, zeroOK bool) error {
 		return fmt.Errorf("%s %d: must be between 1 and 65535", flag, port)
 	}
 	return nil
-}
-
-// StoreDSN is a parsed --store value.
-type StoreDSN struct {
-	Driver string // "sqlite" or "postgres"
-	// Path is the SQLite file, or ":memory:".
-	Path string
-	// URL is the PostgreSQL connection URL, as given.
-	URL string
-}
-
-// ParseStoreDSN accepts postgres://…, postgresql://…, sqlite:///abs/path, sqlite://rel/path and sqlite://:memory:.
-func ParseStoreDSN(dsn string) (StoreDSN, error) {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return StoreDSN{}, fmt.Errorf("--store: not a valid postgres URL: %v", RedactDSNError(err, dsn))
-		}
-		if u.Host == "" {
-			return StoreDSN{}, fmt.Errorf("--store %s: missing host", RedactDSN(dsn))
-		}
-		return StoreDSN{Driver: "postgres", URL: dsn}, nil
-	case strings.HasPrefix(dsn, "sqlite://"):
-		p := strings.TrimPrefix(dsn, "sqlite://")
-		if i := strings.IndexByte(p, '?'); i >= 0 {
-			return StoreDSN{}, fmt.Errorf("--store %s: sqlite DSN takes no options", dsn)
-		}
-		if p == "" {
-			return StoreDSN{}, fmt.Errorf("--store %s: missing file path (sqlite:///path/kobe.db)", dsn)
-		}
-		return StoreDSN{Driver: "sqlite", Path: p}, nil
-	default:
-		return StoreDSN{}, fmt.Errorf("--store %s: unsupported scheme; use postgres://… or sqlite:///path", RedactDSN(dsn))
-	}
-}
-
-// passwordInURL matches the password part of scheme://user:password@host.
-var passwordInURL = regexp.MustCompile(`(://[^:/@]*:)([^@]*)@`)
-
-// RedactDSN hides the password of a URL-shaped DSN so that it can appear in logs and errors.
-func RedactDSN(dsn string) string {
-	return passwordInURL.ReplaceAllString(dsn, "${1}xxxxx@")
-}
-
-// RedactDSNError removes the DSN's password from an error message that may quote it.
-func RedactDSNError(err error, dsn string) string {
-	msg := err.Error()
-	if m := passwordInURL.FindStringSubmatch(dsn); m != nil && m[2] != "" {
-		msg = strings.ReplaceAll(msg, m[2], "xxxxx")
-		msg = strings.ReplaceAll(msg, url.QueryEscape(m[2]), "xxxxx")
-	}
-	return msg
 }

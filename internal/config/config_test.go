@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -113,27 +112,6 @@ func TestDevStoreDSN(t *testing.T) {
 	assert.Equal(t, "sqlite://:memory:", c.DevStoreDSN())
 	c.Store = "postgres://kobe@db/kobe"
 	assert.Equal(t, "postgres://kobe@db/kobe", c.DevStoreDSN())
-}
-
-func TestParseStoreDSN(t *testing.T) {
-	d, err := ParseStoreDSN("sqlite:///var/lib/kobe/kobe.db")
-	require.NoError(t, err)
-	assert.Equal(t, StoreDSN{Driver: "sqlite", Path: "/var/lib/kobe/kobe.db"}, d)
-	d, err = ParseStoreDSN("postgresql://kobe:pw@db:5432/kobe?sslmode=disable")
-	require.NoError(t, err)
-	assert.Equal(t, "postgres", d.Driver)
-	for _, bad := range []string{"", "sqlite://", "sqlite:///x?mode=ro", "redis://x", "postgres://"} {
-		_, err := ParseStoreDSN(bad)
-		assert.Error(t, err, bad)
-	}
-}
-
-func TestRedactDSN(t *testing.T) {
-	assert.Equal(t, "postgres://kobe:xxxxx@db:5432/kobe", RedactDSN("postgres://kobe:hunter2@db:5432/kobe"))
-	assert.Equal(t, "postgres://kobe@db/kobe", RedactDSN("postgres://kobe@db/kobe"))
-	_, err := ParseStoreDSN("postgres://kobe:p%zz@db/kobe")
-	require.Error(t, err)
-	assert.False(t, strings.Contains(err.Error(), "p%zz"), err.Error())
 }
 
 func TestDefaultStateDirFollowsXDG(t *testing.T) {

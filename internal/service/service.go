@@ -23,7 +23,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/kunobi-ninja/kobe/activities"
-	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	localbackend "github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/access"
@@ -33,6 +32,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/worker"
 )
 
@@ -127,7 +127,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	if err != nil {
 		return nil, err
 	}
-	p.Store, p.StoreDSN = st, config.RedactDSN(storeDSN)
+	p.Store, p.StoreDSN = st, store.RedactDSN(storeDSN)
 	p.stops = append(p.stops, func() { _ = st.Close() })
 
 	serverLogger := quiet(logger.Named("temporal"), cfg.LogLevel)
@@ -166,7 +166,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 
 	if mode != config.ModeWorker {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if err := api.EnsureSearchAttributes(sctx, c, namespace); err != nil {
+		if err := server.EnsureSearchAttributes(sctx, c, namespace); err != nil {
 			logger.Warn("leases will not be searchable by pool, owner and phase in the Temporal UI", zap.Error(err))
 		} else {
 			p.SearchAttributes = true
@@ -183,7 +183,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		// Starting the pool needs no worker: its workflow waits in Temporal until one polls
 		// (with --no-worker, the separate kobe worker).
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := api.EnsurePool(pctx, c, st, taskQueue, api.DefaultDevPool(defaultPoolVersion()))
+		err := server.EnsurePool(pctx, c, st, taskQueue, server.DefaultDevPool(defaultPoolVersion()))
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("default pool: %w", err)
@@ -237,7 +237,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	}
 
 	host, _ := os.Hostname()
-	apiServer := &api.Server{
+	apiServer := &server.Server{
 		Policy:           policy,
 		InsecureNoAuth:   cfg.InsecureNoAuth,
 		Secrets:          p.secrets,
@@ -248,13 +248,13 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		TaskQueue:        taskQueue,
 		Store:            st,
 		Logger:           logger.Named("api"),
-		Registry:         api.NewRegistry(sdkMetrics, &api.PoolCollector{Temporal: c, Store: st}),
+		Registry:         server.NewRegistry(sdkMetrics, &server.PoolCollector{Temporal: c, Store: st}),
 		Backends:         backends.Names(),
 		InstanceName:     fmt.Sprintf("%s-%d", host, os.Getpid()),
 	}
 	var handler http.Handler = apiServer.Handler()
 	if mode == config.ModeWorker {
-		handler = api.WorkerHandler(apiServer.Registry)
+		handler = server.WorkerHandler(apiServer.Registry)
 		p.MetricsURL = baseURL
 	} else {
 		p.APIURL = baseURL

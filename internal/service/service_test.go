@@ -24,6 +24,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/service"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 	"github.com/kunobi-ninja/kobe/workflows"
@@ -390,7 +391,7 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	require.True(t, p.SearchAttributes, "kobe dev registers its search attributes")
 	in := workflows.LeaseInput{LeaseID: "lease-metrics", Pool: "dev", Principal: "alice", TTL: 10 * time.Minute,
 		MaxTTL: time.Hour, MaxExtensions: 1}
-	_, err = api.StartLease(ctx, p.Temporal, "kobe", in, true)
+	_, err = server.StartLease(ctx, p.Temporal, "kobe", in, true)
 	require.NoError(t, err)
 	var lv workflows.LeaseView
 	require.Eventually(t, func() bool {

@@ -16,8 +16,6 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver (pure Go)
-
-	"github.com/kunobi-ninja/kobe/internal/config"
 )
 
 //go:embed migrations
@@ -26,10 +24,10 @@ var migrations embed.FS
 // memoryDBs numbers in-memory SQLite databases so that two stores in one process stay apart.
 var memoryDBs atomic.Int64
 
-// Open connects to the store named by dsn (see config.ParseStoreDSN), applies pending schema
+// Open connects to the store named by dsn (see ParseDSN), applies pending schema
 // migrations, and returns it. Errors never contain the DSN's password.
 func Open(ctx context.Context, dsn string) (Store, error) {
-	parsed, err := config.ParseStoreDSN(dsn)
+	parsed, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +43,7 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.db.Close()
-		return nil, fmt.Errorf("store %s: migrating schema: %s", config.RedactDSN(dsn), oneLine(config.RedactDSNError(err, dsn)))
+		return nil, fmt.Errorf("store %s: migrating schema: %s", RedactDSN(dsn), oneLine(RedactDSNError(err, dsn)))
 	}
 	return s, nil
 }
@@ -103,7 +101,7 @@ func openSQLite(path string) (*sqlStore, error) {
 func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
 	db, err := sql.Open("pgx", url)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %s", config.RedactDSN(url), config.RedactDSNError(err, url))
+		return nil, fmt.Errorf("store %s: %s", RedactDSN(url), RedactDSNError(err, url))
 	}
 	db.SetMaxOpenConns(16)
 	db.SetConnMaxIdleTime(5 * time.Minute)
@@ -111,7 +109,7 @@ func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("store %s: cannot connect: %s", config.RedactDSN(url), oneLine(config.RedactDSNError(err, url)))
+		return nil, fmt.Errorf("store %s: cannot connect: %s", RedactDSN(url), oneLine(RedactDSNError(err, url)))
 	}
 	return newSQLStore(db, "postgres"), nil
 }

@@ -169,8 +169,8 @@ func (s *sqlStore) UpsertPool(ctx context.Context, p Pool) error {
 	_, err := s.exec(ctx, `INSERT INTO pools (name, backend, spec, generation, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET backend = excluded.backend, spec = excluded.spec,
-			generation = excluded.generation, updated_at = excluded.updated_at`,
-		p.Name, p.Backend, jsonOrEmpty(p.Spec), p.Generation, t, t)
+			generation = pools.generation + 1, updated_at = excluded.updated_at`,
+		p.Name, p.Backend, jsonOrEmpty(p.Spec), t.UnixMicro(), t, t)
 	return err
 }
 
@@ -215,6 +215,15 @@ func (s *sqlStore) ListPools(ctx context.Context) ([]Pool, error) {
 
 func (s *sqlStore) DeletePool(ctx context.Context, name string) error {
 	return s.deleteOne(ctx, `DELETE FROM pools WHERE name = ?`, "pool", name)
+}
+
+func (s *sqlStore) DeletePoolGeneration(ctx context.Context, name string, generation int64) (bool, error) {
+	res, err := s.exec(ctx, `DELETE FROM pools WHERE name = ? AND generation <= ?`, name, generation)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 func (s *sqlStore) deleteOne(ctx context.Context, q, kind, id string) error {

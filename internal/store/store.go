@@ -27,7 +27,12 @@ type Pool struct {
 	Name    string
 	Backend string
 	// Spec is the validated ClusterPool manifest, as JSON.
-	Spec       json.RawMessage
+	Spec json.RawMessage
+	// Generation grows with every apply of the pool's row: it starts at the row's creation
+	// time in microseconds and counts one more on each upsert, so that a pool created again
+	// after a delete is always newer than anything the deleted one was. A delete names the
+	// generation it saw, and forgetting a drained pool never removes a pool applied (or
+	// created) again since (DeletePoolGeneration). The caller's value is ignored.
 	Generation int64
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -143,6 +148,9 @@ type Store interface {
 	GetPool(ctx context.Context, name string) (Pool, error)
 	ListPools(ctx context.Context) ([]Pool, error)
 	DeletePool(ctx context.Context, name string) error
+	// DeletePoolGeneration deletes the pool only if its row is still at generation (or older);
+	// deleted is false when there is no such row or it was applied again since.
+	DeletePoolGeneration(ctx context.Context, name string, generation int64) (deleted bool, err error)
 
 	UpsertInstance(ctx context.Context, in Instance) error
 	GetInstance(ctx context.Context, id string) (Instance, error)

@@ -84,22 +84,27 @@ func TestStore(t *testing.T) {
 
 func testPools(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	p := store.Pool{Name: "dev", Backend: "local", Spec: json.RawMessage(`{"size":2}`), Generation: 1}
+	p := store.Pool{Name: "dev", Backend: "local", Spec: json.RawMessage(`{"size":2}`)}
 	require.NoError(t, s.UpsertPool(ctx, p))
-	require.NoError(t, s.UpsertPool(ctx, p), "upsert is idempotent")
-
 	got, err := s.GetPool(ctx, "dev")
 	require.NoError(t, err)
+	first := got.Generation
+	assert.Positive(t, first)
+	require.NoError(t, s.UpsertPool(ctx, p), "upsert is idempotent: one row")
+
+	got, err = s.GetPool(ctx, "dev")
+	require.NoError(t, err)
+	assert.Equal(t, first+1, got.Generation, "every apply counts")
 	assert.Equal(t, "local", got.Backend)
 	assert.JSONEq(t, `{"size":2}`, string(got.Spec))
 	assert.False(t, got.CreatedAt.IsZero())
 	created := got.CreatedAt
 
-	p.Spec, p.Generation = json.RawMessage(`{"size":3}`), 2
+	p.Spec, p.Generation = json.RawMessage(`{"size":3}`), 99
 	require.NoError(t, s.UpsertPool(ctx, p))
 	got, err = s.GetPool(ctx, "dev")
 	require.NoError(t, err)
-	assert.Equal(t, int64(2), got.Generation)
+	assert.Equal(t, first+2, got.Generation, "the store counts; the caller's value is ignored")
 	assert.JSONEq(t, `{"size":3}`, string(got.Spec))
 	assert.True(t, got.CreatedAt.Equal(created), "an update keeps the creation time")
 
@@ -108,6 +113,26 @@ func testPools(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Len(t, pools, 2)
 	assert.Equal(t, "ci", pools[0].Name, "sorted by name")
+
+	// A delete that saw an older generation does not remove the row applied again since.
+	deleted, err := s.DeletePoolGeneration(ctx, "dev", first+1)
+	require.NoError(t, err)
+	assert.False(t, deleted, "applied again since the delete: kept")
+	_, err = s.GetPool(ctx, "dev")
+	require.NoError(t, err)
+	deleted, err = s.DeletePoolGeneration(ctx, "dev", first+2)
+	require.NoError(t, err)
+	assert.True(t, deleted)
+	deleted, err = s.DeletePoolGeneration(ctx, "dev", first+2)
+	require.NoError(t, err)
+	assert.False(t, deleted, "no row: nothing deleted")
+	// Created again after the delete: newer than anything the deleted row was, so a late
+	// retry of the old delete does not remove it.
+	time.Sleep(time.Millisecond)
+	require.NoError(t, s.UpsertPool(ctx, p))
+	deleted, err = s.DeletePoolGeneration(ctx, "dev", first+2)
+	require.NoError(t, err)
+	assert.False(t, deleted, "a pool created again is not the deleted one")
 
 	require.NoError(t, s.DeletePool(ctx, "ci"))
 	assert.ErrorIs(t, s.DeletePool(ctx, "ci"), store.ErrNotFound)

@@ -19,11 +19,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/kunobi-ninja/kobe/api"
 	localbackend "github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 	"github.com/kunobi-ninja/kobe/workflows"
 )
@@ -72,7 +72,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 	}{
 		{"provision", func(t *testing.T) {
 			// Pool members are Creating: their processes exist and their rows say Creating.
-			require.NoError(t, api.EnsurePool(ctx, e.c, e.s, "kobe", e.manifest(crashWarm)))
+			require.NoError(t, server.EnsurePool(ctx, e.c, e.s, "kobe", e.manifest(crashWarm)))
 			var creating string
 			e.waitFor(t, "a member with processes and a Creating row", 3*time.Minute, 10*time.Millisecond, func() bool {
 				l := e.count(t)
@@ -202,7 +202,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 	}
 
 	// Scale the pool to zero: every member torn down, nothing left anywhere.
-	require.NoError(t, api.EnsurePool(ctx, e.c, e.s, "kobe", e.manifest(0)))
+	require.NoError(t, server.EnsurePool(ctx, e.c, e.s, "kobe", e.manifest(0)))
 	t0 := time.Now()
 	e.settle(t, 0, 0, crashSettle)
 	l := e.count(t)

@@ -1,10 +1,14 @@
-// Package hostcluster starts a full Kubernetes control plane for tests of backends that run
-// inside a host cluster (k3s, k0s, vcluster, Cluster API): kine, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kwok with fake nodes, as real processes. Pods are
-// scheduled and reported Running by kwok; nothing executes containers.
+// Package hostcluster starts host Kubernetes clusters for tests of backends that run inside one
+// (k3s, k0s, vcluster, Kamaji, Cluster API), as real processes.
 //
-// It is the local backend with every component: the same code kobe runs, so the host cluster
-// of a test is as real as a kobe-made cluster.
+// Start: kine, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with fake nodes
+// — the local backend with every component, the same code kobe runs. Pods are scheduled and
+// reported Running by kwok; nothing executes containers. Good for scheduling and scale.
+//
+// StartReal: the same control plane with a real node on this machine (kubelet, containerd,
+// runc, kube-proxy, a CNI bridge, CoreDNS) that runs pods from images built locally (package
+// images), plus kwok fake nodes if asked. Everything it changes on the machine is undone and
+// checked at teardown (docs/hostcluster.md).
 package hostcluster
 
 import (

@@ -41,6 +41,9 @@ type leaseRecord struct {
 	Endpoint  string
 	Final     string // terminal phase, "" if never seen terminal
 	Reason    string
+	// Created is when its first create was sent; Ended when the terminal phase was seen.
+	Created time.Time
+	Ended   time.Time
 	// KubeconfigErr is set when a Bound lease's kubeconfig did not reach its cluster.
 	KubeconfigErr string
 	KubeconfigAt  time.Time
@@ -50,15 +53,18 @@ type leaseRecord struct {
 
 // traffic is everything the clients did; safe for concurrent use.
 type traffic struct {
-	mu        sync.Mutex
-	answers   []answer
-	leases    []*leaseRecord
-	invalid   map[string]int // invalid request kind → sent
-	wrong     []string       // invalid requests answered with something else than the expected refusal
-	refused   map[string]int // valid creates refused with a reason (quota_exhausted…)
-	started   atomic.Int64
-	extended  int
-	extendRef map[string]int
+	mu      sync.Mutex
+	answers []answer
+	leases  []*leaseRecord
+	invalid map[string]int // invalid request kind → sent
+	wrong   []string       // invalid requests answered with something else than the expected refusal
+	refused map[string]int // valid creates refused with a reason (quota_exhausted…)
+	// poolMissing are valid creates answered 404: the pool was deleted (judged with the
+	// recreate-pool fault windows).
+	poolMissing []answer
+	started     atomic.Int64
+	extended    int
+	extendRef   map[string]int
 }
 
 func newTraffic() *traffic {
@@ -149,7 +155,8 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 	}
 	body, _ := json.Marshal(api.LeaseRequest{Pool: soakPool, TTL: ttl, IdempotencyKey: fmt.Sprintf("soak-%x", rng.Int63())})
 	var lease api.Lease
-	giveUp := time.Now().Add(5 * time.Minute)
+	created := time.Now()
+	giveUp := created.Add(5 * time.Minute)
 	for {
 		if time.Now().After(giveUp) {
 			tr.mu.Lock()
@@ -170,6 +177,16 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 				return
 			}
 			continue
+		case a.Status == 404 && a.Reason == api.ReasonNotFound:
+			// The pool was deleted (and is being applied again): nothing was created; a CI job
+			// would fail here, the harness tries again.
+			tr.mu.Lock()
+			tr.poolMissing = append(tr.poolMissing, a)
+			tr.mu.Unlock()
+			if !sleepOrStop(time.Duration(300+rng.Intn(500))*time.Millisecond, stop) {
+				return
+			}
+			continue
 		case a.Status == 0 || a.Status >= 500 || (a.Status == 429 && a.Reason == api.ReasonRateLimited):
 			// Lost or transient: the same key makes the retry safe (same lease, or a new one if the
 			// first never landed).
@@ -183,7 +200,7 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 		}
 		break
 	}
-	rec := &leaseRecord{ID: lease.ID, Principal: me.name, Kind: kind}
+	rec := &leaseRecord{ID: lease.ID, Principal: me.name, Kind: kind, Created: created}
 	tr.mu.Lock()
 	tr.leases = append(tr.leases, rec)
 	tr.mu.Unlock()
@@ -204,7 +221,7 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 			continue
 		}
 		if terminal[l.Phase] {
-			rec.Final, rec.Reason = l.Phase, l.Reason
+			rec.Final, rec.Reason, rec.Ended = l.Phase, l.Reason, time.Now()
 			return
 		}
 		if l.Phase == workflows.LeaseBound && l.Kubeconfig != "" {
@@ -255,7 +272,7 @@ func (e *env) waitTerminal(tr *traffic, me principal, rec *leaseRecord, timeout 
 		var l api.Lease
 		a := e.call(tr, true, "get", me.token, "GET", "/v1/leases/"+rec.ID, nil, &l)
 		if a.Status == 200 && terminal[l.Phase] {
-			rec.Final, rec.Reason = l.Phase, l.Reason
+			rec.Final, rec.Reason, rec.Ended = l.Phase, l.Reason, time.Now()
 			return
 		}
 		time.Sleep(500 * time.Millisecond)

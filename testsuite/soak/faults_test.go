@@ -2,12 +2,15 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"syscall"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
+	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // Kinds of fault the injector applies, in a shuffled cycle so a short run sees each one.
@@ -22,6 +25,11 @@ const (
 	// faultReboot: the worker dies and every instance process with it, as in a host reboot;
 	// the restarted worker's pool must find every dead member and rebuild the warm pool.
 	faultReboot = "reboot: worker and every instance process killed"
+	// faultRecreatePool deletes the soak pool under load and applies it again: at once (while
+	// it drains), or once the drain has finished (a new pool of the same name). Inside its
+	// window, and only there, a create may find no pool (404) and a lease may fail with
+	// pool_deleted (queued when the delete came) or not_found (its claim found no pool).
+	faultRecreatePool = "pool deleted and applied again"
 )
 
 // The soak pool's health check, and how long a dead member may stay Ready: interval ×
@@ -56,7 +64,7 @@ func (e *env) injectFaults(rng *rand.Rand, stop <-chan struct{}) []fault {
 			return out
 		}
 		if len(cycle) == 0 {
-			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot}
+			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot, faultRecreatePool}
 			rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
 		}
 		kind := cycle[0]
@@ -69,6 +77,8 @@ func (e *env) injectFaults(rng *rand.Rand, stop <-chan struct{}) []fault {
 			f = e.killAMember(rng)
 		case faultReboot:
 			f = e.reboot(rng)
+		case faultRecreatePool:
+			f = e.recreatePool(rng)
 		default:
 			p := map[string]*kobeProc{faultKillWorker: e.worker, faultKillAPI: e.server, faultKillTemporal: e.dev}[kind]
 			f.At = time.Now()
@@ -262,4 +272,101 @@ func (e *env) reboot(rng *rand.Rand) fault {
 	}
 	f.Failed = fmt.Sprintf("members that died in the reboot were still Ready %s after it", recoveryBound)
 	return f
+}
+
+// recreatePool deletes the soak pool and applies it again, either at once (0–2 s later, while
+// it drains) or after its drain has finished, and waits until the pool serves again: it
+// answers, it is not draining and it has a Ready or Leased member.
+func (e *env) recreatePool(rng *rand.Rand) fault {
+	f := fault{Kind: faultRecreatePool, At: time.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	draining, err := e.client(e.adminToken).DeletePool(ctx, soakPool)
+	cancel()
+	if err != nil {
+		f.Failed = fmt.Sprintf("delete the pool: %v", err)
+		return f
+	}
+	if rng.Intn(2) == 0 {
+		time.Sleep(time.Duration(rng.Intn(2000)) * time.Millisecond)
+		f.Detail = fmt.Sprintf("applied again %s after the delete (draining %v)", time.Since(f.At).Round(time.Millisecond), draining)
+	} else {
+		gone := false
+		for time.Since(f.At) < recoveryBound {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := e.client(e.adminToken).GetPool(ctx, soakPool)
+			cancel()
+			var ae *api.Error
+			if errors.As(err, &ae) && ae.StatusCode == 404 {
+				gone = true
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !gone {
+			f.Failed = fmt.Sprintf("the deleted pool was not gone %s after its delete", recoveryBound)
+			return f
+		}
+		f.Detail = fmt.Sprintf("drained and forgotten in %s, then applied again", time.Since(f.At).Round(time.Millisecond))
+		if left := e.membersOutliving(); len(left) > 0 {
+			f.Failed = fmt.Sprintf("members outlived their deleted pool: %v", left)
+			return f
+		}
+	}
+	if err := e.applyPoolErr(soakPool, e.cfg.Warm, e.cfg.MaxClusters); err != nil {
+		f.Failed = fmt.Sprintf("apply the pool again: %v", err)
+		return f
+	}
+	for time.Since(f.At) < recoveryBound {
+		st, err := e.poolStatus(3 * time.Second)
+		if err == nil && st.Phase != workflows.PoolDraining && st.Ready+st.Leased > 0 {
+			f.Recovered = time.Now()
+			f.Recovery = f.Recovered.Sub(f.At)
+			return f
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.Failed = fmt.Sprintf("the pool applied again did not serve %s after its delete", recoveryBound)
+	return f
+}
+
+// membersOutliving lists what is left of the soak pool's members once the pool is gone: store
+// rows and local processes or data directories, other than Quarantined members (which stay, for
+// an operator). It looks for 5 s, so that a process being reaped is not counted.
+func (e *env) membersOutliving() []string {
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		left = nil
+		quarantined := map[string]bool{}
+		for _, id := range e.instancesIn("Quarantined") {
+			quarantined[id] = true
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rows, err := e.db.QueryContext(ctx, `SELECT id, phase FROM instances WHERE pool = $1 AND phase <> 'Quarantined'`, soakPool)
+		if err == nil {
+			for rows.Next() {
+				var id, phase string
+				if rows.Scan(&id, &phase) == nil {
+					left = append(left, fmt.Sprintf("%s (store row %s)", id, phase))
+				}
+			}
+			rows.Close()
+		}
+		cancel()
+		if l, err := leaks.CountLocalInstances(context.Background(), e.state, nil, ""); err == nil {
+			for _, id := range l.ProcessIDs() {
+				if !quarantined[id] {
+					left = append(left, id+" (processes)")
+				}
+			}
+			for _, id := range l.DirIDs() {
+				if !quarantined[id] {
+					left = append(left, id+" (data dir)")
+				}
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -42,6 +42,8 @@ type Report struct {
 		Status5xx           int            `json:"status5xx"`
 		Unanswered          int            `json:"unanswered"`
 		FailedOutsideFaults int            `json:"failedOutsideFaults"`
+		// PoolMissing: valid creates answered 404 while the pool was deleted and applied again.
+		PoolMissing int `json:"poolMissing"`
 	} `json:"requests"`
 	Faults            []fault        `json:"faults"`
 	WorstRecovery     time.Duration  `json:"worstRecovery"`
@@ -95,6 +97,7 @@ func (r *Report) String() string {
 	row("invalid, by kind", sortedCounts(r.Requests.Invalid))
 	row("5xx / unanswered (all)", fmt.Sprintf("%d / %d", r.Requests.Status5xx, r.Requests.Unanswered))
 	row("… outside fault windows (must be 0)", r.Requests.FailedOutsideFaults)
+	row("creates finding no pool (in pool deletes)", r.Requests.PoolMissing)
 	fmt.Fprintf(&b, "faults\n")
 	for _, f := range r.Faults {
 		rec := f.Recovery.Round(time.Millisecond).String()

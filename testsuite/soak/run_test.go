@@ -275,6 +275,10 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 			if l.Reason == "" {
 				r.violate("lease %s failed without a reason", l.ID)
 			}
+			if (l.Reason == "pool_deleted" || l.Reason == "not_found") && !poolRecreated(r.Faults, l.Created, l.Ended) {
+				r.violate("lease %s failed %s (created %s, ended %s) outside any pool delete", l.ID, l.Reason,
+					l.Created.Format("15:04:05.000"), l.Ended.Format("15:04:05.000"))
+			}
 		default:
 			r.violate("lease %s (%s) never reached a terminal phase", l.ID, l.Kind)
 		}
@@ -389,6 +393,12 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 
 	// Answers: a 5xx or no answer outside a fault window is a failure to serve.
 	r.Requests.Invalid = tr.invalid
+	r.Requests.PoolMissing = len(tr.poolMissing)
+	for _, a := range tr.poolMissing {
+		if !poolRecreated(r.Faults, a.Sent, a.Answered) {
+			r.violate("%s (sent %s) found no pool (404) outside any pool delete", a.Op, a.Sent.Format("15:04:05.000"))
+		}
+	}
 	for _, a := range tr.answers {
 		r.Requests.Total++
 		if a.Valid {
@@ -459,12 +469,30 @@ func killedClusters(faults []fault, t time.Time) bool {
 
 func (e *env) faultsSoFar(r *Report) []fault { return r.Faults }
 
+// poolRecreated says whether [from, to] overlaps the window of a pool delete and re-apply
+// (from the delete until the pool served again, plus a second for the answers in flight).
+func poolRecreated(faults []fault, from, to time.Time) bool {
+	for _, f := range faults {
+		if f.Kind != faultRecreatePool {
+			continue
+		}
+		end := f.Recovered
+		if end.IsZero() {
+			end = time.Now()
+		}
+		if !to.Before(f.At) && !from.After(end.Add(time.Second)) {
+			return true
+		}
+	}
+	return false
+}
+
 // during says which fault window a request overlaps: from the kill until the system served again
 // (an unrecovered fault lasts to the end). Backend faults have no window: the API must not 5xx.
 func during(faults []fault, a answer) string {
 	for _, f := range faults {
-		if f.Kind == faultBackend || f.Kind == faultKillMember {
-			continue
+		if f.Kind == faultBackend || f.Kind == faultKillMember || f.Kind == faultRecreatePool {
+			continue // the API itself keeps serving: no 5xx excused
 		}
 		end := f.Recovered
 		if end.IsZero() {

@@ -267,6 +267,10 @@ func (e *env) client(token string) *api.Client {
 // applyPool declares a pool of light local clusters (kube-apiserver and kine only): the soak is
 // about kobe's bookkeeping under faults, and lighter members let more lifecycles run.
 func (e *env) applyPool(t *testing.T, name string, warm, maxClusters int) {
+	require.NoError(t, e.applyPoolErr(name, warm, maxClusters), "apply pool %s", name)
+}
+
+func (e *env) applyPoolErr(name string, warm, maxClusters int) error {
 	manifest := map[string]any{
 		"apiVersion": "kobe.kunobi.ninja/v1alpha1", "kind": "ClusterPool",
 		"metadata": map[string]any{"name": name},
@@ -284,11 +288,13 @@ func (e *env) applyPool(t *testing.T, name string, warm, maxClusters int) {
 		},
 	}
 	data, err := json.Marshal(manifest)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _, err = e.client(e.adminToken).ApplyPool(ctx, data)
-	require.NoError(t, err, "apply pool %s", name)
+	return err
 }
 
 // poolStatus asks the pool workflow (through Temporal, so it needs the server and a worker).

@@ -1,0 +1,83 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/access"
+)
+
+type principalKey struct{}
+
+// anonymous is the principal of every request under --insecure-no-auth.
+var anonymous = access.Principal{Name: "anonymous", Role: access.RoleAdmin}
+
+// authed wraps a /v1 handler: it authenticates the bearer token, applies the principal's rate
+// limit and checks the permission. Errors: 401 unauthorized, 429 rate_limited (Retry-After),
+// 403 forbidden.
+func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := anonymous
+		if !s.InsecureNoAuth {
+			var err error
+			p, err = s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+			if errors.Is(err, access.ErrUnauthenticated) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
+				writeError(w, http.StatusUnauthorized, api.ReasonUnauthorized, "Unauthorized",
+					"send Authorization: Bearer <token> (kobe token create; kobe dev writes an admin token to <state-dir>/admin-token)")
+				return
+			}
+			if err != nil {
+				s.internalError(w, r, "authenticating", err)
+				return
+			}
+		}
+		if ok, wait := s.Limiter.Allow(p); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			writeError(w, http.StatusTooManyRequests, api.ReasonRateLimited, "Too many requests",
+				fmt.Sprintf("principal %s is over its rate limit; retry in %s", p.Name, wait.Round(1e6)))
+			return
+		}
+		role, _ := s.Policy.Role(p.Role)
+		if perm != "" && !role.Can(perm) {
+			writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden",
+				fmt.Sprintf("role %s does not have the %s permission", p.Role, perm))
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+func principalOf(r *http.Request) access.Principal {
+	p, _ := r.Context().Value(principalKey{}).(access.Principal)
+	return p
+}
+
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
+}
+
+// internalError logs the cause and answers 500 without it (it may name internals).
+func (s *Server) internalError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if s.Logger != nil {
+		s.Logger.Error(what, zap.Error(err), zap.String("requestId", requestID(r)))
+	}
+	writeError(w, http.StatusInternalServerError, api.ReasonInternal, "Internal error", what+" failed; see the server log, request "+requestID(r))
+}
+
+// unavailable answers 503 for a dependency (Temporal, store) that failed, with Retry-After.
+func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if s.Logger != nil {
+		s.Logger.Warn(what, zap.Error(err), zap.String("requestId", requestID(r)))
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, api.ReasonDegraded, "Service unavailable", what+" failed: "+err.Error())
+}

@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/kunobi-ninja/kobe/internal/access"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/server"
+	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+// A heartbeat reaches only a lease with an idle timeout: any other lease answers 204 without a
+// signal, so that its history does not grow; an ended lease answers 410. Real Temporal, real
+// workers, real store.
+func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded Temporal; skipped with -short")
+	}
+	ctx := context.Background()
+	tmp := testsuite.StartTemporal(t)
+	st := testsuite.NewStore(t, "sqlite")
+	testsuite.StartWorker(t, tmp.Client, "hb", st)
+	// A held doctor run stands in for the pool: it takes the claims and never answers, so the
+	// leases stay Pending.
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("hb"), TaskQueue: "hb"},
+		workflows.DoctorWorkflowName, workflows.DoctorInput{ProbeID: "hb", Hold: time.Hour})
+	require.NoError(t, err)
+	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
+	require.NoError(t, err)
+	s := &server.Server{Store: st, Temporal: tmp.Client, TaskQueue: "hb", InsecureNoAuth: true, Policy: pol}
+	h := s.Handler()
+	for id, idle := range map[string]time.Duration{"lease-idle": 10 * time.Minute, "lease-plain": 0} {
+		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: workflows.LeasePending, TTL: time.Hour}))
+		_, err := server.StartLease(ctx, tmp.Client, "hb", workflows.LeaseInput{LeaseID: id, Pool: "hb", Principal: "anonymous",
+			TTL: time.Hour, MaxTTL: 2 * time.Hour, IdleTimeout: idle}, false)
+		require.NoError(t, err)
+	}
+	beat := func(id string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/leases/"+id+"/heartbeat", nil))
+		return rec.Code
+	}
+	for range 3 {
+		assert.Equal(t, http.StatusNoContent, beat("lease-idle"))
+		assert.Equal(t, http.StatusNoContent, beat("lease-plain"))
+	}
+	assert.Equal(t, 3, heartbeatSignals(t, tmp.Client, "lease-idle"))
+	assert.Equal(t, 0, heartbeatSignals(t, tmp.Client, "lease-plain"), "no signal for a lease without an idle timeout")
+
+	// Released: the heartbeat says the lease has ended.
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-plain", "", workflows.SignalReleaseLease, nil))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, "lease-plain", "").Get(ctx, nil))
+	assert.Equal(t, http.StatusGone, beat("lease-plain"))
+}
+
+func heartbeatSignals(t *testing.T, c client.Client, id string) int {
+	t.Helper()
+	n := 0
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(t, err)
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == workflows.SignalHeartbeat {
+			n++
+		}
+	}
+	return n
+}

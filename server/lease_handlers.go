@@ -1,0 +1,712 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+// Request limits (upstream's where it has them).
+const (
+	maxBodyBytes       = 64 << 10
+	maxMetadataBytes   = 8 << 10
+	maxMetadataKeys    = 32
+	maxIdempotencyKey  = 253
+	maxPriority        = 1000
+	maxLongPoll        = 60 * time.Second
+	minIdleTimeout     = 10 * time.Second
+	resourceKindLease  = "Cluster"
+	resourceKindPool   = "Cluster" // upstream: a pool is described by what it leases
+	leaseNotFoundError = "Lease not found"
+)
+
+var aliasRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// decodeBody reads a JSON body strictly: unknown fields, trailing data and oversized bodies are
+// invalid requests. Field names are matched exactly: encoding/json alone would take
+// "EXTENDTTL" for extendTtl, and a client that misspells a field deserves to be told.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		msg := err.Error()
+		if errors.Is(err, io.EOF) {
+			msg = "empty body; expected a JSON object"
+		}
+		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: "+msg)
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: trailing data after the JSON object")
+		return false
+	}
+	if err := exactFieldNames(raw, v); err != nil {
+		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
+		return false
+	}
+	strict := json.NewDecoder(bytes.NewReader(raw))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// exactFieldNames refuses a top-level key of a JSON object that names a field of v's struct in
+// another case; keys that name no field at all are left to DisallowUnknownFields.
+func exactFieldNames(raw json.RawMessage, v any) error {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil // not an object: the strict decode says why
+	}
+	fields := jsonFields(t)
+	for key := range obj {
+		for _, f := range fields {
+			if key != f.name && strings.EqualFold(key, f.name) {
+				return fmt.Errorf("unknown field %q (field names are case-sensitive: %q)", key, f.name)
+			}
+		}
+	}
+	return nil
+}
+
+func badRequest(w http.ResponseWriter, detail string) {
+	writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", detail)
+}
+
+// leaseCreate is a validated POST /v1/leases.
+type leaseCreate struct {
+	pool        string
+	ttl         time.Duration // requested, 0 = pool default
+	idleTimeout time.Duration
+	req         api.LeaseRequest
+}
+
+// ValidateLeaseRequest checks a create request's fields; the error names the field.
+func ValidateLeaseRequest(req api.LeaseRequest) error {
+	_, err := validateLeaseRequest(req)
+	return err
+}
+
+func validateLeaseRequest(req api.LeaseRequest) (leaseCreate, error) {
+	c := leaseCreate{req: req, pool: req.Pool}
+	switch {
+	case req.Pool == "" && req.Profile == "":
+		return c, errors.New("pool: required (or profile, its upstream name)")
+	case req.Pool != "" && req.Profile != "" && req.Pool != req.Profile:
+		return c, fmt.Errorf("pool %q and profile %q differ; give one, or the same in both", req.Pool, req.Profile)
+	case req.Pool == "":
+		c.pool = req.Profile
+	}
+	if len(c.pool) > 63 || !aliasRE.MatchString(c.pool) {
+		return c, fmt.Errorf("pool: %q is not a pool name", c.pool)
+	}
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("ttl: %q is not a positive duration (e.g. 30m, 2h)", req.TTL)
+		}
+		c.ttl = d
+	}
+	if req.IdleTimeout != "" {
+		d, err := time.ParseDuration(req.IdleTimeout)
+		if err != nil || d < minIdleTimeout {
+			return c, fmt.Errorf("idleTimeout: %q is not a duration of at least %s", req.IdleTimeout, minIdleTimeout)
+		}
+		c.idleTimeout = d
+	}
+	if req.Alias != "" && !aliasRE.MatchString(req.Alias) {
+		return c, fmt.Errorf("alias: %q must be a DNS label (lower-case letters, digits, '-'; at most 63)", req.Alias)
+	}
+	if strings.HasPrefix(req.Alias, "lease-") {
+		return c, fmt.Errorf("alias: %q must not start with lease- (that is how lease ids start)", req.Alias)
+	}
+	if len(req.Metadata) > maxMetadataKeys {
+		return c, fmt.Errorf("metadata: %d keys, at most %d", len(req.Metadata), maxMetadataKeys)
+	}
+	size := 0
+	for k, v := range req.Metadata {
+		if k == "" {
+			return c, errors.New("metadata: empty key")
+		}
+		size += len(k) + len(v)
+	}
+	if size > maxMetadataBytes {
+		return c, fmt.Errorf("metadata: %d bytes, at most %d", size, maxMetadataBytes)
+	}
+	if len(req.IdempotencyKey) > maxIdempotencyKey {
+		return c, fmt.Errorf("idempotencyKey: %d bytes, at most %d", len(req.IdempotencyKey), maxIdempotencyKey)
+	}
+	if req.Priority < -maxPriority || req.Priority > maxPriority {
+		return c, fmt.Errorf("priority: %d is outside [-%d, %d]", req.Priority, maxPriority, maxPriority)
+	}
+	return c, nil
+}
+
+// requestHash identifies a create request's meaning, for idempotent replays.
+func (c leaseCreate) requestHash() string {
+	b, _ := json.Marshal(struct {
+		Pool, TTL, Alias, Idle string
+		Metadata               map[string]string
+		Priority               int
+	}{c.pool, c.ttl.String(), c.req.Alias, c.idleTimeout.String(), c.req.Metadata, c.req.Priority})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// poolPolicy reads a pool's declared policy from the store.
+func (s *Server) poolPolicy(ctx context.Context, name string) (pools.Policy, error) {
+	p, err := s.Store.GetPool(ctx, name)
+	if err != nil {
+		return pools.Policy{}, err
+	}
+	m, err := pools.Parse(p.Spec)
+	if err != nil {
+		return pools.Policy{}, fmt.Errorf("stored spec of pool %s: %w", name, err)
+	}
+	return m.ValidateStored()
+}
+
+func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(r)
+	var req api.LeaseRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	c, err := validateLeaseRequest(req)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	ctx := r.Context()
+	pol, err := s.poolPolicy(ctx, c.pool)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", c.pool))
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, "reading the pool", err)
+		return
+	}
+	role, _ := s.Policy.Role(p.Role)
+	if !role.AllowsPool(c.pool) {
+		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden",
+			fmt.Sprintf("role %s may lease from pools %s, not %s", p.Role, strings.Join(role.Pools, ", "), c.pool))
+		return
+	}
+	// The TTL: requested or the pool's default, clamped to the tighter of the pool's and the
+	// role's ceilings (effective_ttl says what was granted).
+	ceiling := pol.MaxTTL
+	if rm := role.MaxTTLOrZero(); rm > 0 && rm < ceiling {
+		ceiling = rm
+	}
+	ttl := c.ttl
+	if ttl == 0 {
+		ttl = pol.TTL
+	}
+	ttl = min(ttl, ceiling)
+	maxExt := pol.MaxExtensions
+	if role.MaxExtensions != nil {
+		maxExt = min(maxExt, *role.MaxExtensions)
+	}
+
+	// The admission and its event are one transaction: no lease without its lease.create.
+	var lease store.Lease
+	var replayed bool
+	err = s.Store.InTx(ctx, func(tx store.Store) error {
+		var err error
+		lease, replayed, err = tx.AdmitLease(ctx, store.AdmitRequest{
+			Lease: store.Lease{ID: newID("lease-"), Pool: c.pool, Principal: p.Name, Role: p.Role, Alias: req.Alias,
+				IdempotencyKey: req.IdempotencyKey, RequestHash: c.requestHash(), TTL: ttl, Metadata: req.Metadata},
+			MaxPerPrincipal: role.MaxConcurrentLeases,
+			MaxPerRole:      role.Quota,
+		})
+		if err != nil || replayed {
+			return err
+		}
+		_, err = tx.AppendEvent(ctx, s.auditEvent(r, "lease.create", lease.ID, c.pool, "accepted",
+			map[string]any{"ttl": ttl.String(), "alias": req.Alias}))
+		return err
+	})
+	var qe *store.QuotaError
+	switch {
+	case errors.As(err, &qe):
+		if err := s.audit(r, "lease.create", "", c.pool, "refused", map[string]any{"reason": api.ReasonQuotaExhausted, "scope": qe.Scope, "used": qe.Used, "limit": qe.Limit}); err != nil {
+			s.auditFailed(w, r, "recording the refusal of the lease", err)
+			return
+		}
+		writeError(w, http.StatusTooManyRequests, api.ReasonQuotaExhausted, "Quota exhausted", quotaDetail(qe))
+		return
+	case errors.Is(err, store.ErrIdempotencyConflict):
+		writeError(w, http.StatusConflict, api.ReasonIdempotencyConflict, "Idempotency conflict",
+			"idempotencyKey "+req.IdempotencyKey+" was used with a different request")
+		return
+	case errors.Is(err, store.ErrAliasTaken):
+		writeError(w, http.StatusConflict, api.ReasonAliasTaken, "Alias taken", fmt.Sprintf("you hold an active lease named %q", req.Alias))
+		return
+	case errors.Is(err, store.ErrAuditWrite):
+		s.auditFailed(w, r, "admitting the lease", err)
+		return
+	case err != nil:
+		s.unavailable(w, r, "admitting the lease", err)
+		return
+	}
+	if replayed {
+		view, err := s.leaseView(ctx, lease, false)
+		if err != nil {
+			s.unavailable(w, r, "reading the lease", err)
+			return
+		}
+		writeJSON(w, http.StatusOK, view)
+		return
+	}
+
+	in := workflows.LeaseInput{LeaseID: lease.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
+		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
+		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
+	if err := s.startLeaseSurely(ctx, in); err != nil {
+		// Nothing runs for this lease: record it Failed so that it does not hold quota.
+		lease.Phase, lease.Reason = workflows.LeaseFailed, api.ReasonBackendError
+		wctx := context.WithoutCancel(ctx)
+		if ferr := s.Store.InTx(wctx, func(tx store.Store) error {
+			if err := tx.UpsertLease(wctx, lease); err != nil {
+				return err
+			}
+			_, err := tx.AppendEvent(wctx, s.auditEvent(r, "lease.create", lease.ID, c.pool, "failed", map[string]any{"reason": api.ReasonBackendError}))
+			return err
+		}); ferr != nil && s.Logger != nil {
+			s.Logger.Error("a lease whose workflow did not start stays Pending: recording it Failed failed",
+				zap.String("lease", lease.ID), zap.Error(ferr), zap.String("requestId", requestID(r)))
+		}
+		s.unavailable(w, r, "starting the lease", err)
+		return
+	}
+	view := s.storeView(lease)
+	view.QueuePosition = s.queuePosition(ctx, c.pool, lease.ID)
+	writeJSON(w, http.StatusAccepted, view)
+}
+
+func quotaDetail(qe *store.QuotaError) string {
+	if qe.Scope == "role" {
+		return fmt.Sprintf("role %s holds %d of its %d concurrent leases; wait for one to end", qe.Name, qe.Used, qe.Limit)
+	}
+	return fmt.Sprintf("principal %s holds %d of %d concurrent leases; release one (kobe lease list)", qe.Name, qe.Used, qe.Limit)
+}
+
+// storeView is a lease as the store has it.
+func (s *Server) storeView(l store.Lease) api.Lease {
+	v := api.Lease{ID: l.ID, ResourceKind: resourceKindLease, Phase: l.Phase, Profile: l.Pool, Pool: l.Pool,
+		EffectiveTTL: l.TTL.String(), Alias: l.Alias, Metadata: l.Metadata, Owner: l.Principal, Reason: l.Reason,
+		ClusterName: l.InstanceID, CreatedAt: l.CreatedAt, Conditions: []api.LeaseCondition{}}
+	if !l.ExpiresAt.IsZero() {
+		t := l.ExpiresAt
+		v.ExpiresAt = &t
+	}
+	v.Capabilities = leaseCapabilities(v.Phase)
+	return v
+}
+
+// leaseCapabilities are the operations open to a lease's holder in a phase.
+func leaseCapabilities(phase string) []string {
+	switch phase {
+	case workflows.LeasePending:
+		return []string{CapRelease}
+	case workflows.LeaseBound:
+		return []string{CapKubeconfig, CapExtend, CapRelease}
+	}
+	return []string{}
+}
+
+// leaseView is the lease as it is now: the workflow's view while it runs (the store may lag by
+// a projection), the store's afterwards; with the kubeconfig once Bound if asked.
+func (s *Server) leaseView(ctx context.Context, l store.Lease, withKubeconfig bool) (api.Lease, error) {
+	return s.leaseViewFrom(ctx, l, nil, withKubeconfig)
+}
+
+// leaseViewFrom is leaseView with the workflow's view already in hand (nil: ask the workflow).
+func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *workflows.LeaseView, withKubeconfig bool) (api.Lease, error) {
+	v := s.storeView(l)
+	if lv == nil {
+		if resp, err := s.Temporal.QueryWorkflow(ctx, workflows.LeaseWorkflowID(l.ID), "", workflows.QueryLease); err == nil {
+			var q workflows.LeaseView
+			if resp.Get(&q) == nil {
+				lv = &q
+			}
+		}
+	}
+	if lv != nil {
+		s.applyWorkflowView(&v, *lv)
+	}
+	if v.Phase == workflows.LeasePending {
+		v.QueuePosition = s.queuePosition(ctx, l.Pool, l.ID)
+	}
+	if withKubeconfig && v.Phase == workflows.LeaseBound {
+		kc, err := s.kubeconfig(ctx, l.ID)
+		if err != nil {
+			return v, err
+		}
+		v.Kubeconfig = kc
+	}
+	return v, nil
+}
+
+func (s *Server) applyWorkflowView(v *api.Lease, lv workflows.LeaseView) {
+	v.Phase, v.Reason, v.ClusterName, v.Endpoint, v.Extensions = lv.Phase, lv.Reason, lv.InstanceID, lv.Endpoint, lv.Extensions
+	if !lv.BoundAt.IsZero() {
+		t := lv.BoundAt
+		v.BoundAt = &t
+	}
+	if !lv.ExpiresAt.IsZero() {
+		t := lv.ExpiresAt
+		v.ExpiresAt = &t
+	}
+	v.Capabilities = leaseCapabilities(v.Phase)
+	v.Conditions = make([]api.LeaseCondition, 0, len(lv.Conditions))
+	for _, c := range lv.Conditions {
+		v.Conditions = append(v.Conditions, api.LeaseCondition{Type: c.Type, Status: c.Status, Reason: c.Reason,
+			Message: c.Message, LastTransitionTime: c.LastTransitionTime})
+	}
+}
+
+func (s *Server) kubeconfig(ctx context.Context, leaseID string) (string, error) {
+	if s.Secrets == nil {
+		return "", errors.New("this server has no secret key (--secret-key-file) to open lease credentials")
+	}
+	cred, err := s.Store.GetLeaseCredential(ctx, leaseID)
+	if err != nil {
+		return "", fmt.Errorf("lease credential: %w", err)
+	}
+	kc, err := s.Secrets.Open(cred.Sealed, []byte(leaseID))
+	if err != nil {
+		return "", fmt.Errorf("opening the lease credential (is --secret-key-file the workers' key?): %w", err)
+	}
+	return string(kc), nil
+}
+
+// queuePosition is the lease's 1-based place in its pool's queue, 0 when not queued.
+func (s *Server) queuePosition(ctx context.Context, pool, leaseID string) int {
+	resp, err := s.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID(pool), "", workflows.QueryPoolStatus)
+	if err != nil {
+		return 0
+	}
+	var st workflows.PoolStatus
+	if resp.Get(&st) != nil {
+		return 0
+	}
+	for i, id := range st.Queue {
+		if id == leaseID {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// ownLease finds the caller's lease by id or alias; anything else (another principal's lease
+// included) is the same 404, so that lease ids cannot be probed.
+func (s *Server) ownLease(w http.ResponseWriter, r *http.Request) (store.Lease, bool) {
+	p := principalOf(r)
+	key := r.PathValue("id")
+	var l store.Lease
+	var err error
+	if strings.HasPrefix(key, "lease-") {
+		l, err = s.Store.GetLease(r.Context(), key)
+	} else {
+		var ls []store.Lease
+		ls, err = s.Store.ListLeases(r.Context(), store.LeaseFilter{Principal: p.Name, Alias: key})
+		err = errors.Join(err, func() error {
+			if err == nil && len(ls) == 0 {
+				return store.ErrNotFound
+			}
+			return nil
+		}())
+		if err == nil {
+			l = newestActive(ls)
+		}
+	}
+	if errors.Is(err, store.ErrNotFound) || (err == nil && l.Principal != p.Name) {
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, leaseNotFoundError, "")
+		return l, false
+	}
+	if err != nil {
+		s.unavailable(w, r, "reading the lease", err)
+		return l, false
+	}
+	return l, true
+}
+
+// newestActive prefers an active lease of an alias, then the newest.
+func newestActive(ls []store.Lease) store.Lease {
+	best := ls[0]
+	for _, l := range ls[1:] {
+		bestActive := best.Phase == workflows.LeasePending || best.Phase == workflows.LeaseBound
+		active := l.Phase == workflows.LeasePending || l.Phase == workflows.LeaseBound
+		if (active && !bestActive) || (active == bestActive && l.CreatedAt.After(best.CreatedAt)) {
+			best = l
+		}
+	}
+	return best
+}
+
+func (s *Server) handleLeaseGet(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.ownLease(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	var lv *workflows.LeaseView
+	if ws := r.URL.Query().Get("wait"); ws != "" {
+		d, err := time.ParseDuration(ws)
+		if err != nil || d < 0 {
+			badRequest(w, fmt.Sprintf("wait: %q is not a duration (e.g. 30s)", ws))
+			return
+		}
+		lv = s.waitBound(ctx, l.ID, min(d, maxLongPoll))
+	}
+	view, err := s.leaseViewFrom(ctx, l, lv, true)
+	if err != nil {
+		s.unavailable(w, r, "reading the lease", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, view)
+}
+
+// waitBound long-polls: it returns once the lease is no longer Pending or after d, with the
+// workflow's view when the wait ended that way (the caller need not ask again), else nil.
+func (s *Server) waitBound(ctx context.Context, leaseID string, d time.Duration) *workflows.LeaseView {
+	if d <= 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	h, err := s.Temporal.UpdateWorkflow(wctx, clientUpdate(leaseID, workflows.UpdateWaitBound))
+	if err != nil {
+		return nil
+	}
+	var lv workflows.LeaseView
+	if h.Get(wctx, &lv) != nil {
+		return nil
+	}
+	return &lv
+}
+
+func (s *Server) handleLeaseKubeconfig(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.ownLease(w, r)
+	if !ok {
+		return
+	}
+	view, err := s.leaseView(r.Context(), l, true)
+	if err != nil {
+		s.unavailable(w, r, "reading the lease", err)
+		return
+	}
+	if view.Phase != workflows.LeaseBound {
+		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not bound", "the lease is "+view.Phase)
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = io.WriteString(w, view.Kubeconfig)
+}
+
+func (s *Server) handleLeaseList(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(r)
+	f := store.LeaseFilter{Principal: p.Name, Alias: r.URL.Query().Get("alias"), Phases: store.ActiveLeasePhases}
+	if r.URL.Query().Get("all") == "true" {
+		f.Phases = nil
+	}
+	ls, err := s.Store.ListLeases(r.Context(), f)
+	if err != nil {
+		s.unavailable(w, r, "listing leases", err)
+		return
+	}
+	out := []api.Lease{}
+	for _, l := range ls {
+		out = append(out, s.storeView(l))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.ownLease(w, r)
+	if !ok {
+		return
+	}
+	var req api.ExtendRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	raw := req.ExtendTTL
+	if raw == "" {
+		raw = req.ExtendTTLSnake
+	}
+	by, err := time.ParseDuration(raw)
+	if err != nil || by <= 0 {
+		badRequest(w, fmt.Sprintf("extendTtl: %q is not a positive duration (e.g. 30m)", raw))
+		return
+	}
+	if l.Phase != workflows.LeasePending && l.Phase != workflows.LeaseBound {
+		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not extendable", "the lease is "+l.Phase)
+		return
+	}
+	// The update cannot be taken back: its request is recorded first, its outcome after.
+	if err := s.audit(r, "lease.extend", l.ID, l.Pool, "requested", map[string]any{"by": by.String()}); err != nil {
+		s.auditFailed(w, r, "extending the lease", err)
+		return
+	}
+	var res workflows.ExtendResult
+	h, err := s.Temporal.UpdateWorkflow(r.Context(), clientUpdate(l.ID, workflows.UpdateExtend, workflows.ExtendRequest{By: by}))
+	if err == nil {
+		err = h.Get(r.Context(), &res)
+	}
+	if reason, rejected := workflows.IsExtendRejection(err); rejected {
+		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "refused", map[string]any{"reason": reason, "by": by.String()})
+		status := http.StatusConflict
+		if reason == workflows.ReasonInvalidRequest {
+			status = http.StatusBadRequest
+		}
+		writeError(w, status, reason, "Extension refused", extendDetail(reason))
+		return
+	}
+	if err != nil {
+		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "failed", map[string]any{"by": by.String(), "error": err.Error()})
+		if isNotRunning(err) {
+			writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not extendable", "the lease has ended")
+			return
+		}
+		s.unavailable(w, r, "extending the lease", err)
+		return
+	}
+	s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "ok", map[string]any{"by": by.String(), "expiresAt": res.ExpiresAt})
+	writeJSON(w, http.StatusOK, api.ExtendResponse{ExpiresAt: res.ExpiresAt})
+}
+
+func extendDetail(reason string) string {
+	switch reason {
+	case workflows.ReasonExtensionBudgetExhausted:
+		return "the lease has used all the extensions its pool and role allow"
+	case workflows.ReasonMaxTTLCeiling:
+		return "the extension would take the lease past maxTtl from its bind time"
+	case workflows.ReasonNotReady:
+		return "the lease is not Bound yet"
+	}
+	return reason
+}
+
+func (s *Server) handleLeaseRelease(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.ownLease(w, r)
+	if !ok {
+		return
+	}
+	// The signal cannot be taken back: the request is recorded first (the lease's own
+	// lease.released follows from the workflow).
+	if err := s.audit(r, "lease.release", l.ID, l.Pool, "requested", nil); err != nil {
+		s.auditFailed(w, r, "releasing the lease", err)
+		return
+	}
+	err := s.Temporal.SignalWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.SignalReleaseLease, nil)
+	if err != nil && !isNotRunning(err) {
+		s.auditOutcome(r, "lease.release", l.ID, l.Pool, "failed", map[string]any{"error": err.Error()})
+		s.unavailable(w, r, "releasing the lease", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.ownLease(w, r)
+	if !ok {
+		return
+	}
+	// Only a lease with an idle timeout needs its heartbeats: signalling any other would grow its
+	// history for nothing. The lease's own view says whether it has one; when the lease cannot
+	// be asked, the heartbeat is sent, as it costs little.
+	if resp, err := s.Temporal.QueryWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.QueryLease); err == nil {
+		var lv workflows.LeaseView
+		if resp.Get(&lv) == nil {
+			switch {
+			case lv.Phase != workflows.LeasePending && lv.Phase != workflows.LeaseBound:
+				writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+lv.Phase)
+				return
+			case lv.IdleTimeout == 0:
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+	}
+	err := s.Temporal.SignalWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.SignalHeartbeat, nil)
+	if isNotRunning(err) {
+		writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+l.Phase)
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, "heartbeat", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// auditEvent is the audit event of a request.
+func (s *Server) auditEvent(r *http.Request, action, target, pool, result string, detail map[string]any) store.Event {
+	var raw json.RawMessage
+	if detail != nil {
+		raw, _ = json.Marshal(detail)
+	}
+	return store.Event{Actor: principalOf(r).Name, Action: action, Target: target, Pool: pool, Result: result,
+		RequestID: requestID(r), Detail: raw}
+}
+
+// audit appends a request's event on its own. A mutation that only the store makes writes its
+// event in the same transaction instead (InTx); audit is for what a transaction cannot hold: a
+// refusal, and the request for a change only a workflow makes (a signal or an update cannot be
+// taken back, so its event is written first, and a failure to write it means nothing is sent).
+// The caller fails the request when audit fails (auditFailed).
+func (s *Server) audit(r *http.Request, action, target, pool, result string, detail map[string]any) error {
+	_, err := s.Store.AppendEvent(context.WithoutCancel(r.Context()), s.auditEvent(r, action, target, pool, result, detail))
+	return err
+}
+
+// auditFailed answers a mutation that was not made because its audit event (or the change with
+// it) could not be written: 503 degraded with the cause, so that the caller retries.
+func (s *Server) auditFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if s.Logger != nil {
+		s.Logger.Error(what+": nothing was changed", zap.Error(err), zap.String("requestId", requestID(r)))
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, api.ReasonDegraded, "Service unavailable",
+		what+" failed, nothing was changed: "+err.Error())
+}
+
+// auditOutcome appends the event of the outcome of a change already made (whose request event
+// was written first): the answer must report what happened, so a failure here is logged with
+// everything the event held.
+func (s *Server) auditOutcome(r *http.Request, action, target, pool, result string, detail map[string]any) {
+	if err := s.audit(r, action, target, pool, result, detail); err != nil && s.Logger != nil {
+		s.Logger.Error("audit event of an outcome lost (its request event was written)", zap.String("action", action),
+			zap.String("target", target), zap.String("result", result), zap.Any("detail", detail),
+			zap.String("requestId", requestID(r)), zap.Error(err))
+	}
+}

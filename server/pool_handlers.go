@@ -1,0 +1,301 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/access"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+// poolView is a pool as the caller sees it: counts from its workflow (the store's projection
+// when the workflow cannot answer) and the operations open to the caller's role.
+func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) api.PoolView {
+	v := api.PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
+		Capabilities: poolCapabilities(role, p.Name), BackendCapabilities: []string{}}
+	if f, ok := backends.Lookup(p.Backend); ok {
+		c := backends.CapabilitiesOf(f.Name, f.Description, f.Prototype)
+		for name, has := range map[string]bool{"sleep": c.Sleep, "snapshot": c.Snapshot, "certRotation": c.CertRotate, "migration": c.Migrate} {
+			if has {
+				v.BackendCapabilities = append(v.BackendCapabilities, name)
+			}
+		}
+		sort.Strings(v.BackendCapabilities)
+	}
+	if m, err := pools.Parse(p.Spec); err == nil {
+		if pol, err := m.ValidateStored(); err == nil {
+			mode := "fixed"
+			if pol.Autoscale {
+				mode = "autoscale"
+			}
+			v.Policy = api.PoolPolicy{Mode: mode, TTL: pol.TTL.String(), MaxTTL: pol.MaxTTL.String(), MaxExtensions: pol.MaxExtensions,
+				WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String()}
+		}
+	}
+	st, err := s.queryPool(ctx, p.Name)
+	if err != nil {
+		// The pool's workflow does not answer (Temporal restarting, the worker down): the
+		// store's projection of its members and queue is a moment old but not zero.
+		c := storePoolCounts(ctx, s.Store, p.Name)
+		v.Phase, v.Ready, v.Leased, v.Creating, v.Recycling, v.Quarantined, v.QueueDepth = "Unknown", c.Ready, c.Leased, c.Creating, c.Recycling, c.Quarantined, c.QueueDepth
+		return v
+	}
+	v.Phase, v.Ready, v.Leased, v.Creating, v.Recycling, v.Outdated, v.QueueDepth = st.Phase, st.Ready, st.Leased, st.Creating, st.Deleting, st.Outdated, st.QueueDepth
+	v.Unhealthy, v.Quarantined = st.Unhealthy, st.Quarantined
+	v.ConsecutiveFailures, v.LastFailureReason, v.Generation = st.ConsecutiveFailures, st.LastFailureReason, st.Generation
+	if !st.NextAttemptAt.IsZero() {
+		t := st.NextAttemptAt
+		v.NextAttemptAt = &t
+	}
+	return v
+}
+
+// Capabilities of a pool, as upstream names them: what its caller may do there.
+const (
+	CapLease      = "lease"
+	CapKubeconfig = "kubeconfig"
+	CapExtend     = "extend"
+	CapRelease    = "release"
+	CapApply      = "apply"
+	CapDelete     = "delete"
+)
+
+// poolCapabilities are the operations a role may perform on a pool: the lease operations if
+// it may lease from the pool, apply and delete if it manages pools.
+func poolCapabilities(role access.Role, pool string) []string {
+	out := []string{}
+	if role.Can(access.PermLease) && role.AllowsPool(pool) {
+		out = append(out, CapLease, CapKubeconfig, CapExtend, CapRelease)
+	}
+	if role.Can(access.PermPoolAdmin) {
+		out = append(out, CapApply, CapDelete)
+	}
+	return out
+}
+
+// queryPool asks a pool's workflow for its status.
+func (s *Server) queryPool(ctx context.Context, name string) (workflows.PoolStatus, error) {
+	var st workflows.PoolStatus
+	resp, err := s.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID(name), "", workflows.QueryPoolStatus)
+	if err == nil {
+		err = resp.Get(&st)
+	}
+	return st, err
+}
+
+// poolCounts are a pool's counts as the store last saw them.
+type poolCounts struct {
+	Ready, Leased, Creating, Recycling, Quarantined, QueueDepth int
+}
+
+// storePoolCounts reads a pool's counts from the store: what the pool's workflow and its leases
+// last projected, for when the workflow cannot be asked. Instance rows do not name their lease,
+// so Leased is the pool's Bound leases and Ready the rest of its Ready instances. A store that
+// fails too gives zeros.
+func storePoolCounts(ctx context.Context, st store.Store, pool string) poolCounts {
+	var c poolCounts
+	ready := 0
+	if is, err := st.ListInstances(ctx, store.InstanceFilter{Pool: pool}); err == nil {
+		for _, in := range is {
+			switch in.Phase {
+			case workflows.InstancePhaseCreating:
+				c.Creating++
+			case workflows.InstancePhaseReady:
+				ready++
+			case workflows.InstancePhaseDeleting:
+				c.Recycling++
+			case workflows.InstancePhaseQuarantined:
+				c.Quarantined++
+			}
+		}
+	}
+	if ls, err := st.ListLeases(ctx, store.LeaseFilter{Pool: pool, Phases: []string{workflows.LeasePending, workflows.LeaseBound}}); err == nil {
+		for _, l := range ls {
+			if l.Phase == workflows.LeaseBound {
+				c.Leased++
+			} else {
+				c.QueueDepth++
+			}
+		}
+	}
+	c.Ready = max(ready-c.Leased, 0)
+	return c
+}
+
+func (s *Server) callerRole(r *http.Request) access.Role {
+	role, _ := s.Policy.Role(principalOf(r).Role)
+	return role
+}
+
+func (s *Server) handlePoolList(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.Store.ListPools(r.Context())
+	if err != nil {
+		s.unavailable(w, r, "listing pools", err)
+		return
+	}
+	out := []api.PoolView{}
+	for _, p := range ps {
+		out = append(out, s.poolView(r.Context(), p, s.callerRole(r)))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handlePoolGet(w http.ResponseWriter, r *http.Request) {
+	p, err := s.Store.GetPool(r.Context(), r.PathValue("name"))
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", r.PathValue("name")))
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, "reading the pool", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.poolView(r.Context(), p, s.callerRole(r)))
+}
+
+// handlePoolPut applies a ClusterPool manifest (JSON or YAML): created 201, updated 200.
+func (s *Server) handlePoolPut(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		badRequest(w, "body: "+err.Error())
+		return
+	}
+	m, err := pools.Parse(body)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	if m.Metadata.Name != name {
+		badRequest(w, fmt.Sprintf("metadata.name: %q does not match the URL's pool %q", m.Metadata.Name, name))
+		return
+	}
+	if _, err := m.Validate(); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	_, getErr := s.Store.GetPool(r.Context(), name)
+	created := errors.Is(getErr, store.ErrNotFound)
+	status, change := http.StatusOK, "update"
+	if created {
+		status, change = http.StatusCreated, "create"
+	}
+	// Applying signals the pool's workflow, which cannot be taken back: the request is
+	// recorded first, and a failure to record it means nothing is applied.
+	if err := s.audit(r, "pool.apply", name, name, "requested", map[string]any{"backend": m.Spec.Backend.Type, "change": change}); err != nil {
+		s.auditFailed(w, r, "applying the pool", err)
+		return
+	}
+	if err := EnsurePool(r.Context(), s.Temporal, s.Store, s.TaskQueue, m); err != nil {
+		s.auditOutcome(r, "pool.apply", name, name, "failed", map[string]any{"error": err.Error()})
+		s.unavailable(w, r, "applying the pool", err)
+		return
+	}
+	p, err := s.Store.GetPool(r.Context(), name)
+	if err != nil {
+		s.unavailable(w, r, "reading the pool", err)
+		return
+	}
+	writeJSON(w, status, s.poolView(r.Context(), p, s.callerRole(r)))
+}
+
+// handlePoolDelete drains a pool: queued claims fail with pool_deleted, warm members are torn
+// down, leased ones when their leases end; then the pool is forgotten. 202 while draining.
+func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	p, err := s.Store.GetPool(r.Context(), name)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
+		return
+	} else if err != nil {
+		s.unavailable(w, r, "reading the pool", err)
+		return
+	}
+	// The delete signal cannot be taken back: the request is recorded first (the pool's own
+	// pool.deleted follows when it has drained).
+	if err := s.audit(r, "pool.delete", name, name, "requested", nil); err != nil {
+		s.auditFailed(w, r, "deleting the pool", err)
+		return
+	}
+	// The signal names the row's generation: if the pool is applied again while it drains,
+	// the drained workflow keeps the newer row and lives on.
+	err = s.Temporal.SignalWorkflow(r.Context(), workflows.PoolWorkflowID(name), "", workflows.SignalDeletePool,
+		workflows.PoolDeletion{Generation: p.Generation})
+	if isNotRunning(err) {
+		// No workflow holds members: forget the pool at once, with its event, unless an apply
+		// recorded it again since it was read (that apply's run then holds it).
+		deleted := false
+		err := s.Store.InTx(r.Context(), func(tx store.Store) error {
+			var err error
+			if deleted, err = tx.DeletePoolGeneration(r.Context(), name, p.Generation); err != nil || !deleted {
+				return err
+			}
+			_, err = tx.AppendEvent(r.Context(), s.auditEvent(r, "pool.delete", name, name, "deleted", nil))
+			return err
+		})
+		if err != nil {
+			s.unavailable(w, r, "deleting the pool", err)
+			return
+		}
+		if !deleted {
+			s.auditOutcome(r, "pool.delete", name, name, "conflict", nil)
+			writeError(w, http.StatusConflict, api.ReasonPoolChanged, "Pool changed",
+				fmt.Sprintf("pool %q was applied while it was being deleted; delete it again", name))
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err != nil {
+		s.auditOutcome(r, "pool.delete", name, name, "failed", map[string]any{"error": err.Error()})
+		s.unavailable(w, r, "deleting the pool", err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// handlePoolLeases lists a pool's active leases (?all=true: ended ones too). Other principals'
+// identities, aliases and metadata are redacted, except for a role that manages pools
+// (pool.admin): operators need to know who holds a cluster.
+func (s *Server) handlePoolLeases(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, err := s.Store.GetPool(r.Context(), name); errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
+		return
+	} else if err != nil {
+		s.unavailable(w, r, "reading the pool", err)
+		return
+	}
+	f := store.LeaseFilter{Pool: name, Phases: store.ActiveLeasePhases}
+	if r.URL.Query().Get("all") == "true" {
+		f.Phases = nil
+	}
+	ls, err := s.Store.ListLeases(r.Context(), f)
+	if err != nil {
+		s.unavailable(w, r, "listing leases", err)
+		return
+	}
+	me := principalOf(r).Name
+	seeAll := s.callerRole(r).Can(access.PermPoolAdmin)
+	out := []api.PoolLease{}
+	for _, l := range ls {
+		pl := api.PoolLease{ID: l.ID, Phase: l.Phase, Profile: l.Pool, ClusterName: l.InstanceID, CreatedAt: l.CreatedAt}
+		if !l.ExpiresAt.IsZero() {
+			t := l.ExpiresAt
+			pl.ExpiresAt = &t
+		}
+		if seeAll || l.Principal == me {
+			pl.Requester, pl.Alias, pl.Metadata = l.Principal, l.Alias, l.Metadata
+		}
+		out = append(out, pl)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,37 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+func clientUpdate(leaseID, name string, args ...any) client.UpdateWorkflowOptions {
+	return client.UpdateWorkflowOptions{WorkflowID: workflows.LeaseWorkflowID(leaseID), UpdateName: name, Args: args,
+		WaitForStage: client.WorkflowUpdateStageCompleted}
+}
+
+// isNotRunning says whether a signal or update failed because the workflow has ended (or never
+// existed).
+func isNotRunning(err error) bool {
+	if err == nil {
+		return false
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return true
+	}
+	return strings.Contains(err.Error(), "workflow execution already completed")
+}
+
+func jsonUnmarshal(raw []byte, v any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	return json.Unmarshal(raw, v)
+}

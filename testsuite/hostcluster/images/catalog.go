@@ -1,0 +1,154 @@
+package images
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// The images a real node of testsuite/hostcluster runs, under the names manifests use. docs/
+// hostcluster.md lists them with their content.
+const (
+	// PauseName is the sandbox image containerd is configured with (pinned, never pulled).
+	PauseName = "registry.k8s.io/pause:3.10"
+	// BusyboxName is Debian's static busybox with a link for each applet.
+	BusyboxName = "docker.io/library/busybox:1.36"
+	// HTTPServerName is the test HTTP server (images/httpserver).
+	HTTPServerName = "kobe.local/httpserver:v1"
+)
+
+// ControlPlaneName is the image with kube-apiserver and kine of a Kubernetes version.
+func ControlPlaneName(kubernetesVersion string) string {
+	return "kobe.local/controlplane:" + kubernetesVersion
+}
+
+// CoreDNSName is the CoreDNS image of a CoreDNS version (e.g. v1.15.0).
+func CoreDNSName(version string) string { return "registry.k8s.io/coredns/coredns:" + version }
+
+// Package paths of the programs built into images.
+const (
+	PauseProgram      = "github.com/kunobi-ninja/kobe/testsuite/hostcluster/images/pause"
+	HTTPServerProgram = "github.com/kunobi-ninja/kobe/testsuite/hostcluster/images/httpserver"
+)
+
+// BuildProgram builds a main package of this module as a static binary at out. It must run
+// inside the module (tests do: their working directory is their package's folder).
+func BuildProgram(pkg, out string) error {
+	// Without VCS stamping the binary, and so its image, changes only when its code does.
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s: %v: %s", pkg, err, strings.TrimSpace(buf.String()))
+	}
+	return nil
+}
+
+// Pause is the sandbox image: the pause program as /pause.
+func Pause(pauseBinary string) Image {
+	return Image{
+		Name:       PauseName,
+		Files:      []File{{Path: "/pause", Source: pauseBinary, Mode: 0o755}},
+		Entrypoint: []string{"/pause"},
+		User:       "65535:65535",
+	}
+}
+
+// Busybox is a shell image: busybox (a static build) as /bin/busybox and a link to it for each
+// of its applets in /bin, a passwd file and a /tmp.
+func Busybox(busyboxBinary string) (Image, error) {
+	out, err := exec.Command(busyboxBinary, "--list").Output()
+	if err != nil {
+		return Image{}, fmt.Errorf("%s --list: %w", busyboxBinary, err)
+	}
+	files := []File{
+		{Path: "/bin/busybox", Source: busyboxBinary, Mode: 0o755},
+		{Path: "/tmp", Dir: true, Mode: 0o1777},
+		{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")},
+		{Path: "/etc/group", Data: []byte("root:x:0:\nnogroup:x:65534:\n")},
+		{Path: "/root", Dir: true, Mode: 0o700},
+	}
+	for _, applet := range strings.Fields(string(out)) {
+		if applet == "busybox" || strings.Contains(applet, "/") {
+			continue
+		}
+		files = append(files, File{Path: "/bin/" + applet, Link: "busybox"})
+	}
+	return Image{
+		Name:  BusyboxName,
+		Files: files,
+		Cmd:   []string{"sh"},
+		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	}, nil
+}
+
+// HTTPServer is the test server image: images/httpserver as /httpserver, listening on 8080.
+func HTTPServer(httpserverBinary string) Image {
+	return Image{
+		Name:       HTTPServerName,
+		Files:      []File{{Path: "/httpserver", Source: httpserverBinary, Mode: 0o755}, {Path: "/tmp", Dir: true, Mode: 0o1777}},
+		Entrypoint: []string{"/httpserver"},
+		Env:        []string{"PORT=8080"},
+	}
+}
+
+// ControlPlane is the image of a control-plane pod (the shape vcluster and Kamaji run): the
+// kube-apiserver and kine binaries in /usr/local/bin and no entrypoint; each container of the
+// pod names its command.
+func ControlPlane(kubernetesVersion, apiserverBinary, kineBinary string) Image {
+	return Image{
+		Name: ControlPlaneName(kubernetesVersion),
+		Files: []File{
+			{Path: "/usr/local/bin/kube-apiserver", Source: apiserverBinary, Mode: 0o755},
+			{Path: "/usr/local/bin/kine", Source: kineBinary, Mode: 0o755},
+			{Path: "/tmp", Dir: true, Mode: 0o1777},
+			{Path: "/var/lib/kine", Dir: true, Mode: 0o755},
+		},
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+	}
+}
+
+// CoreDNS is the cluster DNS image: coredns as /coredns, its entrypoint, as in the upstream image.
+func CoreDNS(version, corednsBinary string) Image {
+	return Image{
+		Name:       CoreDNSName(version),
+		Files:      []File{{Path: "/coredns", Source: corednsBinary, Mode: 0o755}},
+		Entrypoint: []string{"/coredns"},
+	}
+}
+
+// Inputs are the local files a real node's images are made of.
+type Inputs struct {
+	KubernetesVersion string
+	// KubeAPIServer and Kine go into the control-plane image.
+	KubeAPIServer, Kine string
+	// Busybox is a static busybox binary (Debian's busybox-static: /bin/busybox).
+	Busybox string
+	// CoreDNS and its version (v1.15.0); empty: no CoreDNS image.
+	CoreDNS, CoreDNSVersion string
+	// ProgramDir receives the pause and httpserver programs, built from this module.
+	ProgramDir string
+}
+
+// NodeImages builds this module's programs into in.ProgramDir and returns every image of a
+// real node: pause, busybox, the HTTP test server, the control plane and, if given, CoreDNS.
+func NodeImages(in Inputs) ([]Image, error) {
+	pause, httpserver := in.ProgramDir+"/pause", in.ProgramDir+"/httpserver"
+	for pkg, out := range map[string]string{PauseProgram: pause, HTTPServerProgram: httpserver} {
+		if err := BuildProgram(pkg, out); err != nil {
+			return nil, err
+		}
+	}
+	busybox, err := Busybox(in.Busybox)
+	if err != nil {
+		return nil, err
+	}
+	out := []Image{Pause(pause), busybox, HTTPServer(httpserver), ControlPlane(in.KubernetesVersion, in.KubeAPIServer, in.Kine)}
+	if in.CoreDNS != "" {
+		out = append(out, CoreDNS(in.CoreDNSVersion, in.CoreDNS))
+	}
+	return out, nil
+}
