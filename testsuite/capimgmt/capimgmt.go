@@ -10,7 +10,7 @@
 // https://127.0.0.1:<port> with that CA.
 //
 // CAPD's fake workload API servers take ports 20000+ and its debug server :19000, both fixed
-// by CAPD: one management cluster per host at a time.
+// by CAPD: one management cluster per host at a time (Start waits for its turn).
 package capimgmt
 
 import (
@@ -136,6 +136,7 @@ func Start(t testing.TB) *Cluster {
 	if len(versions) == 0 {
 		t.Skipf("no Kubernetes binaries in %s: run `make tools`", lt.Dir)
 	}
+	hostLock(t)
 	cleanDebris(t)
 	c := &Cluster{tools: tools, dir: t.TempDir(), procs: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{}, timings: time.Now()}
 	t0 := time.Now()
@@ -227,10 +228,34 @@ func (c *Cluster) mark(what string) {
 	c.Timings = append(c.Timings, fmt.Sprintf("%s at %.1fs", what, time.Since(c.timings).Seconds()))
 }
 
+// hostLock makes management clusters on one host take turns (CAPD's ports are fixed): a test
+// in another package (go test runs packages in parallel unless -p 1) waits here until the one
+// running ends. The lock is an flock, so a killed test process releases it.
+func hostLock(t testing.TB) {
+	if err := os.MkdirAll(pidDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(pidDir, "host.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Logf("capimgmt: another management cluster runs on this host; waiting for it to end")
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Registered first, so it runs last: after the managers and the cluster have stopped.
+	t.Cleanup(func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() })
+}
+
 // cleanDebris ends the managers an interrupted earlier run left (they hold fixed ports).
 func cleanDebris(t testing.TB) {
 	entries, _ := os.ReadDir(pidDir)
 	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".pid") {
+			continue
+		}
 		data, err := os.ReadFile(filepath.Join(pidDir, e.Name()))
 		if err != nil {
 			continue
