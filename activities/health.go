@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kunobi-ninja/kobe/backends"
@@ -30,7 +31,7 @@ type HealthResult struct {
 const healthRequestTimeout = 5 * time.Second
 
 // CheckHealth asks the backend for each instance's status and then asks the instance's own API
-// (/readyz, with the admin credential) whether it serves. A check that cannot be made counts as
+// (/readyz with the admin credential, or /api where the server has no /readyz) whether it serves. A check that cannot be made counts as
 // failed: the pool acts on consecutive failures, so one slow answer recycles nothing.
 func (a *Activities) CheckHealth(ctx context.Context, req HealthRequest) ([]HealthResult, error) {
 	b, err := a.backend(req.Backend)
@@ -75,6 +76,15 @@ func (a *Activities) checkOne(ctx context.Context, b backends.RuntimeBackend, ba
 	rctx, cancel := context.WithTimeout(ctx, healthRequestTimeout)
 	defer cancel()
 	body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+	if apierrors.IsNotFound(err) {
+		// An API server without health endpoints (Cluster API's in-memory workload clusters
+		// serve the Kubernetes API but no /readyz, /livez or /version): it is healthy when it
+		// serves API discovery, which every Kubernetes API server does.
+		if _, err := kube.Discovery().RESTClient().Get().AbsPath("/api").DoRaw(rctx); err != nil {
+			return fmt.Sprintf("the instance's API has no /readyz and does not answer /api: %v", err)
+		}
+		return ""
+	}
 	if err != nil {
 		return fmt.Sprintf("the instance's API does not answer /readyz: %v", err)
 	}

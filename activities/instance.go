@@ -76,7 +76,13 @@ func (a *Activities) BackendCreate(ctx context.Context, req BackendRequest) (bac
 		return backends.InstanceStatus{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
 	}
 	defer keepHeartbeating(ctx, "creating")()
-	return b.Create(ctx, req.Spec)
+	st, err := b.Create(ctx, req.Spec)
+	if backends.IsInvalidSpec(err) {
+		// Judged against the backend's environment (e.g. a ClusterClass that does not exist):
+		// the same spec fails the same way on every retry.
+		return st, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
+	}
+	return st, err
 }
 
 // keepHeartbeating records a heartbeat now and every 2 s until the returned function is called

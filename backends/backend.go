@@ -126,3 +126,32 @@ type Migrator interface {
 type HostBound interface {
 	HostID() string
 }
+
+// Preflighter is a backend whose specs can only be judged against its environment (e.g. the
+// Cluster API backend asks its management cluster whether an infrastructure kind, a
+// ClusterClass or a variable exists). Preflight has no side effects; the pool apply path calls
+// it, so that a bad spec is refused before anything is created, and Create calls it too.
+type Preflighter interface {
+	Preflight(ctx context.Context, spec InstanceSpec) error
+}
+
+// invalidSpecError marks an error that says the spec is wrong, not that the backend or its
+// environment failed: retrying the same spec cannot succeed.
+type invalidSpecError struct{ err error }
+
+func (e invalidSpecError) Error() string { return e.err.Error() }
+func (e invalidSpecError) Unwrap() error { return e.err }
+
+// InvalidSpec marks err (from Create or Preflight) as a refusal of the spec itself.
+func InvalidSpec(err error) error {
+	if err == nil {
+		return nil
+	}
+	return invalidSpecError{err}
+}
+
+// IsInvalidSpec reports whether err refuses the spec (see InvalidSpec).
+func IsInvalidSpec(err error) bool {
+	var e invalidSpecError
+	return errors.As(err, &e)
+}

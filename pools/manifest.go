@@ -68,8 +68,8 @@ type Spec struct {
 	Snapshot       json.RawMessage `json:"snapshot,omitempty"`    // upstream field, refused: not acted on yet
 }
 
-// Backend selects the runtime backend and carries its own section (only spec.backend.local is
-// read by the backends compiled in; the others parse, and Validate refuses them).
+// Backend selects the runtime backend and carries its own section (spec.backend.local and
+// spec.backend.capi are read by their backends; the others parse, and Validate refuses them).
 type Backend struct {
 	Type      string          `json:"type,omitempty"`
 	Local     json.RawMessage `json:"local,omitempty"`
@@ -320,7 +320,19 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 	if _, err := backends.Resolve(pol.Backend); err != nil {
 		return pol, err
 	}
-	pol.BackendOptions = s.Backend.Local
+	// The backend's own section; a section of another backend would be ignored, so it is refused.
+	sections := []struct {
+		backend string
+		raw     json.RawMessage
+	}{{"local", s.Backend.Local}, {"capi", s.Backend.CAPI}}
+	for _, sec := range sections {
+		switch {
+		case sec.backend == pol.Backend:
+			pol.BackendOptions = sec.raw
+		case len(sec.raw) > 0 && refuse:
+			return pol, fmt.Errorf("spec.backend.%s is not supported by the %s backend (it is read when spec.backend.type is %s)", sec.backend, pol.Backend, sec.backend)
+		}
+	}
 	pol.KubernetesVersion = s.Cluster.Version
 	if pol.KubernetesVersion == "" {
 		return pol, errors.New("spec.cluster.version: required")
@@ -512,7 +524,6 @@ func refuseUnsupported(s Spec) error {
 		{"spec.diagnostics", len(s.Diagnostics) > 0},
 		{"spec.snapshot", len(s.Snapshot) > 0},
 		{"spec.backend.datastore", len(s.Backend.Datastore) > 0},
-		{"spec.backend.capi", len(s.Backend.CAPI) > 0},
 		{"spec.backend.vcluster", len(s.Backend.VCluster) > 0},
 		{"spec.backend.vkobe", len(s.Backend.VKobe) > 0},
 		{"spec.cluster.servers", s.Cluster.Servers != nil},

@@ -10,7 +10,8 @@ import (
 
 	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/backends"
-	_ "github.com/kunobi-ninja/kobe/backends/local" // the backends a kobe binary has
+	_ "github.com/kunobi-ninja/kobe/backends/capi"  // the backends a kobe binary has
+	_ "github.com/kunobi-ninja/kobe/backends/local" // (as cmd/kobe)
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"

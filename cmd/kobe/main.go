@@ -5,6 +5,7 @@ import (
 	"os"
 
 	// Backends compiled into this binary register themselves.
+	_ "github.com/kunobi-ninja/kobe/backends/capi"
 	_ "github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdutil"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
