@@ -108,6 +108,9 @@ func StartHostWorker(t testing.TB, c client.Client, sharedQueue string, s store.
 		// Registered before the workers' cleanup, so it runs after they stopped: whatever the
 		// test's pools still hold is deleted, not left running on the machine.
 		t.Cleanup(func() {
+			if s, ok := b.(interface{ StopCreating() }); ok {
+				s.StopCreating() // a Create still in flight records its instance first
+			}
 			lister, ok := b.(interface{ InstanceIDs() []string })
 			if !ok {
 				return
