@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -46,21 +47,29 @@ func LoadOrCreateKeyFile(path string) (*Box, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, err
 		}
-		// O_EXCL: when a server and a worker start together on a shared volume, exactly one
-		// key is written and both use it.
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if errors.Is(err, os.ErrExist) {
-			return loadAfterRace(path)
-		}
+		// The key is written whole to a file of its own, then linked into place: a link never
+		// replaces an existing file, so when a server and a worker start together on a shared
+		// volume exactly one key is installed, and nobody ever reads a half-written one (with
+		// an O_EXCL create followed by a write, a reader could find the file empty).
+		tmp, err := os.CreateTemp(filepath.Dir(path), ".secret-key-*")
 		if err != nil {
 			return nil, err
 		}
-		_, werr := f.Write([]byte(base64.StdEncoding.EncodeToString(key) + "\n"))
-		if cerr := f.Close(); werr == nil {
+		defer os.Remove(tmp.Name())
+		_, werr := tmp.Write([]byte(base64.StdEncoding.EncodeToString(key) + "\n"))
+		if cerr := tmp.Close(); werr == nil {
 			werr = cerr
+		}
+		if werr == nil {
+			werr = os.Chmod(tmp.Name(), 0o600)
 		}
 		if werr != nil {
 			return nil, werr
+		}
+		if err := os.Link(tmp.Name(), path); errors.Is(err, os.ErrExist) {
+			return loadAfterRace(path)
+		} else if err != nil {
+			return nil, err
 		}
 		return New(key)
 	}

@@ -46,10 +46,12 @@ func TestConcurrentCreateAgreesOnOneKey(t *testing.T) {
 	for range boxes {
 		<-done
 	}
+	for i, b := range boxes {
+		require.NotNil(t, b, "process %d got no key (before the key was linked into place whole, a reader could find the file empty)", i)
+	}
 	sealed, err := boxes[0].Seal([]byte("x"), nil)
 	require.NoError(t, err)
 	for _, b := range boxes {
-		require.NotNil(t, b)
 		_, err := b.Open(sealed, nil)
 		assert.NoError(t, err, "every process uses the same key")
 	}
