@@ -13,6 +13,8 @@
 # a warm run only checks files. Run after hack/build-tools.sh (which rewrites versions.env);
 # this script adds its CAPI_* lines to versions.env.
 set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Core, api and test modules must be the same patch version (test v1.14.4 exists, core does not).
 CAPI_VERSION=v1.14.2
@@ -24,11 +26,6 @@ DEST=$OUT/capi-$CAPI_VERSION
 
 export CGO_ENABLED=0
 export GOWORK=off
-
-log() { printf '==> %s\n' "$*" >&2; }
-die() { printf '\nERROR: %s\n\n' "$*" >&2; exit 1; }
-now() { date +%s.%N; }
-since() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.1fs", e - s }'; }
 
 command -v go >/dev/null || die "go is not on PATH"
 

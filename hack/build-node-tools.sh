@@ -12,6 +12,8 @@
 # Output: ${KOBE_TOOLS_DIR:-<repo>/.cache/tools}/<tool>-<version>/<binary>, keyed by version like
 # hack/build-tools.sh: a warm run only checks files.
 set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # The Kubernetes version is defined once, in hack/build-tools.sh: the node must match the
 # control plane it joins.
@@ -32,39 +34,11 @@ OUT=${KOBE_TOOLS_DIR:-$REPO_ROOT/.cache/tools}
 export CGO_ENABLED=0
 export GOWORK=off
 
-log() { printf '==> %s\n' "$*" >&2; }
-die() { printf '\nERROR: %s\n\n' "$*" >&2; exit 1; }
-now() { date +%s.%N; }
-since() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.1fs", e - s }'; }
-
 command -v go >/dev/null || die "go is not on PATH"
 [[ -n $KUBERNETES_VERSION ]] || die "no KUBERNETES_VERSION in hack/build-tools.sh"
 
 NOMOD=$(mktemp -d)
 trap 'rm -rf "$NOMOD"' EXIT
-
-kube_ldflags() {
-  local v=$1 minor flags="-s -w" pkg
-  minor=$(cut -d. -f2 <<<"${v#v}")
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  done
-  printf '%s' "$flags"
-}
-
-check_pin() { # <module dir> <module path> <version>
-  local dir=$1 mod=$2 want=$3 have
-  have=$(cd "$dir" && go mod edit -json | awk -v m="\"$mod\"" '$1=="\"Path\":" && $2==m"," && !found {getline; gsub(/[",]/,"",$2); print $2; found=1}') ||
-    die "cannot read $dir/go.mod"
-  [[ $have == "$want" ]] || die "$dir/go.mod requires $mod ${have:-<none>}, but the node must be $want.
-       Run: hack/build-node-tools.sh sync"
-}
-
-missing() { # prints the binaries of <dir> that do not exist yet
-  local dir=$1; shift
-  local b
-  for b in "$@"; do [[ -x $dir/$b ]] || printf '%s ' "$b"; done
-}
 
 # Builds into a temporary folder and renames: an interrupted build leaves no half-written binary.
 # go_into <dest dir> <workdir> go install <args...>: binaries land under their default names.
@@ -84,7 +58,7 @@ go_into() {
 build_kubelet() {
   # Beside kube-apiserver & co. (hack/build-tools.sh), which builds only its own binaries there.
   local dest=$OUT/kubernetes-$KUBERNETES_VERSION
-  check_pin "$TOOLS_SRC/kubernetes-node" k8s.io/kubernetes "$KUBERNETES_VERSION"
+  check_pin "$TOOLS_SRC/kubernetes-node" k8s.io/kubernetes "$KUBERNETES_VERSION" "hack/build-node-tools.sh sync"
   local todo; todo=$(missing "$dest" kubelet kube-proxy)
   if [[ -z $todo ]]; then log "kubelet, kube-proxy $KUBERNETES_VERSION: up to date"; return; fi
   log "kubernetes $KUBERNETES_VERSION: building $todo(cold: ~4 min on 2 cores)"
@@ -201,7 +175,7 @@ EOF
   rm -f "$dir/go.sum"
   (cd "$dir" && go get -tool k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy && go mod tidy) ||
     die "sync of $dir failed"
-  check_pin "$dir" k8s.io/kubernetes "$KUBERNETES_VERSION"
+  check_pin "$dir" k8s.io/kubernetes "$KUBERNETES_VERSION" "hack/build-node-tools.sh sync"
 }
 
 main() {

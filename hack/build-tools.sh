@@ -12,6 +12,8 @@
 # Binaries are keyed by version, so a binary that exists is never rebuilt and a
 # warm run only checks files. Tests read <out>/versions.env (KEY=/abs/path).
 set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # The single place where tool versions are defined. kubernetes and etcd are
 # built through wrapper modules in hack/tools/; `sync` keeps those in step.
@@ -31,11 +33,6 @@ export CGO_ENABLED=0
 # -mod=vendor or go.work change what the wrapper modules resolve to.
 export GOWORK=off
 
-log() { printf '==> %s\n' "$*" >&2; }
-die() { printf '\nERROR: %s\n\n' "$*" >&2; exit 1; }
-now() { date +%s.%N; }
-since() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.1fs", e - s }'; }
-
 command -v go >/dev/null || die "go is not on PATH"
 
 # `go install pkg@version` and `go mod download mod@version` must run outside
@@ -43,30 +40,6 @@ command -v go >/dev/null || die "go is not on PATH"
 # (being edited concurrently) must neither be read nor touched.
 NOMOD=$(mktemp -d)
 trap 'rm -rf "$NOMOD"' EXIT
-
-# The kubernetes server binaries report their version from these variables;
-# without them `kube-apiserver --version` says v0.0.0, and clients (kubectl,
-# controller-runtime) that negotiate on the server version misbehave.
-kube_ldflags() {
-  local v=$1 minor
-  minor=$(cut -d. -f2 <<<"${v#v}")
-  local flags="-s -w"
-  local pkg
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  done
-  printf '%s' "$flags"
-}
-
-# Fails loudly when the script's version and a wrapper module's go.mod disagree,
-# which would otherwise build one version into a folder named after another.
-check_pin() { # <module dir> <module path> <version>
-  local dir=$1 mod=$2 want=$3 have
-  have=$(cd "$dir" && go mod edit -json | awk -v m="\"$mod\"" '$1=="\"Path\":" && $2==m"," && !found {getline; gsub(/[",]/,"",$2); print $2; found=1}') ||
-    die "cannot read $dir/go.mod"
-  [[ $have == "$want" ]] || die "$dir/go.mod requires $mod ${have:-<none>}, but build-tools.sh says $want.
-       Run: hack/build-tools.sh sync"
-}
 
 # go build into a temporary folder, then rename: an interrupted build never
 # leaves a half-written file that a later run would take for a finished one.
@@ -110,16 +83,10 @@ install_into() { # <dest dir> <ldflags> <pkg@version>
   rm -rf "$tmp"
 }
 
-missing() { # prints the binaries of <dir> that do not exist yet
-  local dir=$1; shift
-  local b
-  for b in "$@"; do [[ -x $dir/$b ]] || printf '%s ' "$b"; done
-}
-
 build_kubernetes() {
   local dest=$OUT/kubernetes-$KUBERNETES_VERSION
   local bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-  check_pin "$TOOLS_SRC/kubernetes" k8s.io/kubernetes "$KUBERNETES_VERSION"
+  check_pin "$TOOLS_SRC/kubernetes" k8s.io/kubernetes "$KUBERNETES_VERSION" "hack/build-tools.sh sync"
   local todo; todo=$(missing "$dest" "${bins[@]}")
   if [[ -z $todo ]]; then log "kubernetes $KUBERNETES_VERSION: up to date"; return; fi
   log "kubernetes $KUBERNETES_VERSION: building $todo(cold: ~8 min on 2 cores)"
@@ -133,7 +100,7 @@ build_kubernetes() {
 
 build_etcd() {
   local dest=$OUT/etcd-$ETCD_VERSION
-  check_pin "$TOOLS_SRC/etcd" go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+  check_pin "$TOOLS_SRC/etcd" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" "hack/build-tools.sh sync"
   if [[ -x $dest/etcd ]]; then log "etcd $ETCD_VERSION: up to date"; return; fi
   log "etcd $ETCD_VERSION: building etcd (cold: ~1 min)"
   local t0; t0=$(now)
@@ -252,7 +219,7 @@ EOF
   (cd "$dir" &&
     go get -tool k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl &&
     go mod tidy) || die "sync of $dir failed"
-  check_pin "$dir" k8s.io/kubernetes "$KUBERNETES_VERSION"
+  check_pin "$dir" k8s.io/kubernetes "$KUBERNETES_VERSION" "hack/build-tools.sh sync"
 }
 
 sync_etcd() {
@@ -276,7 +243,7 @@ EOF
   rm -f "$dir/go.sum"
   (cd "$dir" && go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION" && go mod tidy) || die "sync of $dir failed"
   # MVS must not have moved etcd's own modules off the tag.
-  check_pin "$dir" go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+  check_pin "$dir" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" "hack/build-tools.sh sync"
 }
 
 main() {
