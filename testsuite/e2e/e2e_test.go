@@ -23,8 +23,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	localbackend "github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
 var kobeBin string
@@ -117,6 +119,47 @@ func (d devPorts) args(stateDir string) []string {
 }
 
 func (d devPorts) apiURL() string { return fmt.Sprintf("http://127.0.0.1:%d", d.api) }
+
+// cliDev is a `kobe dev` (no Web UI) that the CLI reaches through the context it writes, with
+// kubectl on PATH: the setup of the tests that drive kobe as a user would.
+type cliDev struct {
+	env      []string // for kobeCLI and startKobe: PATH with kubectl, a config file of its own
+	ports    devPorts
+	stateDir string
+	dev      *proc
+}
+
+// startCLIDev starts it, with the default "dev" pool or none, and waits until the API is ready.
+// kobe dev keeps its clusters across restarts (they are re-adopted), so a killed dev leaves them
+// running: the cleanup, registered before dev starts, runs after dev is killed.
+func startCLIDev(t *testing.T, defaultPool bool) *cliDev {
+	kubectlDir := filepath.Join(localbackend.DefaultToolsDir(), "kubernetes-v1.37.2")
+	if _, err := os.Stat(filepath.Join(kubectlDir, "kubectl")); err != nil {
+		t.Fatalf("kubectl is built by make tools: %v", err)
+	}
+	d := &cliDev{
+		env: []string{"PATH=" + kubectlDir + string(os.PathListSeparator) + os.Getenv("PATH"),
+			"KOBE_CONFIG=" + filepath.Join(t.TempDir(), "config.yaml"), "KOBE_SERVER=", "KOBE_TOKEN="},
+		ports:    newDevPorts(t),
+		stateDir: filepath.Join(t.TempDir(), "state"),
+	}
+	t.Cleanup(func() {
+		if left := leaks.KillNaming(d.stateDir); len(left) > 0 {
+			t.Logf("stopped the clusters kobe dev left: %v", left)
+		}
+	})
+	var args []string
+	for _, a := range d.ports.args(d.stateDir) {
+		if a == "--no-default-pool" && defaultPool {
+			continue
+		}
+		args = append(args, a)
+	}
+	args = append(args[:len(args)-2], "--ui-port", "0") // no Web UI
+	d.dev = startKobe(t, d.env, args...)
+	waitReady(t, d.ports.apiURL(), 2*time.Minute)
+	return d
+}
 
 // TestKill9DuringDurableTimer is the issue's acceptance run: kill -9 `kobe dev` while a doctor
 // run waits in a durable timer, start it again on the same state dir, and watch the run finish

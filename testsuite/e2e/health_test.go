@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/api"
-	localbackend "github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
@@ -23,23 +22,8 @@ import (
 // member is found by the pool's health check, recycled (health_failed, audited), replaced, and
 // the leases that follow get working clusters.
 func TestDeadWarmMemberIsReplaced(t *testing.T) {
-	kubectlDir := filepath.Join(localbackend.DefaultToolsDir(), "kubernetes-v1.37.2")
-	if _, err := os.Stat(filepath.Join(kubectlDir, "kubectl")); err != nil {
-		t.Fatalf("kubectl is built by make tools: %v", err)
-	}
-	env := []string{"PATH=" + kubectlDir + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"KOBE_CONFIG=" + filepath.Join(t.TempDir(), "config.yaml"), "KOBE_SERVER=", "KOBE_TOKEN="}
-	ports := newDevPorts(t)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	t.Cleanup(func() {
-		if left := leaks.KillNaming(stateDir); len(left) > 0 {
-			t.Logf("stopped the clusters kobe dev left: %v", left)
-		}
-	})
-	args := ports.args(stateDir)
-	args = append(args[:len(args)-2], "--ui-port", "0")
-	dev := startKobe(t, env, args...)
-	waitReady(t, ports.apiURL(), 2*time.Minute)
+	d := startCLIDev(t, false)
+	env, stateDir, dev := d.env, d.stateDir, d.dev
 
 	const interval, threshold = 5, 2
 	manifest := filepath.Join(t.TempDir(), "hc.yaml")

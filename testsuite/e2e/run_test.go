@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,8 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/api"
-	localbackend "github.com/kunobi-ninja/kobe/backends/local"
-	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
 // kobeCLI runs the kobe CLI with the context `kobe dev` wrote (no --server, no --token).
@@ -40,31 +37,8 @@ func kobeCLI(t *testing.T, env []string, args ...string) (string, string, int) {
 // releases it too; every mutation shows in `kobe audit`. The CLI finds the server and its admin
 // token through the context `kobe dev` wrote.
 func TestKobeRunAgainstDev(t *testing.T) {
-	kubectlDir := filepath.Join(localbackend.DefaultToolsDir(), "kubernetes-v1.37.2")
-	if _, err := os.Stat(filepath.Join(kubectlDir, "kubectl")); err != nil {
-		t.Fatalf("kubectl is built by make tools: %v", err)
-	}
-	env := []string{"PATH=" + kubectlDir + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"KOBE_CONFIG=" + filepath.Join(t.TempDir(), "config.yaml"), "KOBE_SERVER=", "KOBE_TOKEN="}
-	ports := newDevPorts(t)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	// kobe dev keeps its clusters across restarts (they are re-adopted), so a killed dev leaves
-	// them running: registered before dev starts, this runs after dev is killed.
-	t.Cleanup(func() {
-		if left := leaks.KillNaming(stateDir); len(left) > 0 {
-			t.Logf("stopped the clusters kobe dev left: %v", left)
-		}
-	})
-	args := ports.args(stateDir)
-	args = append(args[:len(args)-2], "--ui-port", "0") // no Web UI
-	for i, a := range args {
-		if a == "--no-default-pool" {
-			args = append(args[:i], args[i+1:]...) // the default "dev" pool, two warm clusters
-			break
-		}
-	}
-	dev := startKobe(t, env, args...)
-	waitReady(t, ports.apiURL(), 2*time.Minute)
+	d := startCLIDev(t, true) // the default "dev" pool, two warm clusters
+	env, dev := d.env, d.dev
 	require.Eventually(t, func() bool {
 		out, _, code := kobeCLI(t, env, "pool", "get", "dev", "-o", "json")
 		var pv api.PoolView
