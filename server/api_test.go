@@ -202,3 +202,17 @@ func FuzzPoolManifest(f *testing.F) {
 		}
 	})
 }
+
+// A path with "." or ".." segments or a doubled or trailing slash is refused with 404 in the
+// API's envelope. ServeMux alone answered 307 to the cleaned path (FuzzLeaseExtend found it with
+// the lease id ".."), so PATCH /v1/leases/.. was redirected to /v1/ instead of refused.
+func TestUncleanPathsAreRefusedNotRedirected(t *testing.T) {
+	h := testServer(t).Handler()
+	for _, p := range []string{"/v1/leases/..", "/v1/leases/.", "/v1/leases/a/../b", "/v1//leases", "/v1/leases/", "/v1/pools/x/"} {
+		for _, method := range []string{"GET", "PATCH", "DELETE"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(method, p, strings.NewReader(`{}`)))
+			checkRefusal(t, rec, 404)
+		}
+	}
+}

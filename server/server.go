@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"path"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,7 +76,21 @@ func NewRegistry(extra ...prometheus.Collector) *prometheus.Registry {
 
 // Handler returns the API's HTTP handler.
 func (s *Server) Handler() http.Handler {
-	return s.withRequestLog(s.mux())
+	return s.withRequestLog(refuseUncleanPaths(s.mux()))
+}
+
+// refuseUncleanPaths answers a path with "." or ".." segments, a doubled or trailing slash with
+// 404 not_found in the API's envelope. ServeMux would answer it with a 307 redirect to the
+// cleaned path, which an API client does not follow for a PATCH or POST, and which would let a
+// lease id such as ".." address a different resource.
+func refuseUncleanPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p != "/" && path.Clean(p) != p {
+			writeError(w, http.StatusNotFound, api.ReasonNotFound, "No such endpoint", r.Method+" "+p)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) mux() *http.ServeMux {
