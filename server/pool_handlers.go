@@ -178,8 +178,20 @@ func (s *Server) handlePoolPut(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, fmt.Sprintf("metadata.name: %q does not match the URL's pool %q", m.Metadata.Name, name))
 		return
 	}
-	if _, err := m.Validate(); err != nil {
+	pol, err := m.Validate()
+	if err != nil {
 		badRequest(w, err.Error())
+		return
+	}
+	// Judged against the backend's environment before anything is recorded: a spec that no
+	// member could be created from is refused here, not at its first provisioning.
+	refusal, err := s.preflight(r.Context(), pol)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.ReasonBackendError, "Could not check the pool against its backend", err.Error())
+		return
+	}
+	if refusal != "" {
+		badRequest(w, refusal)
 		return
 	}
 	_, getErr := s.Store.GetPool(r.Context(), name)

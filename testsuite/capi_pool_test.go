@@ -3,6 +3,8 @@ package testsuite_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/capi"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/capimgmt"
 	"github.com/kunobi-ninja/kobe/workflows"
@@ -45,6 +49,35 @@ func TestCAPIPoolLeaseSurvivesACAPDRestart(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+
+	// Applied through the API, a spec the management cluster cannot serve is refused with what
+	// is wrong, judged by the worker's capi backend against the real controllers' CRDs and
+	// ClusterClass; nothing is recorded, started or created.
+	srv := &server.Server{Store: s, Temporal: tmp.Client, TaskQueue: "kobe", InsecureNoAuth: true}
+	h := srv.Handler()
+	for name, tc := range map[string]struct{ section, want string }{
+		"unknown-kind": {`{"infrastructureApiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","infrastructureKind":"NoSuchCluster",
+			"infrastructureSpec":{"backend":{"inMemory":{}}},
+			"controlPlane":{"machineTemplateSpec":` + capimgmt.FastMachineTemplateSpec + `}}`,
+			"spec.backend.capi.infrastructureKind: the management cluster serves no NoSuchCluster"},
+		"missing-class": {`{"topology":{"class":"no-such-class"}}`, "no-such-class"},
+		"bad-variable":  {`{"topology":{"class":"kobe-fast","variables":[{"name":"flavour","value":"purple"}]}}`, "flavour"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("PUT", "/v1/pools/"+name, strings.NewReader(`{"apiVersion":"kobe.kunobi.ninja/v1alpha1",
+			"kind":"ClusterPool","metadata":{"name":"`+name+`"},"spec":{"size":1,"backend":{"type":"capi","capi":`+tc.section+`},
+			"cluster":{"version":"v1.37.0"}}}`)))
+		assert.Equal(t, 400, rec.Code, "%s: %s", name, rec.Body.String())
+		assert.Contains(t, rec.Body.String(), tc.want, name)
+		_, err := s.GetPool(ctx, name)
+		assert.ErrorIs(t, err, store.ErrNotFound, "%s: no pool recorded", name)
+		_, err = tmp.Client.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID(name), "")
+		assert.Error(t, err, "%s: no pool workflow", name)
+	}
+	clusters, err := m.Dynamic.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "clusters"}).
+		Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, clusters.Items, "a refused apply creates no Cluster")
 
 	pol := poolPolicy(t, `apiVersion: kobe.kunobi.ninja/v1alpha1
 kind: ClusterPool
@@ -119,7 +152,7 @@ spec:
 	// Deleting the pool drains it: nothing of any member remains.
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("capi"), "", workflows.SignalDeletePool, nil))
 	require.NoError(t, tmp.Client.GetWorkflow(ctx, workflows.PoolWorkflowID("capi"), "").Get(ctx, nil), "the pool drains and ends")
-	clusters, err := m.Dynamic.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "clusters"}).
+	clusters, err = m.Dynamic.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "clusters"}).
 		Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, clusters.Items, "no Cluster remains")

@@ -20,6 +20,7 @@ func Register(w sdkworker.Registry, acts *activities.Activities) {
 	w.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.Lease, workflow.RegisterOptions{Name: workflows.LeaseWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.Preflight, workflow.RegisterOptions{Name: workflows.PreflightWorkflowName})
 	w.RegisterActivity(acts)
 }
 

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/kunobi-ninja/kobe/activities"
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/workflows"
+)
+
+// errPreflightUnavailable says the spec could not be judged: no worker answered, or the
+// backend's environment did not.
+var errPreflightUnavailable = errors.New("preflight unavailable")
+
+// preflight judges a pool's spec against its backend's environment before the pool is applied,
+// for the backends that can only be judged there (backends.Preflighter: e.g. capi asks its
+// management cluster whether the infrastructure kind, the ClusterClass and its variables
+// exist). It returns the refusal ("" when the spec is fine), or errPreflightUnavailable.
+// Backends without a preflight answer "" at once: their specs are judged by Validate when the
+// manifest is parsed and again at every Create.
+func (s *Server) preflight(ctx context.Context, pol pools.Policy) (string, error) {
+	f, ok := backends.Lookup(pol.Backend)
+	if !ok {
+		return "", nil // refused by the manifest's validation already
+	}
+	if _, ok := f.Prototype.(backends.Preflighter); !ok {
+		return "", nil
+	}
+	in := workflows.PreflightInput{Backend: pol.Backend, Spec: backends.InstanceSpec{
+		ID: pol.Name + "-preflight", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions}}
+	ctx, cancel := context.WithTimeout(ctx, workflows.PreflightTimeout+5*time.Second)
+	defer cancel()
+	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       newID("preflight-" + pol.Name + "-"),
+		TaskQueue:                s.TaskQueue,
+		WorkflowExecutionTimeout: workflows.PreflightTimeout,
+	}, workflows.PreflightWorkflowName, in)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", errPreflightUnavailable, err)
+	}
+	var res activities.PreflightResult
+	if err := run.Get(ctx, &res); err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			return "", fmt.Errorf("%w: %s", errPreflightUnavailable, appErr.Error())
+		}
+		return "", fmt.Errorf("%w: no worker running the %s backend answered within %s: %v", errPreflightUnavailable, pol.Backend, workflows.PreflightTimeout, err)
+	}
+	return res.Refusal, nil
+}
