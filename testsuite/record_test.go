@@ -131,6 +131,25 @@ spec:
 	writeHistory(t, ctx, tmp.Client, workflows.PoolWorkflowID("rec"), filepath.Join("..", "workflows", "testdata", "histories", "pool-"+recordVersion+".json"))
 }
 
+// TestRecordPreflightHistory records the preflight of a pool's spec (on the local backend, which
+// has Validate but no Preflight: the workflow's commands are the same for every backend).
+func TestRecordPreflightHistory(t *testing.T) {
+	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
+		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into workflows/testdata/histories")
+	}
+	tmp := testsuite.StartTemporal(t)
+	s := testsuite.NewStore(t, "sqlite")
+	testsuite.StartHostWorker(t, tmp.Client, "record", s, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-preflight", TaskQueue: "record"},
+		workflows.PreflightWorkflowName, workflows.PreflightInput{Backend: "local",
+			Spec: backends.InstanceSpec{ID: "rec-preflight", Pool: "rec", KubernetesVersion: "v1.37.2"}})
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, nil))
+	writeHistory(t, ctx, tmp.Client, "record-preflight", filepath.Join("..", "workflows", "testdata", "histories", "preflight-v1.json"))
+}
+
 // widgetsCRD is the addon of the recorded provision; its readiness gate waits for it.
 const widgetsCRD = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
