@@ -10,16 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
-	"go.uber.org/zap"
+	"github.com/kunobi-ninja/kobe/doctor"
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
 
-	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/access"
@@ -28,7 +23,14 @@ import (
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/worker"
-	"github.com/kunobi-ninja/kobe/workflows"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
 )
 
 // stubCluster stands in for an instance: it issues lease credentials and counts them.
@@ -68,15 +70,15 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	tmp := testsuite.StartTemporal(t)
 	st := testsuite.NewStore(t, "sqlite")
 	cluster := &stubCluster{}
-	acts := activities.New(st, zap.NewNop())
+	acts := worker.NewActivities(st, zap.NewNop())
 	acts.Backends["stub"] = cluster
 	acts.Secrets = secretbox.Random()
 	w := worker.New(tmp.Client, "can", acts)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	// A held doctor run stands in for the pool: it takes the claim; the test assigns.
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("can"), TaskQueue: "can"},
-		workflows.DoctorWorkflowName, workflows.DoctorInput{ProbeID: "can", Hold: time.Hour})
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("can"), TaskQueue: "can"},
+		doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "can", Hold: time.Hour})
 	require.NoError(t, err)
 	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
 	require.NoError(t, err)
@@ -92,15 +94,15 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	}
 
 	const id = "lease-can"
-	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "can", Principal: "anonymous", Phase: workflows.LeasePending, TTL: time.Hour}))
-	_, err = server.StartLease(ctx, tmp.Client, "can", workflows.LeaseInput{LeaseID: id, Pool: "can", Principal: "anonymous",
+	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "can", Principal: "anonymous", Phase: lease.LeasePending, TTL: time.Hour}))
+	_, err = server.StartLease(ctx, tmp.Client, "can", lease.LeaseInput{LeaseID: id, Pool: "can", Principal: "anonymous",
 		TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute, ContinueAsNewAfter: 60}, true)
 	require.NoError(t, err)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", workflows.SignalAssigned, workflows.Assignment{InstanceID: "i1",
-		Backend: "stub", Placement: activities.HostAssignment{HostID: "h", TaskQueue: "can"}, Endpoint: "https://stub"}))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", pool.SignalAssigned, pool.Assignment{InstanceID: "i1",
+		Backend: "stub", Placement: instance.HostAssignment{HostID: "h", TaskQueue: "can"}, Endpoint: "https://stub"}))
 	var l api.Lease
 	require.Equal(t, 200, call("GET", "/v1/leases/"+id+"?wait=30s", "", &l))
-	require.Equal(t, workflows.LeaseBound, l.Phase)
+	require.Equal(t, lease.LeaseBound, l.Phase)
 	assert.Contains(t, l.Kubeconfig, "kind: Config")
 	first := runID(t, tmp.Client, id)
 
@@ -113,7 +115,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW, desc.GetWorkflowExecutionInfo().GetStatus())
 
 	require.Equal(t, 200, call("GET", "/v1/leases/"+id, "", &l))
-	assert.Equal(t, workflows.LeaseBound, l.Phase, "the view comes from the current run")
+	assert.Equal(t, lease.LeaseBound, l.Phase, "the view comes from the current run")
 	assert.Contains(t, l.Kubeconfig, "kind: Config")
 	var ext api.ExtendResponse
 	require.Equal(t, 200, call("PATCH", "/v1/leases/"+id, `{"extendTtl":"30m"}`, &ext))
@@ -122,9 +124,9 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	}
 	require.Equal(t, http.StatusNoContent, call("DELETE", "/v1/leases/"+id, "", nil))
 
-	var final workflows.LeaseView
+	var final lease.LeaseView
 	require.NoError(t, tmp.Client.GetWorkflow(ctx, id, "").Get(ctx, &final))
-	assert.Equal(t, workflows.LeaseReleased, final.Phase)
+	assert.Equal(t, lease.LeaseReleased, final.Phase)
 	assert.Equal(t, 1, final.Extensions)
 	assert.True(t, ext.ExpiresAt.Equal(final.ExpiresAt), "%s, %s", ext.ExpiresAt, final.ExpiresAt)
 	assert.Equal(t, 90*time.Minute, final.ExpiresAt.Sub(final.BoundAt))
@@ -136,7 +138,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	// Every run replays against the code (the continue-as-new path, the resumed runs and the
 	// atomic extension are deterministic).
 	replayer := sdkworker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(workflows.Lease, workflow.RegisterOptions{Name: workflows.LeaseWorkflowName})
+	replayer.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
 	for run := runID(t, tmp.Client, id); run != ""; runs++ {
 		hist := &historypb.History{}
 		it := tmp.Client.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -152,7 +154,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	t.Logf("%d runs", runs)
 	row, err := st.GetLease(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, workflows.LeaseReleased, row.Phase)
+	assert.Equal(t, lease.LeaseReleased, row.Phase)
 }
 
 func runID(t *testing.T, c client.Client, id string) string {

@@ -9,14 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/doctor"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/store"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-
-	"github.com/kunobi-ninja/kobe/activities"
-	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 func (s *Server) handleDoctorStart(w http.ResponseWriter, r *http.Request) {
@@ -47,7 +46,7 @@ func (s *Server) handleDoctorStart(w http.ResponseWriter, r *http.Request) {
 		// The worker usually lives in this process in dev mode: eager start skips a poll round trip.
 		EnableEagerStart:         true,
 		WorkflowExecutionTimeout: hold + 10*time.Minute,
-	}, workflows.DoctorWorkflowName, workflows.DoctorInput{ProbeID: id, Hold: hold})
+	}, doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: id, Hold: hold})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, api.ReasonBackendError, "Could not start the doctor workflow", err.Error())
 		return
@@ -92,8 +91,8 @@ func (s *Server) handleDoctorGet(w http.ResponseWriter, r *http.Request) {
 	}
 	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		report.Status = "Running"
-		if v, err := s.Temporal.QueryWorkflow(r.Context(), id, "", workflows.DoctorProgressQuery); err == nil {
-			var p workflows.DoctorProgress
+		if v, err := s.Temporal.QueryWorkflow(r.Context(), id, "", doctor.DoctorProgressQuery); err == nil {
+			var p doctor.DoctorProgress
 			if v.Get(&p) == nil {
 				report.Stage, report.HoldUntil = p.Stage, p.HoldUntil
 			}
@@ -102,7 +101,7 @@ func (s *Server) handleDoctorGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var res workflows.DoctorResult
+	var res doctor.DoctorResult
 	if err := s.Temporal.GetWorkflow(r.Context(), id, "").Get(r.Context(), &res); err != nil {
 		report.Status = "Failed"
 		report.Error = err.Error()
@@ -154,7 +153,7 @@ func (s *Server) readWorkerProbe(ctx context.Context, id string) api.Hop {
 	return hop
 }
 
-func afterHoldDetail(before, after activities.DoctorProbeResult) string {
+func afterHoldDetail(before, after doctor.DoctorProbeResult) string {
 	d := fmt.Sprintf("worker %s pid %d", after.WorkerHost, after.WorkerPID)
 	if before.WorkerHost != after.WorkerHost || before.WorkerPID != after.WorkerPID {
 		d += " (another worker process than before the hold)"

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/doctor"
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -16,7 +20,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // A heartbeat reaches only a lease with an idle timeout: any other lease answers 204 without a
@@ -32,16 +35,16 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 	testsuite.StartWorker(t, tmp.Client, "hb", st)
 	// A held doctor run stands in for the pool: it takes the claims and never answers, so the
 	// leases stay Pending.
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("hb"), TaskQueue: "hb"},
-		workflows.DoctorWorkflowName, workflows.DoctorInput{ProbeID: "hb", Hold: time.Hour})
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("hb"), TaskQueue: "hb"},
+		doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "hb", Hold: time.Hour})
 	require.NoError(t, err)
 	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
 	require.NoError(t, err)
 	s := &server.Server{Store: st, Temporal: tmp.Client, TaskQueue: "hb", InsecureNoAuth: true, Policy: pol}
 	h := s.Handler()
 	for id, idle := range map[string]time.Duration{"lease-idle": 10 * time.Minute, "lease-plain": 0} {
-		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: workflows.LeasePending, TTL: time.Hour}))
-		_, err := server.StartLease(ctx, tmp.Client, "hb", workflows.LeaseInput{LeaseID: id, Pool: "hb", Principal: "anonymous",
+		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: lease.LeasePending, TTL: time.Hour}))
+		_, err := server.StartLease(ctx, tmp.Client, "hb", lease.LeaseInput{LeaseID: id, Pool: "hb", Principal: "anonymous",
 			TTL: time.Hour, MaxTTL: 2 * time.Hour, IdleTimeout: idle}, false)
 		require.NoError(t, err)
 	}
@@ -58,7 +61,7 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 	assert.Equal(t, 0, heartbeatSignals(t, tmp.Client, "lease-plain"), "no signal for a lease without an idle timeout")
 
 	// Released: the heartbeat says the lease has ended.
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-plain", "", workflows.SignalReleaseLease, nil))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-plain", "", lease.SignalReleaseLease, nil))
 	require.NoError(t, tmp.Client.GetWorkflow(ctx, "lease-plain", "").Get(ctx, nil))
 	assert.Equal(t, http.StatusGone, beat("lease-plain"))
 }
@@ -70,7 +73,7 @@ func heartbeatSignals(t *testing.T, c client.Client, id string) int {
 	for it.HasNext() {
 		e, err := it.Next()
 		require.NoError(t, err)
-		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == workflows.SignalHeartbeat {
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == lease.SignalHeartbeat {
 			n++
 		}
 	}

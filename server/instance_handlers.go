@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"net/http"
 
-	"go.temporal.io/sdk/client"
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/pool"
 
-	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/worker"
-	"github.com/kunobi-ninja/kobe/workflows"
+	"go.temporal.io/sdk/client"
 )
 
 // The instances API is for operators: a role with pool.admin lists and reads instances and
@@ -84,18 +83,18 @@ func (s *Server) handleInstanceRetryTeardown(w http.ResponseWriter, r *http.Requ
 	if !ok {
 		return
 	}
-	if in.Phase != workflows.InstancePhaseQuarantined {
+	if in.Phase != instance.InstancePhaseQuarantined {
 		notQuarantined(w, in, "retried")
 		return
 	}
 	actor := principalOf(r).Name
-	out := api.RetryTeardown{ID: in.ID, Via: "pool", WorkflowID: workflows.PoolWorkflowID(in.Pool)}
-	err := s.Temporal.SignalWorkflow(r.Context(), out.WorkflowID, "", workflows.SignalRetryTeardown,
-		workflows.MemberAction{InstanceID: in.ID, Actor: actor})
+	out := api.RetryTeardown{ID: in.ID, Via: "pool", WorkflowID: pool.PoolWorkflowID(in.Pool)}
+	err := s.Temporal.SignalWorkflow(r.Context(), out.WorkflowID, "", pool.SignalRetryTeardown,
+		pool.MemberAction{InstanceID: in.ID, Actor: actor})
 	if isNotRunning(err) {
 		out.Via, out.WorkflowID = "teardown", newID("teardown-"+in.ID+"-")
 		_, err = s.Temporal.ExecuteWorkflow(r.Context(), client.StartWorkflowOptions{ID: out.WorkflowID, TaskQueue: s.TaskQueue},
-			workflows.TeardownWorkflowName, workflows.TeardownInput{
+			instance.TeardownWorkflowName, instance.TeardownInput{
 				Backend:   in.Backend,
 				Spec:      backends.InstanceSpec{ID: in.ID, Pool: in.Pool},
 				Placement: s.placement(in),
@@ -111,11 +110,11 @@ func (s *Server) handleInstanceRetryTeardown(w http.ResponseWriter, r *http.Requ
 
 // placement is where an instance's teardown activities run: the queue of its host for a
 // host-bound backend (its processes and files live there), the shared queue otherwise.
-func (s *Server) placement(in store.Instance) activities.HostAssignment {
-	p := activities.HostAssignment{HostID: in.Host, TaskQueue: s.TaskQueue}
+func (s *Server) placement(in store.Instance) instance.HostAssignment {
+	p := instance.HostAssignment{HostID: in.Host, TaskQueue: s.TaskQueue}
 	if f, ok := backends.Lookup(in.Backend); ok && in.Host != "" {
 		if _, hostBound := f.Prototype.(backends.HostBound); hostBound {
-			p.TaskQueue = worker.HostQueue(s.TaskQueue, in.Host)
+			p.TaskQueue = instance.HostQueue(s.TaskQueue, in.Host)
 		}
 	}
 	return p
@@ -136,12 +135,12 @@ func (s *Server) handleInstanceForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	force := r.URL.Query().Get("force") == "true"
-	if in.Phase != workflows.InstancePhaseQuarantined && !force {
+	if in.Phase != instance.InstancePhaseQuarantined && !force {
 		notQuarantined(w, in, "forgotten (force=true forgets it anyway)")
 		return
 	}
-	err := s.Temporal.SignalWorkflow(r.Context(), workflows.PoolWorkflowID(in.Pool), "", workflows.SignalForgetMember,
-		workflows.MemberAction{InstanceID: in.ID, Actor: p.Name})
+	err := s.Temporal.SignalWorkflow(r.Context(), pool.PoolWorkflowID(in.Pool), "", pool.SignalForgetMember,
+		pool.MemberAction{InstanceID: in.ID, Actor: p.Name})
 	if err != nil && !isNotRunning(err) {
 		s.unavailable(w, r, "telling the pool", err)
 		return

@@ -7,17 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/pool"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/kunobi-ninja/kobe/activities"
-	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/worker"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 func (e *env) instance(id, pool, phase, host, message string) {
@@ -47,7 +46,7 @@ func TestQuarantinedInstances(t *testing.T) {
 	// A real worker with the local backend on the server's queue runs the Teardown workflows.
 	acts := testsuite.StartHostWorker(t, e.tc.Client, e.srv.TaskQueue, e.st, t.TempDir())
 	e.pool("ci-a")
-	e.startStubPool("ci-a", workflows.PoolStatus{Name: "ci-a", Phase: "Healthy"})
+	e.startStubPool("ci-a", pool.PoolStatus{Name: "ci-a", Phase: "Healthy"})
 	e.instance("ci-a-1", "ci-a", "Quarantined", acts.HostID, "deleting ci-a-1: kube-apiserver pid 42 still running")
 	e.instance("ci-a-2", "ci-a", "Ready", acts.HostID, "")
 	e.instance("gone-1", "gone", "Quarantined", acts.HostID, "deleting gone-1: permission denied")
@@ -128,11 +127,11 @@ func TestQuarantinedInstances(t *testing.T) {
 		first, err := hist.Next()
 		require.NoError(t, err)
 		attrs := first.GetWorkflowExecutionStartedEventAttributes()
-		assert.Equal(t, workflows.TeardownWorkflowName, attrs.GetWorkflowType().GetName())
-		var in workflows.TeardownInput
+		assert.Equal(t, instance.TeardownWorkflowName, attrs.GetWorkflowType().GetName())
+		var in instance.TeardownInput
 		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in))
-		assert.Equal(t, workflows.TeardownInput{Backend: "local", Spec: backends.InstanceSpec{ID: "gone-1", Pool: "gone"},
-			Placement: activities.HostAssignment{HostID: acts.HostID, TaskQueue: worker.HostQueue(e.srv.TaskQueue, acts.HostID)}}, in)
+		assert.Equal(t, instance.TeardownInput{Backend: "local", Spec: backends.InstanceSpec{ID: "gone-1", Pool: "gone"},
+			Placement: instance.HostAssignment{HostID: acts.HostID, TaskQueue: instance.HostQueue(e.srv.TaskQueue, acts.HostID)}}, in)
 		// A second retry starts another run, under another id.
 		e.instance("gone-1", "gone", "Quarantined", acts.HostID, "again")
 		var again map[string]any

@@ -15,12 +15,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pools"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // Request limits (upstream's where it has them).
@@ -236,11 +238,11 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// The admission and its event are one transaction: no lease without its lease.create.
-	var lease store.Lease
+	var admitted store.Lease
 	var replayed bool
 	err = s.Store.InTx(ctx, func(tx store.Store) error {
 		var err error
-		lease, replayed, err = tx.AdmitLease(ctx, store.AdmitRequest{
+		admitted, replayed, err = tx.AdmitLease(ctx, store.AdmitRequest{
 			Lease: store.Lease{ID: newID("lease-"), Pool: c.pool, Principal: p.Name, Role: p.Role, Alias: req.Alias,
 				IdempotencyKey: req.IdempotencyKey, RequestHash: c.requestHash(), TTL: ttl, Metadata: req.Metadata},
 			MaxPerPrincipal: role.MaxConcurrentLeases,
@@ -249,7 +251,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		if err != nil || replayed {
 			return err
 		}
-		_, err = tx.AppendEvent(ctx, s.auditEvent(r, "lease.create", lease.ID, c.pool, "accepted",
+		_, err = tx.AppendEvent(ctx, s.auditEvent(r, "lease.create", admitted.ID, c.pool, "accepted",
 			map[string]any{"ttl": ttl.String(), "alias": req.Alias}))
 		return err
 	})
@@ -277,7 +279,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if replayed {
-		view, err := s.leaseView(ctx, lease, false)
+		view, err := s.leaseView(ctx, admitted, false)
 		if err != nil {
 			s.unavailable(w, r, "reading the lease", err)
 			return
@@ -286,28 +288,28 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	in := workflows.LeaseInput{LeaseID: lease.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
+	in := lease.LeaseInput{LeaseID: admitted.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
 		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
 		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
 	if err := s.startLeaseSurely(ctx, in); err != nil {
 		// Nothing runs for this lease: record it Failed so that it does not hold quota.
-		lease.Phase, lease.Reason = workflows.LeaseFailed, api.ReasonBackendError
+		admitted.Phase, admitted.Reason = lease.LeaseFailed, api.ReasonBackendError
 		wctx := context.WithoutCancel(ctx)
 		if ferr := s.Store.InTx(wctx, func(tx store.Store) error {
-			if err := tx.UpsertLease(wctx, lease); err != nil {
+			if err := tx.UpsertLease(wctx, admitted); err != nil {
 				return err
 			}
-			_, err := tx.AppendEvent(wctx, s.auditEvent(r, "lease.create", lease.ID, c.pool, "failed", map[string]any{"reason": api.ReasonBackendError}))
+			_, err := tx.AppendEvent(wctx, s.auditEvent(r, "lease.create", admitted.ID, c.pool, "failed", map[string]any{"reason": api.ReasonBackendError}))
 			return err
 		}); ferr != nil && s.Logger != nil {
 			s.Logger.Error("a lease whose workflow did not start stays Pending: recording it Failed failed",
-				zap.String("lease", lease.ID), zap.Error(ferr), zap.String("requestId", requestID(r)))
+				zap.String("lease", admitted.ID), zap.Error(ferr), zap.String("requestId", requestID(r)))
 		}
 		s.unavailable(w, r, "starting the lease", err)
 		return
 	}
-	view := s.storeView(lease)
-	view.QueuePosition = s.queuePosition(ctx, c.pool, lease.ID)
+	view := s.storeView(admitted)
+	view.QueuePosition = s.queuePosition(ctx, c.pool, admitted.ID)
 	writeJSON(w, http.StatusAccepted, view)
 }
 
@@ -334,9 +336,9 @@ func (s *Server) storeView(l store.Lease) api.Lease {
 // leaseCapabilities are the operations open to a lease's holder in a phase.
 func leaseCapabilities(phase string) []string {
 	switch phase {
-	case workflows.LeasePending:
+	case lease.LeasePending:
 		return []string{CapRelease}
-	case workflows.LeaseBound:
+	case lease.LeaseBound:
 		return []string{CapKubeconfig, CapExtend, CapRelease}
 	}
 	return []string{}
@@ -349,11 +351,11 @@ func (s *Server) leaseView(ctx context.Context, l store.Lease, withKubeconfig bo
 }
 
 // leaseViewFrom is leaseView with the workflow's view already in hand (nil: ask the workflow).
-func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *workflows.LeaseView, withKubeconfig bool) (api.Lease, error) {
+func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *lease.LeaseView, withKubeconfig bool) (api.Lease, error) {
 	v := s.storeView(l)
 	if lv == nil {
-		if resp, err := s.Temporal.QueryWorkflow(ctx, workflows.LeaseWorkflowID(l.ID), "", workflows.QueryLease); err == nil {
-			var q workflows.LeaseView
+		if resp, err := s.Temporal.QueryWorkflow(ctx, pool.LeaseWorkflowID(l.ID), "", lease.QueryLease); err == nil {
+			var q lease.LeaseView
 			if resp.Get(&q) == nil {
 				lv = &q
 			}
@@ -362,10 +364,10 @@ func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *workflows
 	if lv != nil {
 		s.applyWorkflowView(&v, *lv)
 	}
-	if v.Phase == workflows.LeasePending {
+	if v.Phase == lease.LeasePending {
 		v.QueuePosition = s.queuePosition(ctx, l.Pool, l.ID)
 	}
-	if withKubeconfig && v.Phase == workflows.LeaseBound {
+	if withKubeconfig && v.Phase == lease.LeaseBound {
 		kc, err := s.kubeconfig(ctx, l.ID)
 		if err != nil {
 			return v, err
@@ -375,7 +377,7 @@ func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *workflows
 	return v, nil
 }
 
-func (s *Server) applyWorkflowView(v *api.Lease, lv workflows.LeaseView) {
+func (s *Server) applyWorkflowView(v *api.Lease, lv lease.LeaseView) {
 	v.Phase, v.Reason, v.ClusterName, v.Endpoint, v.Extensions = lv.Phase, lv.Reason, lv.InstanceID, lv.Endpoint, lv.Extensions
 	if !lv.BoundAt.IsZero() {
 		t := lv.BoundAt
@@ -409,12 +411,12 @@ func (s *Server) kubeconfig(ctx context.Context, leaseID string) (string, error)
 }
 
 // queuePosition is the lease's 1-based place in its pool's queue, 0 when not queued.
-func (s *Server) queuePosition(ctx context.Context, pool, leaseID string) int {
-	resp, err := s.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID(pool), "", workflows.QueryPoolStatus)
+func (s *Server) queuePosition(ctx context.Context, poolName, leaseID string) int {
+	resp, err := s.Temporal.QueryWorkflow(ctx, pool.PoolWorkflowID(poolName), "", pool.QueryPoolStatus)
 	if err != nil {
 		return 0
 	}
-	var st workflows.PoolStatus
+	var st pool.PoolStatus
 	if resp.Get(&st) != nil {
 		return 0
 	}
@@ -463,8 +465,8 @@ func (s *Server) ownLease(w http.ResponseWriter, r *http.Request) (store.Lease, 
 func newestActive(ls []store.Lease) store.Lease {
 	best := ls[0]
 	for _, l := range ls[1:] {
-		bestActive := best.Phase == workflows.LeasePending || best.Phase == workflows.LeaseBound
-		active := l.Phase == workflows.LeasePending || l.Phase == workflows.LeaseBound
+		bestActive := best.Phase == lease.LeasePending || best.Phase == lease.LeaseBound
+		active := l.Phase == lease.LeasePending || l.Phase == lease.LeaseBound
 		if (active && !bestActive) || (active == bestActive && l.CreatedAt.After(best.CreatedAt)) {
 			best = l
 		}
@@ -478,7 +480,7 @@ func (s *Server) handleLeaseGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	var lv *workflows.LeaseView
+	var lv *lease.LeaseView
 	if ws := r.URL.Query().Get("wait"); ws != "" {
 		d, err := time.ParseDuration(ws)
 		if err != nil || d < 0 {
@@ -497,17 +499,17 @@ func (s *Server) handleLeaseGet(w http.ResponseWriter, r *http.Request) {
 
 // waitBound long-polls: it returns once the lease is no longer Pending or after d, with the
 // workflow's view when the wait ended that way (the caller need not ask again), else nil.
-func (s *Server) waitBound(ctx context.Context, leaseID string, d time.Duration) *workflows.LeaseView {
+func (s *Server) waitBound(ctx context.Context, leaseID string, d time.Duration) *lease.LeaseView {
 	if d <= 0 {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	h, err := s.Temporal.UpdateWorkflow(wctx, clientUpdate(leaseID, workflows.UpdateWaitBound))
+	h, err := s.Temporal.UpdateWorkflow(wctx, clientUpdate(leaseID, lease.UpdateWaitBound))
 	if err != nil {
 		return nil
 	}
-	var lv workflows.LeaseView
+	var lv lease.LeaseView
 	if h.Get(wctx, &lv) != nil {
 		return nil
 	}
@@ -524,7 +526,7 @@ func (s *Server) handleLeaseKubeconfig(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "reading the lease", err)
 		return
 	}
-	if view.Phase != workflows.LeaseBound {
+	if view.Phase != lease.LeaseBound {
 		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not bound", "the lease is "+view.Phase)
 		return
 	}
@@ -568,7 +570,7 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, fmt.Sprintf("extendTtl: %q is not a positive duration (e.g. 30m)", raw))
 		return
 	}
-	if l.Phase != workflows.LeasePending && l.Phase != workflows.LeaseBound {
+	if l.Phase != lease.LeasePending && l.Phase != lease.LeaseBound {
 		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not extendable", "the lease is "+l.Phase)
 		return
 	}
@@ -577,15 +579,15 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		s.auditFailed(w, r, "extending the lease", err)
 		return
 	}
-	var res workflows.ExtendResult
-	h, err := s.Temporal.UpdateWorkflow(r.Context(), clientUpdate(l.ID, workflows.UpdateExtend, workflows.ExtendRequest{By: by}))
+	var res lease.ExtendResult
+	h, err := s.Temporal.UpdateWorkflow(r.Context(), clientUpdate(l.ID, lease.UpdateExtend, lease.ExtendRequest{By: by}))
 	if err == nil {
 		err = h.Get(r.Context(), &res)
 	}
-	if reason, rejected := workflows.IsExtendRejection(err); rejected {
+	if reason, rejected := lease.IsExtendRejection(err); rejected {
 		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "refused", map[string]any{"reason": reason, "by": by.String()})
 		status := http.StatusConflict
-		if reason == workflows.ReasonInvalidRequest {
+		if reason == lease.ReasonInvalidRequest {
 			status = http.StatusBadRequest
 		}
 		writeError(w, status, reason, "Extension refused", extendDetail(reason))
@@ -606,11 +608,11 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 
 func extendDetail(reason string) string {
 	switch reason {
-	case workflows.ReasonExtensionBudgetExhausted:
+	case lease.ReasonExtensionBudgetExhausted:
 		return "the lease has used all the extensions its pool and role allow"
-	case workflows.ReasonMaxTTLCeiling:
+	case lease.ReasonMaxTTLCeiling:
 		return "the extension would take the lease past maxTtl from its bind time"
-	case workflows.ReasonNotReady:
+	case lease.ReasonNotReady:
 		return "the lease is not Bound yet"
 	}
 	return reason
@@ -627,7 +629,7 @@ func (s *Server) handleLeaseRelease(w http.ResponseWriter, r *http.Request) {
 		s.auditFailed(w, r, "releasing the lease", err)
 		return
 	}
-	err := s.Temporal.SignalWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.SignalReleaseLease, nil)
+	err := s.Temporal.SignalWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.SignalReleaseLease, nil)
 	if err != nil && !isNotRunning(err) {
 		s.auditOutcome(r, "lease.release", l.ID, l.Pool, "failed", map[string]any{"error": err.Error()})
 		s.unavailable(w, r, "releasing the lease", err)
@@ -644,11 +646,11 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 	// Only a lease with an idle timeout needs its heartbeats: signalling any other would grow its
 	// history for nothing. The lease's own view says whether it has one; when the lease cannot
 	// be asked, the heartbeat is sent, as it costs little.
-	if resp, err := s.Temporal.QueryWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.QueryLease); err == nil {
-		var lv workflows.LeaseView
+	if resp, err := s.Temporal.QueryWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.QueryLease); err == nil {
+		var lv lease.LeaseView
 		if resp.Get(&lv) == nil {
 			switch {
-			case lv.Phase != workflows.LeasePending && lv.Phase != workflows.LeaseBound:
+			case lv.Phase != lease.LeasePending && lv.Phase != lease.LeaseBound:
 				writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+lv.Phase)
 				return
 			case lv.IdleTimeout == 0:
@@ -657,7 +659,7 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	err := s.Temporal.SignalWorkflow(r.Context(), workflows.LeaseWorkflowID(l.ID), "", workflows.SignalHeartbeat, nil)
+	err := s.Temporal.SignalWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.SignalHeartbeat, nil)
 	if isNotRunning(err) {
 		writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+l.Phase)
 		return

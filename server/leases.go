@@ -6,28 +6,29 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // StartLease starts a lease's workflow (id = lease id) on the task queue. With searchable set
 // (kobe's search attributes are registered, see EnsureSearchAttributes) the lease is tagged
 // with its pool, owner and phase for the Temporal Web UI's filters.
-func StartLease(ctx context.Context, c client.Client, taskQueue string, in workflows.LeaseInput, searchable bool) (client.WorkflowRun, error) {
+func StartLease(ctx context.Context, c client.Client, taskQueue string, in lease.LeaseInput, searchable bool) (client.WorkflowRun, error) {
 	opts := client.StartWorkflowOptions{
-		ID:        workflows.LeaseWorkflowID(in.LeaseID),
+		ID:        pool.LeaseWorkflowID(in.LeaseID),
 		TaskQueue: taskQueue,
 		// A lease id is never reused, not even after the lease ended.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}
 	in.SearchAttributes = searchable
 	if searchable {
-		opts.TypedSearchAttributes = workflows.LeaseSearchAttributes(in)
+		opts.TypedSearchAttributes = lease.LeaseSearchAttributes(in)
 	}
-	run, err := c.ExecuteWorkflow(ctx, opts, workflows.LeaseWorkflowName, in)
+	run, err := c.ExecuteWorkflow(ctx, opts, lease.LeaseWorkflowName, in)
 	if err != nil {
 		return nil, fmt.Errorf("starting lease %s: %w", in.LeaseID, err)
 	}
@@ -50,7 +51,7 @@ const (
 //
 // The attempts do not follow the HTTP request's context: a client that hangs up mid-start must
 // not turn a started lease into an unclear one.
-func (s *Server) startLeaseSurely(ctx context.Context, in workflows.LeaseInput) error {
+func (s *Server) startLeaseSurely(ctx context.Context, in lease.LeaseInput) error {
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	for attempt := 1; attempt <= startLeaseAttempts; attempt++ {

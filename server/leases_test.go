@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
@@ -15,7 +17,6 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // startingClient answers ExecuteWorkflow with scripted errors (nil = started); any other call
@@ -63,7 +64,7 @@ func TestStartLeaseSurely(t *testing.T) {
 			// The HTTP request's context is gone already: the attempts must not care.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			err := s.startLeaseSurely(ctx, workflows.LeaseInput{LeaseID: "lease-1", Pool: "ci"})
+			err := s.startLeaseSurely(ctx, lease.LeaseInput{LeaseID: "lease-1", Pool: "ci"})
 			if tc.runs {
 				require.NoError(t, err)
 			} else {

@@ -5,11 +5,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // PoolCollector exports each pool's member counts and queue depth, read from the pool workflows
@@ -87,8 +88,8 @@ func (c *PoolCollector) collectPool(ch chan<- prometheus.Metric, name string) {
 	// up the time of the others, nor that of its own store fallback.
 	qctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var st workflows.PoolStatus
-	v, err := c.Temporal.QueryWorkflow(qctx, workflows.PoolWorkflowID(name), "", workflows.QueryPoolStatus)
+	var st pool.PoolStatus
+	v, err := c.Temporal.QueryWorkflow(qctx, pool.PoolWorkflowID(name), "", pool.QueryPoolStatus)
 	if err == nil {
 		err = v.Get(&st)
 	}

@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pools"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // poolView is a pool as the caller sees it: counts from its workflow (the store's projection
@@ -82,9 +85,9 @@ func poolCapabilities(role access.Role, pool string) []string {
 }
 
 // queryPool asks a pool's workflow for its status.
-func (s *Server) queryPool(ctx context.Context, name string) (workflows.PoolStatus, error) {
-	var st workflows.PoolStatus
-	resp, err := s.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID(name), "", workflows.QueryPoolStatus)
+func (s *Server) queryPool(ctx context.Context, name string) (pool.PoolStatus, error) {
+	var st pool.PoolStatus
+	resp, err := s.Temporal.QueryWorkflow(ctx, pool.PoolWorkflowID(name), "", pool.QueryPoolStatus)
 	if err == nil {
 		err = resp.Get(&st)
 	}
@@ -106,20 +109,20 @@ func storePoolCounts(ctx context.Context, st store.Store, pool string) poolCount
 	if is, err := st.ListInstances(ctx, store.InstanceFilter{Pool: pool}); err == nil {
 		for _, in := range is {
 			switch in.Phase {
-			case workflows.InstancePhaseCreating:
+			case instance.InstancePhaseCreating:
 				c.Creating++
-			case workflows.InstancePhaseReady:
+			case instance.InstancePhaseReady:
 				ready++
-			case workflows.InstancePhaseDeleting:
+			case instance.InstancePhaseDeleting:
 				c.Recycling++
-			case workflows.InstancePhaseQuarantined:
+			case instance.InstancePhaseQuarantined:
 				c.Quarantined++
 			}
 		}
 	}
-	if ls, err := st.ListLeases(ctx, store.LeaseFilter{Pool: pool, Phases: []string{workflows.LeasePending, workflows.LeaseBound}}); err == nil {
+	if ls, err := st.ListLeases(ctx, store.LeaseFilter{Pool: pool, Phases: []string{lease.LeasePending, lease.LeaseBound}}); err == nil {
 		for _, l := range ls {
-			if l.Phase == workflows.LeaseBound {
+			if l.Phase == lease.LeaseBound {
 				c.Leased++
 			} else {
 				c.QueueDepth++
@@ -239,8 +242,8 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	// The signal names the row's generation: if the pool is applied again while it drains,
 	// the drained workflow keeps the newer row and lives on.
-	err = s.Temporal.SignalWorkflow(r.Context(), workflows.PoolWorkflowID(name), "", workflows.SignalDeletePool,
-		workflows.PoolDeletion{Generation: p.Generation})
+	err = s.Temporal.SignalWorkflow(r.Context(), pool.PoolWorkflowID(name), "", pool.SignalDeletePool,
+		pool.PoolDeletion{Generation: p.Generation})
 	if isNotRunning(err) {
 		// No workflow holds members: forget the pool at once, with its event, unless an apply
 		// recorded it again since it was read (that apply's run then holds it).

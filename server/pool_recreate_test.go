@@ -9,18 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.uber.org/zap"
+	"github.com/kunobi-ninja/kobe/pool"
 
-	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/worker"
-	"github.com/kunobi-ninja/kobe/workflows"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.uber.org/zap"
 )
 
 // A pool deleted and applied again at once, over and over, through the API, on a real Temporal
@@ -28,7 +27,7 @@ import (
 // serving workflow. An empty pool drains in an instant, so its workflow ends while the next
 // apply is on its way: the moment where, before, the apply could land in a run that ended
 // without reading it (a pool row with no workflow), or its row could be deleted after it was
-// written. The deterministic form of that race is in workflows/pool_recreate_test.go.
+// written. The deterministic form of that race is in pool/recreate_test.go.
 func TestPoolDeletedAndAppliedAgainAlwaysEndsServing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("embedded Temporal; skipped with -short")
@@ -36,7 +35,7 @@ func TestPoolDeletedAndAppliedAgainAlwaysEndsServing(t *testing.T) {
 	ctx := context.Background()
 	tmp := testsuite.StartTemporal(t)
 	st := testsuite.NewStore(t, "sqlite")
-	w := worker.New(tmp.Client, "recreate", activities.New(st, zap.NewNop()))
+	w := worker.New(tmp.Client, "recreate", worker.NewActivities(st, zap.NewNop()))
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
@@ -54,22 +53,22 @@ func TestPoolDeletedAndAppliedAgainAlwaysEndsServing(t *testing.T) {
 		if _, err := st.GetPool(ctx, "again"); err != nil {
 			return "store: " + err.Error()
 		}
-		desc, err := tmp.Client.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID("again"), "")
+		desc, err := tmp.Client.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID("again"), "")
 		if err != nil {
 			return "workflow: " + err.Error()
 		}
 		if s := desc.GetWorkflowExecutionInfo().GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return "workflow " + s.String()
 		}
-		v, err := tmp.Client.QueryWorkflow(ctx, workflows.PoolWorkflowID("again"), "", workflows.QueryPoolStatus)
+		v, err := tmp.Client.QueryWorkflow(ctx, pool.PoolWorkflowID("again"), "", pool.QueryPoolStatus)
 		if err != nil {
 			return "query: " + err.Error()
 		}
-		var ps workflows.PoolStatus
+		var ps pool.PoolStatus
 		if err := v.Get(&ps); err != nil {
 			return "query: " + err.Error()
 		}
-		if ps.Phase == workflows.PoolDraining {
+		if ps.Phase == pool.PoolDraining {
 			return "draining"
 		}
 		return ""
@@ -97,7 +96,7 @@ func TestPoolDeletedAndAppliedAgainAlwaysEndsServing(t *testing.T) {
 		return err != nil
 	}, 30*time.Second, 50*time.Millisecond)
 	assert.Equal(t, http.StatusNotFound, call("GET", "/v1/pools/again", ""))
-	require.NoError(t, tmp.Client.GetWorkflow(ctx, workflows.PoolWorkflowID("again"), "").Get(ctx, nil))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.PoolWorkflowID("again"), "").Get(ctx, nil))
 	events, err := st.ListEvents(ctx, store.EventFilter{Action: "pool.deleted"})
 	require.NoError(t, err)
 	assert.NotEmpty(t, events)

@@ -7,12 +7,13 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/kunobi-ninja/kobe/pool"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pools"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // EnsurePool records a validated pool in the store and makes sure its entity workflow runs:
@@ -32,13 +33,13 @@ func EnsurePool(ctx context.Context, c client.Client, s store.Store, taskQueue s
 	// One call, so that there is no moment between finding the pool's run and signalling it in
 	// which a drained run could end: a running pool learns the (possibly changed) policy and
 	// keeps its members; otherwise a new run starts with the apply in its history. A drained
-	// run that is ending reads the apply before it ends and lives on (workflows/pool.go).
-	_, err = c.SignalWithStartWorkflow(ctx, workflows.PoolWorkflowID(pol.Name), workflows.SignalApply, pol,
+	// run that is ending reads the apply before it ends and lives on (pool/workflows.go).
+	_, err = c.SignalWithStartWorkflow(ctx, pool.PoolWorkflowID(pol.Name), pool.SignalApply, pol,
 		client.StartWorkflowOptions{
-			ID:                       workflows.PoolWorkflowID(pol.Name),
+			ID:                       pool.PoolWorkflowID(pol.Name),
 			TaskQueue:                taskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		}, workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, ContinueAsNewAfter: ContinueAsNewAfterForTests()})
+		}, pool.PoolWorkflowName, pool.PoolState{Policy: pol, ContinueAsNewAfter: ContinueAsNewAfterForTests()})
 	if err != nil {
 		return fmt.Errorf("applying pool %s: %w", pol.Name, err)
 	}

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
+	"github.com/kunobi-ninja/kobe/instance"
 
-	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/pools"
-	"github.com/kunobi-ninja/kobe/workflows"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 )
 
 // errPreflightUnavailable says the spec could not be judged: no worker answered, or the
@@ -33,25 +32,25 @@ func (s *Server) preflight(ctx context.Context, pol pools.Policy) (string, error
 	if _, ok := f.Prototype.(backends.Preflighter); !ok {
 		return "", nil
 	}
-	in := workflows.PreflightInput{Backend: pol.Backend, Spec: backends.InstanceSpec{
+	in := instance.PreflightInput{Backend: pol.Backend, Spec: backends.InstanceSpec{
 		ID: pol.Name + "-preflight", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions}}
-	ctx, cancel := context.WithTimeout(ctx, workflows.PreflightTimeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, instance.PreflightTimeout+5*time.Second)
 	defer cancel()
 	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       newID("preflight-" + pol.Name + "-"),
 		TaskQueue:                s.TaskQueue,
-		WorkflowExecutionTimeout: workflows.PreflightTimeout,
-	}, workflows.PreflightWorkflowName, in)
+		WorkflowExecutionTimeout: instance.PreflightTimeout,
+	}, instance.PreflightWorkflowName, in)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", errPreflightUnavailable, err)
 	}
-	var res activities.PreflightResult
+	var res instance.PreflightResult
 	if err := run.Get(ctx, &res); err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) {
 			return "", fmt.Errorf("%w: %s", errPreflightUnavailable, appErr.Error())
 		}
-		return "", fmt.Errorf("%w: no worker running the %s backend answered within %s: %v", errPreflightUnavailable, pol.Backend, workflows.PreflightTimeout, err)
+		return "", fmt.Errorf("%w: no worker running the %s backend answered within %s: %v", errPreflightUnavailable, pol.Backend, instance.PreflightTimeout, err)
 	}
 	return res.Refusal, nil
 }

@@ -8,18 +8,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
+	"github.com/kunobi-ninja/kobe/pool"
 
-	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/worker"
-	"github.com/kunobi-ninja/kobe/workflows"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 )
 
 // judgedBackend is a backend whose specs are judged against an environment: its Preflight
@@ -63,7 +62,7 @@ func (judgedBackend) Delete(context.Context, string) error                    { 
 func init() {
 	backends.Register(backends.Factory{Name: "judged", Description: "test backend with a preflight",
 		New: func(backends.Environment) (backends.RuntimeBackend, error) {
-			return nil, errors.New("not in this test")
+			return judgedBackend{preflights: make(chan string, 10)}, nil
 		},
 		Prototype: judgedBackend{}})
 }
@@ -80,7 +79,7 @@ func TestPoolApplyIsRefusedByTheBackendsPreflight(t *testing.T) {
 	tmp := testsuite.StartTemporal(t)
 	st := testsuite.NewStore(t, "sqlite")
 	b := judgedBackend{preflights: make(chan string, 10)}
-	acts := activities.New(st, zap.NewNop())
+	acts := worker.NewActivities(st, zap.NewNop())
 	acts.Backends["judged"] = b
 	w := worker.New(tmp.Client, "preflight", acts)
 	require.NoError(t, w.Start())
@@ -110,7 +109,7 @@ func TestPoolApplyIsRefusedByTheBackendsPreflight(t *testing.T) {
 		t.Helper()
 		_, err := st.GetPool(ctx, name)
 		assert.ErrorIs(t, err, store.ErrNotFound, "no row for pool %s", name)
-		_, err = tmp.Client.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID(name), "")
+		_, err = tmp.Client.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID(name), "")
 		assert.Error(t, err, "no workflow for pool %s", name)
 	}
 

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kunobi-ninja/kobe/lease"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
-
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // EnsureSearchAttributes registers kobe's custom search attributes (KobePool, KobeOwner,
@@ -20,7 +20,7 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		return fmt.Errorf("listing search attributes of namespace %s: %w", namespace, err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
-	for _, key := range []string{workflows.SearchAttributePool.GetName(), workflows.SearchAttributeOwner.GetName(), workflows.SearchAttributePhase.GetName()} {
+	for _, key := range []string{lease.SearchAttributePool.GetName(), lease.SearchAttributeOwner.GetName(), lease.SearchAttributePhase.GetName()} {
 		t, ok := have.GetCustomAttributes()[key]
 		switch {
 		case !ok:

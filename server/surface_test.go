@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -22,13 +25,12 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // These tests run the API against a real embedded Temporal and a real SQLite store. Where the
 // API only reads what a pool or lease workflow answers, a stand-in workflow of the same name
 // answers with chosen values on a queue of its own, so that the API's mapping is checked apart
-// from the workflows' own logic (tested in workflows/ and testsuite/).
+// from the workflows' own logic (tested in instance/, pool/, lease/ and testsuite/).
 
 const stubQueue = "api-test-stubs"
 
@@ -51,34 +53,34 @@ type env struct {
 
 // stubPool stands in for a pool's workflow: it answers the status query with st and records the
 // member actions it is signalled, which the "stub-actions" query returns.
-func stubPool(ctx workflow.Context, st workflows.PoolStatus) error {
+func stubPool(ctx workflow.Context, st pool.PoolStatus) error {
 	var actions []string
-	if err := workflow.SetQueryHandler(ctx, workflows.QueryPoolStatus, func() (workflows.PoolStatus, error) { return st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, pool.QueryPoolStatus, func() (pool.PoolStatus, error) { return st, nil }); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, "stub-actions", func() ([]string, error) { return actions, nil }); err != nil {
 		return err
 	}
-	retry := workflow.GetSignalChannel(ctx, workflows.SignalRetryTeardown)
-	forget := workflow.GetSignalChannel(ctx, workflows.SignalForgetMember)
+	retry := workflow.GetSignalChannel(ctx, pool.SignalRetryTeardown)
+	forget := workflow.GetSignalChannel(ctx, pool.SignalForgetMember)
 	for {
-		var a workflows.MemberAction
+		var a pool.MemberAction
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(retry, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, &a)
-			actions = append(actions, workflows.SignalRetryTeardown+" "+a.InstanceID+" by "+a.Actor)
+			actions = append(actions, pool.SignalRetryTeardown+" "+a.InstanceID+" by "+a.Actor)
 		})
 		sel.AddReceive(forget, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, &a)
-			actions = append(actions, workflows.SignalForgetMember+" "+a.InstanceID+" by "+a.Actor)
+			actions = append(actions, pool.SignalForgetMember+" "+a.InstanceID+" by "+a.Actor)
 		})
 		sel.Select(ctx)
 	}
 }
 
 // stubLease stands in for a lease's workflow: it answers the lease query with v.
-func stubLease(ctx workflow.Context, v workflows.LeaseView) error {
-	if err := workflow.SetQueryHandler(ctx, workflows.QueryLease, func() (workflows.LeaseView, error) { return v, nil }); err != nil {
+func stubLease(ctx workflow.Context, v lease.LeaseView) error {
+	if err := workflow.SetQueryHandler(ctx, lease.QueryLease, func() (lease.LeaseView, error) { return v, nil }); err != nil {
 		return err
 	}
 	return workflow.Await(ctx, func() bool { return false })
@@ -89,8 +91,8 @@ func newEnv(t *testing.T) *env {
 	tc := testsuite.StartTemporal(t)
 	st := testsuite.NewStore(t, "sqlite")
 	w := sdkworker.New(tc.Client, stubQueue, sdkworker.Options{})
-	w.RegisterWorkflowWithOptions(stubPool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
-	w.RegisterWorkflowWithOptions(stubLease, workflow.RegisterOptions{Name: workflows.LeaseWorkflowName})
+	w.RegisterWorkflowWithOptions(stubPool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
+	w.RegisterWorkflowWithOptions(stubLease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	pol, err := access.ParsePolicy([]byte(testPolicy))
@@ -157,16 +159,16 @@ func (e *env) pool(name string) {
 }
 
 // startStubPool runs the stand-in pool workflow for a pool.
-func (e *env) startStubPool(name string, st workflows.PoolStatus) {
+func (e *env) startStubPool(name string, st pool.PoolStatus) {
 	e.t.Helper()
-	_, err := e.tc.Client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: workflows.PoolWorkflowID(name), TaskQueue: stubQueue},
-		workflows.PoolWorkflowName, st)
+	_, err := e.tc.Client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: pool.PoolWorkflowID(name), TaskQueue: stubQueue},
+		pool.PoolWorkflowName, st)
 	require.NoError(e.t, err)
 }
 
-func (e *env) stubActions(pool string) []string {
+func (e *env) stubActions(name string) []string {
 	e.t.Helper()
-	v, err := e.tc.Client.QueryWorkflow(context.Background(), workflows.PoolWorkflowID(pool), "", "stub-actions")
+	v, err := e.tc.Client.QueryWorkflow(context.Background(), pool.PoolWorkflowID(name), "", "stub-actions")
 	require.NoError(e.t, err)
 	var out []string
 	require.NoError(e.t, v.Get(&out))
@@ -244,7 +246,7 @@ func TestListShapesAndPoolLeases(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.pool("ci-a")
-	e.startStubPool("ci-a", workflows.PoolStatus{Name: "ci-a", Phase: "Healthy", Ready: 1, Leased: 2, Unhealthy: 2, Quarantined: 1})
+	e.startStubPool("ci-a", pool.PoolStatus{Name: "ci-a", Phase: "Healthy", Ready: 1, Leased: 2, Unhealthy: 2, Quarantined: 1})
 	ciTok := e.token("alice", "ci", time.Time{})
 	adminTok := e.token("root", "admin", time.Time{})
 	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
@@ -314,9 +316,9 @@ func TestLeaseShowsConditions(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.st.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: "lease-c1", Sealed: sealed, ExpiresAt: time.Now().Add(time.Hour)}))
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	_, err = e.tc.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.LeaseWorkflowID("lease-c1"), TaskQueue: stubQueue},
-		workflows.LeaseWorkflowName, workflows.LeaseView{ID: "lease-c1", Pool: "ci-a", Phase: "Bound", InstanceID: "ci-a-1",
-			Conditions: []workflows.LeaseCondition{{Type: workflows.ConditionInstanceHealthy, Status: "False", Reason: workflows.ReasonHealthFailed,
+	_, err = e.tc.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.LeaseWorkflowID("lease-c1"), TaskQueue: stubQueue},
+		lease.LeaseWorkflowName, lease.LeaseView{ID: "lease-c1", Pool: "ci-a", Phase: "Bound", InstanceID: "ci-a-1",
+			Conditions: []lease.LeaseCondition{{Type: lease.ConditionInstanceHealthy, Status: "False", Reason: pool.ReasonHealthFailed,
 				Message: "3 failed checks: connection refused", LastTransitionTime: at}}})
 	require.NoError(t, err)
 	var l map[string]any
@@ -335,7 +337,7 @@ func TestPoolMetricsOnEveryScrape(t *testing.T) {
 	ctx := context.Background()
 	e.pool("ci-a")
 	e.pool("ci-gone")
-	e.startStubPool("ci-a", workflows.PoolStatus{Name: "ci-a", Phase: "Healthy", Ready: 3, Leased: 1, Creating: 1, Deleting: 1, Unhealthy: 1, Quarantined: 2, QueueDepth: 4})
+	e.startStubPool("ci-a", pool.PoolStatus{Name: "ci-a", Phase: "Healthy", Ready: 3, Leased: 1, Creating: 1, Deleting: 1, Unhealthy: 1, Quarantined: 2, QueueDepth: 4})
 	for i, phase := range []string{"Ready", "Ready", "Creating", "Quarantined"} {
 		require.NoError(t, e.st.UpsertInstance(ctx, store.Instance{ID: "ci-gone-" + string(rune('a'+i)), Pool: "ci-gone", Backend: "local", Phase: phase}))
 	}

@@ -5,14 +5,14 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 func clientUpdate(leaseID, name string, args ...any) client.UpdateWorkflowOptions {
-	return client.UpdateWorkflowOptions{WorkflowID: workflows.LeaseWorkflowID(leaseID), UpdateName: name, Args: args,
+	return client.UpdateWorkflowOptions{WorkflowID: pool.LeaseWorkflowID(leaseID), UpdateName: name, Args: args,
 		WaitForStage: client.WorkflowUpdateStageCompleted}
 }
 

@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // TestBurstOfLeasesOnASmallPool: 50 concurrent leases on a pool of 5 real local clusters with
@@ -49,8 +51,8 @@ spec:
     maxClusters: 8
     queueTimeout: 40s
 `)
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("burst"), TaskQueue: "kobe"},
-		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("burst"), TaskQueue: "kobe"},
+		pool.PoolWorkflowName, pool.PoolState{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "burst").Ready == 5 }, 4*time.Minute, 200*time.Millisecond)
 
@@ -68,8 +70,8 @@ spec:
 			case <-time.After(time.Second):
 			}
 			// A query may time out while the pool is busy; the next one counts.
-			v, err := tmp.Client.QueryWorkflow(ctx, workflows.PoolWorkflowID("burst"), "", workflows.QueryPoolStatus)
-			var st workflows.PoolStatus
+			v, err := tmp.Client.QueryWorkflow(ctx, pool.PoolWorkflowID("burst"), "", pool.QueryPoolStatus)
+			var st pool.PoolStatus
 			if err == nil && v.Get(&st) == nil && len(st.Members) > maxMembers {
 				maxMembers = len(st.Members)
 			}
@@ -77,7 +79,7 @@ spec:
 	}()
 
 	const n = 50
-	views := make([]workflows.LeaseView, n)
+	views := make([]lease.LeaseView, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -85,19 +87,19 @@ spec:
 			defer wg.Done()
 			id := fmt.Sprintf("lease-burst-%02d", i)
 			run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
-				workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: id, Pool: "burst", Principal: "ci",
+				lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: id, Pool: "burst", Principal: "ci",
 					TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2})
 			if !assert.NoError(t, err) {
 				return
 			}
 			// Release one second after binding, like a short CI job.
 			for {
-				v, err := tmp.Client.QueryWorkflow(ctx, id, "", workflows.QueryLease)
-				var lv workflows.LeaseView
-				if err == nil && v.Get(&lv) == nil && lv.Phase != workflows.LeasePending {
-					if lv.Phase == workflows.LeaseBound {
+				v, err := tmp.Client.QueryWorkflow(ctx, id, "", lease.QueryLease)
+				var lv lease.LeaseView
+				if err == nil && v.Get(&lv) == nil && lv.Phase != lease.LeasePending {
+					if lv.Phase == lease.LeaseBound {
 						time.Sleep(time.Second)
-						_ = tmp.Client.SignalWorkflow(ctx, id, "", workflows.SignalReleaseLease, nil)
+						_ = tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil)
 					}
 					break
 				}
@@ -111,17 +113,17 @@ spec:
 	watch.Wait()
 
 	bound := map[string]string{}
-	var served []workflows.LeaseView
+	var served []lease.LeaseView
 	released, exhausted := 0, 0
 	for _, v := range views {
 		switch {
-		case v.Phase == workflows.LeaseReleased && v.InstanceID != "":
+		case v.Phase == lease.LeaseReleased && v.InstanceID != "":
 			released++
 			other, twice := bound[v.InstanceID]
 			assert.False(t, twice, "instance %s bound to %s and %s", v.InstanceID, other, v.ID)
 			bound[v.InstanceID] = v.ID
 			served = append(served, v)
-		case v.Phase == workflows.LeaseFailed && v.Reason == workflows.ReasonPoolExhausted:
+		case v.Phase == lease.LeaseFailed && v.Reason == lease.ReasonPoolExhausted:
 			exhausted++
 		default:
 			t.Errorf("lease %s ended %s (%s)", v.ID, v.Phase, v.Reason)

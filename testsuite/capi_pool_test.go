@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -23,7 +26,6 @@ import (
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/capimgmt"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // TestCAPIPoolLeaseSurvivesACAPDRestart runs kobe's real pool and lease workflows on the capi
@@ -71,7 +73,7 @@ func TestCAPIPoolLeaseSurvivesACAPDRestart(t *testing.T) {
 		assert.Contains(t, rec.Body.String(), tc.want, name)
 		_, err := s.GetPool(ctx, name)
 		assert.ErrorIs(t, err, store.ErrNotFound, "%s: no pool recorded", name)
-		_, err = tmp.Client.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID(name), "")
+		_, err = tmp.Client.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID(name), "")
 		assert.Error(t, err, "%s: no pool workflow", name)
 	}
 	clusters, err := m.Dynamic.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "clusters"}).
@@ -95,18 +97,18 @@ spec:
   cluster: {version: v1.37.0}
 `)
 	t0 := time.Now()
-	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("capi"), TaskQueue: "kobe"},
-		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("capi"), TaskQueue: "kobe"},
+		pool.PoolWorkflowName, pool.PoolState{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "capi").Ready == 1 }, 5*time.Minute, time.Second, "a warm member")
 	t.Logf("pool warm in %s", time.Since(t0).Round(time.Second))
 
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-capi", TaskQueue: "kobe"},
-		workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: "lease-capi", Pool: "capi", Principal: "alice",
+		lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: "lease-capi", Pool: "capi", Principal: "alice",
 			TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
 	require.NoError(t, err)
-	var lv workflows.LeaseView
-	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-capi"); return lv.Phase == workflows.LeaseBound },
+	var lv lease.LeaseView
+	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-capi"); return lv.Phase == lease.LeaseBound },
 		2*time.Minute, 50*time.Millisecond)
 	member := lv.InstanceID
 	t.Logf("lease bound to %s", member)
@@ -135,12 +137,12 @@ spec:
 	st, err := b.WaitReady(ctx, member, nil)
 	require.NoError(t, err)
 	assert.Equal(t, backends.PhaseReady, st.Phase)
-	assert.Equal(t, workflows.LeaseBound, leaseView(t, tmp.Client, "lease-capi").Phase, "the lease is still bound")
+	assert.Equal(t, lease.LeaseBound, leaseView(t, tmp.Client, "lease-capi").Phase, "the lease is still bound")
 
 	// The lease ends cleanly: revoked, torn down, verified gone.
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-capi", "", workflows.SignalReleaseLease, nil))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-capi", "", lease.SignalReleaseLease, nil))
 	require.NoError(t, run.Get(ctx, &lv))
-	assert.Equal(t, workflows.LeaseReleased, lv.Phase)
+	assert.Equal(t, lease.LeaseReleased, lv.Phase)
 	require.Eventually(t, func() bool {
 		_, err := b.Status(ctx, member)
 		return errors.Is(err, backends.ErrNotFound)
@@ -150,8 +152,8 @@ spec:
 	assert.Empty(t, left, "nothing of the released member remains")
 
 	// Deleting the pool drains it: nothing of any member remains.
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("capi"), "", workflows.SignalDeletePool, nil))
-	require.NoError(t, tmp.Client.GetWorkflow(ctx, workflows.PoolWorkflowID("capi"), "").Get(ctx, nil), "the pool drains and ends")
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("capi"), "", pool.SignalDeletePool, nil))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.PoolWorkflowID("capi"), "").Get(ctx, nil), "the pool drains and ends")
 	clusters, err = m.Dynamic.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "clusters"}).
 		Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)

@@ -5,13 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // A pool deleted and applied again under the same name gets new members and serves leases.
@@ -39,25 +41,25 @@ spec:
 `
 	}
 	start := func(size string) {
-		_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("again"), TaskQueue: "kobe"},
-			workflows.PoolWorkflowName, workflows.PoolState{Policy: poolPolicy(t, manifest(size))})
+		_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("again"), TaskQueue: "kobe"},
+			pool.PoolWorkflowName, pool.PoolState{Policy: poolPolicy(t, manifest(size))})
 		require.NoError(t, err)
 	}
-	lease := func(id string) {
+	startLease := func(id string) {
 		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
-			workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: id, Pool: "again", Principal: "alice",
+			lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: id, Pool: "again", Principal: "alice",
 				TTL: time.Minute, MaxTTL: time.Hour, MaxExtensions: 1})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return leaseView(t, tmp.Client, id).Phase == workflows.LeaseBound },
+		require.Eventually(t, func() bool { return leaseView(t, tmp.Client, id).Phase == lease.LeaseBound },
 			2*time.Minute, 50*time.Millisecond, "lease %s binds", id)
-		require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", workflows.SignalReleaseLease, nil))
-		var lv workflows.LeaseView
+		require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil))
+		var lv lease.LeaseView
 		require.NoError(t, run.Get(ctx, &lv))
-		assert.Equal(t, workflows.LeaseReleased, lv.Phase)
+		assert.Equal(t, lease.LeaseReleased, lv.Phase)
 	}
 	drain := func() {
-		require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("again"), "", workflows.SignalDeletePool, nil))
-		require.NoError(t, tmp.Client.GetWorkflow(ctx, workflows.PoolWorkflowID("again"), "").Get(ctx, nil), "the pool drains and ends")
+		require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("again"), "", pool.SignalDeletePool, nil))
+		require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.PoolWorkflowID("again"), "").Get(ctx, nil), "the pool drains and ends")
 	}
 	ready := func(n int) {
 		require.Eventually(t, func() bool {
@@ -68,20 +70,20 @@ spec:
 
 	start("1")
 	ready(1)
-	lease("lease-first")
+	startLease("lease-first")
 	ready(1)
 	drain()
 
 	// The same name again, same spec: new members, a lease binds.
 	start("1")
 	ready(1)
-	lease("lease-second")
+	startLease("lease-second")
 	drain()
 
 	// And with another spec.
 	start("2")
 	ready(2)
-	lease("lease-third")
+	startLease("lease-third")
 	drain()
 	rows, err := s.ListInstances(ctx, store.InstanceFilter{Pool: "again"})
 	require.NoError(t, err)

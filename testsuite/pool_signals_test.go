@@ -7,6 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
+	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -15,10 +20,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/kunobi-ninja/kobe/activities"
-	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // memberWorker runs the real Pool and Lease workflows on a real Temporal server, with member
@@ -27,28 +28,28 @@ import (
 func memberWorker(t *testing.T, c client.Client, queue string) {
 	t.Helper()
 	w := sdkworker.New(c, queue, sdkworker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.Lease, workflow.RegisterOptions{Name: workflows.LeaseWorkflowName})
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.ProvisionInput) (workflows.ProvisionResult, error) {
-		place := activities.HostAssignment{HostID: "h", TaskQueue: queue}
-		err := workflow.SignalExternalWorkflow(ctx, in.NotifyPool, "", workflows.SignalMemberReady,
-			workflows.MemberReport{InstanceID: in.Spec.ID, Placement: place, Endpoint: "https://" + in.Spec.ID}).Get(ctx, nil)
-		return workflows.ProvisionResult{Placement: place}, err
-	}, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.TeardownInput) error {
-		return workflow.SignalExternalWorkflow(ctx, in.NotifyPool, "", workflows.SignalMemberGone,
-			workflows.MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement}).Get(ctx, nil)
-	}, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
+	w.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
+	w.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in instance.ProvisionInput) (instance.ProvisionResult, error) {
+		place := instance.HostAssignment{HostID: "h", TaskQueue: queue}
+		err := workflow.SignalExternalWorkflow(ctx, in.NotifyPool, "", instance.SignalMemberReady,
+			instance.MemberReport{InstanceID: in.Spec.ID, Placement: place, Endpoint: "https://" + in.Spec.ID}).Get(ctx, nil)
+		return instance.ProvisionResult{Placement: place}, err
+	}, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in instance.TeardownInput) error {
+		return workflow.SignalExternalWorkflow(ctx, in.NotifyPool, "", instance.SignalMemberGone,
+			instance.MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement}).Get(ctx, nil)
+	}, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
 	ok := func(name string, fn any) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	ok("RecordLease", func(context.Context, activities.LeaseRecord) error { return nil })
-	ok("IssueLeaseCredentials", func(context.Context, activities.LeaseCredentialRequest) error { return nil })
-	ok("RevokeLeaseCredentials", func(context.Context, activities.LeaseCredentialRequest) error { return nil })
-	ok("RecordInstance", func(context.Context, activities.InstanceRecord) error { return nil })
+	ok("RecordLease", func(context.Context, lease.LeaseRecord) error { return nil })
+	ok("IssueLeaseCredentials", func(context.Context, lease.LeaseCredentialRequest) error { return nil })
+	ok("RevokeLeaseCredentials", func(context.Context, lease.LeaseCredentialRequest) error { return nil })
+	ok("RecordInstance", func(context.Context, instance.InstanceRecord) error { return nil })
 	ok("ForgetPool", func(context.Context, string) error { return nil })
-	ok("CheckHealth", func(_ context.Context, req activities.HealthRequest) ([]activities.HealthResult, error) {
-		out := make([]activities.HealthResult, 0, len(req.InstanceIDs))
+	ok("CheckHealth", func(_ context.Context, req instance.HealthRequest) ([]instance.HealthResult, error) {
+		out := make([]instance.HealthResult, 0, len(req.InstanceIDs))
 		for _, id := range req.InstanceIDs {
-			out = append(out, activities.HealthResult{InstanceID: id, Healthy: true})
+			out = append(out, instance.HealthResult{InstanceID: id, Healthy: true})
 		}
 		return out, nil
 	})
@@ -79,8 +80,8 @@ spec:
   scaling: {minReady: 3, maxClusters: 40}
   maxConcurrentProvisions: 20
 `)
-	first, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("flood"), TaskQueue: queue},
-		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol, ContinueAsNewAfter: 40})
+	first, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("flood"), TaskQueue: queue},
+		pool.PoolWorkflowName, pool.PoolState{Policy: pol, ContinueAsNewAfter: 40})
 	require.NoError(t, err)
 
 	const leases = 60
@@ -92,21 +93,21 @@ spec:
 			defer wg.Done()
 			id := fmt.Sprintf("lease-%02d", i)
 			run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
-				workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: id, Pool: "flood", Principal: "p",
+				lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: id, Pool: "flood", Principal: "p",
 					TTL: time.Duration(1+i%3) * time.Second, MaxTTL: time.Hour, MaxExtensions: 2})
 			if err != nil {
 				errs <- err
 				return
 			}
 			if i%2 == 0 { // half are released early, half expire
-				_ = tmp.Client.SignalWorkflow(ctx, id, "", workflows.SignalReleaseLease, nil)
+				_ = tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil)
 			}
-			var lv workflows.LeaseView
+			var lv lease.LeaseView
 			if err := run.Get(ctx, &lv); err != nil {
 				errs <- fmt.Errorf("%s: %w", id, err)
 				return
 			}
-			if lv.Phase != workflows.LeaseReleased && lv.Phase != workflows.LeaseExpired {
+			if lv.Phase != lease.LeaseReleased && lv.Phase != lease.LeaseExpired {
 				errs <- fmt.Errorf("%s ended %s (%s)", id, lv.Phase, lv.Reason)
 			}
 		}()
@@ -117,22 +118,22 @@ spec:
 		t.Error(err)
 	}
 
-	var st workflows.PoolStatus
+	var st pool.PoolStatus
 	require.Eventually(t, func() bool {
 		st = poolStatus(t, tmp.Client, "flood")
 		return st.Leased == 0 && st.Deleting == 0 && st.Creating == 0 && st.Ready == 3
 	}, 2*time.Minute, 200*time.Millisecond, "every member given back is gone and the pool is back at its size")
-	desc, err := tmp.Client.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID("flood"), "")
+	desc, err := tmp.Client.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID("flood"), "")
 	require.NoError(t, err)
 	assert.NotEqual(t, first.GetRunID(), desc.WorkflowExecutionInfo.Execution.RunId, "the pool continued as new")
 	runs := 0
 	// Walk the chain of runs back from the current one; every run replays against the code
 	// (the new pool shape has no recorded history yet: this is its replay test).
 	replayer := sdkworker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
+	replayer.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
 	for run := desc.WorkflowExecutionInfo.Execution.RunId; run != ""; runs++ {
 		hist := &historypb.History{}
-		it := tmp.Client.GetWorkflowHistory(ctx, workflows.PoolWorkflowID("flood"), run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		it := tmp.Client.GetWorkflowHistory(ctx, pool.PoolWorkflowID("flood"), run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			e, err := it.Next()
 			require.NoError(t, err)

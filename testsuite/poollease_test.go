@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -17,7 +20,6 @@ import (
 
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 func poolPolicy(t *testing.T, manifest string) pools.Policy {
@@ -30,20 +32,20 @@ func poolPolicy(t *testing.T, manifest string) pools.Policy {
 
 // poolStatus queries a pool; a query that fails (e.g. times out while the pool is busy) gives
 // an empty status, which the callers' Eventually loops simply retry.
-func poolStatus(t *testing.T, c client.Client, pool string) workflows.PoolStatus {
-	var st workflows.PoolStatus
-	v, err := c.QueryWorkflow(context.Background(), workflows.PoolWorkflowID(pool), "", workflows.QueryPoolStatus)
+func poolStatus(t *testing.T, c client.Client, name string) pool.PoolStatus {
+	var st pool.PoolStatus
+	v, err := c.QueryWorkflow(context.Background(), pool.PoolWorkflowID(name), "", pool.QueryPoolStatus)
 	if err != nil {
-		t.Logf("query pool %s: %v", pool, err)
+		t.Logf("query pool %s: %v", name, err)
 		return st
 	}
 	_ = v.Get(&st)
 	return st
 }
 
-func leaseView(t *testing.T, c client.Client, id string) workflows.LeaseView {
-	var lv workflows.LeaseView
-	v, err := c.QueryWorkflow(context.Background(), id, "", workflows.QueryLease)
+func leaseView(t *testing.T, c client.Client, id string) lease.LeaseView {
+	var lv lease.LeaseView
+	v, err := c.QueryWorkflow(context.Background(), id, "", lease.QueryLease)
 	if err != nil {
 		t.Logf("query lease %s: %v", id, err)
 		return lv
@@ -75,19 +77,19 @@ spec:
   backend: {type: local}
   cluster: {version: v1.37.2}
 `)
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("warm"), TaskQueue: "kobe"},
-		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("warm"), TaskQueue: "kobe"},
+		pool.PoolWorkflowName, pool.PoolState{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "warm").Ready == 2 }, 3*time.Minute, 200*time.Millisecond)
-	assert.Equal(t, workflows.PoolHealthy, poolStatus(t, tmp.Client, "warm").Phase)
+	assert.Equal(t, pool.PoolHealthy, poolStatus(t, tmp.Client, "warm").Phase)
 
 	t0 := time.Now()
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-abc", TaskQueue: "kobe"},
-		workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: "lease-abc", Pool: "warm", Principal: "alice",
+		lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: "lease-abc", Pool: "warm", Principal: "alice",
 			TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
 	require.NoError(t, err)
-	var lv workflows.LeaseView
-	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-abc"); return lv.Phase == workflows.LeaseBound },
+	var lv lease.LeaseView
+	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-abc"); return lv.Phase == lease.LeaseBound },
 		time.Minute, 10*time.Millisecond)
 	t.Logf("bound in %s to %s", time.Since(t0).Round(time.Millisecond), lv.InstanceID)
 
@@ -105,28 +107,28 @@ spec:
 	require.NoError(t, err)
 	row, err := s.GetLease(ctx, "lease-abc")
 	require.NoError(t, err)
-	assert.Equal(t, workflows.LeaseBound, row.Phase)
+	assert.Equal(t, lease.LeaseBound, row.Phase)
 
 	// Extend within budget works; past the ceiling it is refused with the reason code.
-	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-abc", UpdateName: workflows.UpdateExtend,
-		Args: []any{workflows.ExtendRequest{By: 5 * time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-abc", UpdateName: lease.UpdateExtend,
+		Args: []any{lease.ExtendRequest{By: 5 * time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
-	var ext workflows.ExtendResult
+	var ext lease.ExtendResult
 	require.NoError(t, h.Get(ctx, &ext))
 	assert.WithinDuration(t, lv.ExpiresAt.Add(5*time.Minute), ext.ExpiresAt, time.Second)
-	h, err = tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-abc", UpdateName: workflows.UpdateExtend,
-		Args: []any{workflows.ExtendRequest{By: 48 * time.Hour}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	h, err = tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-abc", UpdateName: lease.UpdateExtend,
+		Args: []any{lease.ExtendRequest{By: 48 * time.Hour}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err == nil {
 		err = h.Get(ctx, nil)
 	}
-	reason, ok := workflows.IsExtendRejection(err)
+	reason, ok := lease.IsExtendRejection(err)
 	require.True(t, ok, "%v", err)
-	assert.Equal(t, workflows.ReasonMaxTTLCeiling, reason)
+	assert.Equal(t, lease.ReasonMaxTTLCeiling, reason)
 
 	// Release: revoked, torn down, verified gone; the pool refills.
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-abc", "", workflows.SignalReleaseLease, nil))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-abc", "", lease.SignalReleaseLease, nil))
 	require.NoError(t, run.Get(ctx, &lv))
-	assert.Equal(t, workflows.LeaseReleased, lv.Phase)
+	assert.Equal(t, lease.LeaseReleased, lv.Phase)
 	_, err = kube.CoreV1().Namespaces().Get(ctx, "mine", metav1.GetOptions{})
 	assert.Error(t, err, "the credential no longer works")
 	require.Eventually(t, func() bool {
@@ -141,17 +143,17 @@ spec:
 	assert.Error(t, err, "its store row is gone")
 	row, err = s.GetLease(ctx, "lease-abc")
 	require.NoError(t, err)
-	assert.Equal(t, workflows.LeaseReleased, row.Phase)
+	assert.Equal(t, lease.LeaseReleased, row.Phase)
 	_, err = s.GetLeaseCredential(ctx, "lease-abc")
 	assert.Error(t, err, "the sealed kubeconfig is forgotten")
 
 	// A short TTL, left alone: it expires on the durable timer and its instance is torn down.
 	run, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-short", TaskQueue: "kobe"},
-		workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: "lease-short", Pool: "warm", Principal: "bob",
+		lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: "lease-short", Pool: "warm", Principal: "bob",
 			TTL: 3 * time.Second, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, &lv))
-	assert.Equal(t, workflows.LeaseExpired, lv.Phase)
+	assert.Equal(t, lease.LeaseExpired, lv.Phase)
 	assert.Equal(t, 3*time.Second, lv.ExpiresAt.Sub(lv.BoundAt))
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(filepath.Join(stateDir, "local", "instances", lv.InstanceID))
@@ -159,5 +161,5 @@ spec:
 	}, time.Minute, 100*time.Millisecond, "the expired lease's instance is gone")
 	row, err = s.GetLease(ctx, "lease-short")
 	require.NoError(t, err)
-	assert.Equal(t, workflows.LeaseExpired, row.Phase)
+	assert.Equal(t, lease.LeaseExpired, row.Phase)
 }

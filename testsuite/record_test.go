@@ -7,6 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/doctor"
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -17,15 +22,14 @@ import (
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
-// TestRecordHistories records real workflow histories for the replay tests in workflows/.
+// TestRecordHistories records real workflow histories for the replay tests in worker/.
 // It runs only with KOBE_RECORD_HISTORIES=1, when a workflow gains a new version:
 // keep the old files (they prove old runs still replay) and add new ones: bump recordVersion.
 func TestRecordHistories(t *testing.T) {
 	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
-		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into workflows/testdata/histories")
+		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
 	}
 	tmp := testsuite.StartTemporal(t)
 	s := testsuite.NewStore(t, "sqlite")
@@ -33,33 +37,33 @@ func TestRecordHistories(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	for name, in := range map[string]workflows.DoctorInput{
+	for name, in := range map[string]doctor.DoctorInput{
 		"doctor-v1.json":      {ProbeID: "rec-1"},
 		"doctor-hold-v1.json": {ProbeID: "rec-2", Hold: 2 * time.Second},
 	} {
 		id := "record-" + name
-		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "record"}, workflows.DoctorWorkflowName, in)
+		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "record"}, doctor.DoctorWorkflowName, in)
 		require.NoError(t, err)
 		require.NoError(t, run.Get(ctx, nil))
-		writeHistory(t, ctx, tmp.Client, id, filepath.Join("..", "workflows", "testdata", "histories", name))
+		writeHistory(t, ctx, tmp.Client, id, filepath.Join("..", "worker", "testdata", "histories", name))
 	}
 
 	// Provision and Teardown of a real local instance.
 	acts := testsuite.StartHostWorker(t, tmp.Client, "record-host", s, t.TempDir())
 	spec := backends.InstanceSpec{ID: "rec-instance", Pool: "rec", KubernetesVersion: "v1.37.2"}
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-provision", TaskQueue: "record-host"},
-		workflows.ProvisionWorkflowName, workflows.ProvisionInput{Backend: "local", Spec: spec,
+		instance.ProvisionWorkflowName, instance.ProvisionInput{Backend: "local", Spec: spec,
 			Addons: []pools.Addon{{Name: "widgets", Manifest: widgetsCRD}},
 			Gates:  []pools.ReadinessGate{{Type: "CRDExists", Name: "widgets.example.com"}}})
 	require.NoError(t, err)
-	var res workflows.ProvisionResult
+	var res instance.ProvisionResult
 	require.NoError(t, run.Get(ctx, &res))
-	writeHistory(t, ctx, tmp.Client, "record-provision", filepath.Join("..", "workflows", "testdata", "histories", "provision-"+recordVersion+".json"))
+	writeHistory(t, ctx, tmp.Client, "record-provision", filepath.Join("..", "worker", "testdata", "histories", "provision-"+recordVersion+".json"))
 	run, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-teardown", TaskQueue: "record-host"},
-		workflows.TeardownWorkflowName, workflows.TeardownInput{Backend: "local", Spec: spec, Placement: res.Placement})
+		instance.TeardownWorkflowName, instance.TeardownInput{Backend: "local", Spec: spec, Placement: res.Placement})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
-	writeHistory(t, ctx, tmp.Client, "record-teardown", filepath.Join("..", "workflows", "testdata", "histories", "teardown-"+recordVersion+".json"))
+	writeHistory(t, ctx, tmp.Client, "record-teardown", filepath.Join("..", "worker", "testdata", "histories", "teardown-"+recordVersion+".json"))
 	_ = acts
 
 	// A pool of one, a lease bound, extended and released, and the pool refilling.
@@ -71,25 +75,25 @@ spec:
   backend: {type: local}
   cluster: {version: v1.37.2}
 `)
-	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PoolWorkflowID("rec"), TaskQueue: "record-host"},
-		workflows.PoolWorkflowName, workflows.PoolState{Policy: pol})
+	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("rec"), TaskQueue: "record-host"},
+		pool.PoolWorkflowName, pool.PoolState{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Ready == 1 }, 2*time.Minute, 100*time.Millisecond)
-	lease, err := server.StartLease(ctx, tmp.Client, "record-host", workflows.LeaseInput{LeaseID: "lease-rec", Pool: "rec",
+	leaseRun, err := server.StartLease(ctx, tmp.Client, "record-host", lease.LeaseInput{LeaseID: "lease-rec", Pool: "rec",
 		Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute}, true)
 	require.NoError(t, err)
-	wait, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: workflows.UpdateWaitBound,
+	wait, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: lease.UpdateWaitBound,
 		WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
 	require.NoError(t, wait.Get(ctx, nil))
-	require.Equal(t, workflows.LeaseBound, leaseView(t, tmp.Client, "lease-rec").Phase)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", workflows.SignalHeartbeat, nil))
-	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: workflows.UpdateExtend,
-		Args: []any{workflows.ExtendRequest{By: time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.Equal(t, lease.LeaseBound, leaseView(t, tmp.Client, "lease-rec").Phase)
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", lease.SignalHeartbeat, nil))
+	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: lease.UpdateExtend,
+		Args: []any{lease.ExtendRequest{By: time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
 	require.NoError(t, h.Get(ctx, nil))
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", workflows.SignalReleaseLease, nil))
-	require.NoError(t, lease.Get(ctx, nil))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", lease.SignalReleaseLease, nil))
+	require.NoError(t, leaseRun.Get(ctx, nil))
 	require.Eventually(t, func() bool {
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
@@ -98,12 +102,12 @@ spec:
 	// workflow that never takes it — here a held doctor run standing in for a lease that is
 	// ending — then the cancel-claim arrives and the pool tears the member down and refills.
 	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-rec-cancelled", TaskQueue: "record"},
-		workflows.DoctorWorkflowName, workflows.DoctorInput{ProbeID: "rec-3", Hold: time.Minute})
+		doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "rec-3", Hold: time.Minute})
 	require.NoError(t, err)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalClaim,
-		workflows.ClaimRequest{LeaseID: "lease-rec-cancelled", At: time.Now()}))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalClaim,
+		pool.ClaimRequest{LeaseID: "lease-rec-cancelled", At: time.Now()}))
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Leased == 1 }, time.Minute, 100*time.Millisecond)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalCancelClaim, "lease-rec-cancelled"))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalCancelClaim, "lease-rec-cancelled"))
 	require.Eventually(t, func() bool {
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
@@ -112,30 +116,30 @@ spec:
 
 	// A new spec: the member is rolled (replacement first, then the outdated one torn down).
 	pol.BackendOptions = []byte(`{"components":["apiserver"]}`)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalApply, pol))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalApply, pol))
 	require.Eventually(t, func() bool {
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Generation == 1 && st.Ready == 1 && st.Outdated == 0 && st.Deleting == 0 && st.Creating == 0
 	}, 3*time.Minute, 100*time.Millisecond)
 	// Deleted, applied again while it drains (v6: it lives on), then deleted for good: the
 	// drained pool forgets its row (no store row here: the forget finds none) and ends.
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalDeletePool, workflows.PoolDeletion{Generation: 1}))
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalApply, pol))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalDeletePool, pool.PoolDeletion{Generation: 1}))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalApply, pol))
 	require.Eventually(t, func() bool {
 		st := poolStatus(t, tmp.Client, "rec")
-		return st.Phase != workflows.PoolDraining && st.Ready == 1 && st.Deleting == 0 && st.Creating == 0
+		return st.Phase != pool.PoolDraining && st.Ready == 1 && st.Deleting == 0 && st.Creating == 0
 	}, 3*time.Minute, 100*time.Millisecond)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID("rec"), "", workflows.SignalDeletePool, workflows.PoolDeletion{Generation: 2}))
-	require.NoError(t, tmp.Client.GetWorkflow(ctx, workflows.PoolWorkflowID("rec"), "").Get(ctx, nil), "the drained pool ends")
-	writeHistory(t, ctx, tmp.Client, "lease-rec", filepath.Join("..", "workflows", "testdata", "histories", "lease-"+recordVersion+".json"))
-	writeHistory(t, ctx, tmp.Client, workflows.PoolWorkflowID("rec"), filepath.Join("..", "workflows", "testdata", "histories", "pool-"+recordVersion+".json"))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalDeletePool, pool.PoolDeletion{Generation: 2}))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.PoolWorkflowID("rec"), "").Get(ctx, nil), "the drained pool ends")
+	writeHistory(t, ctx, tmp.Client, "lease-rec", filepath.Join("..", "worker", "testdata", "histories", "lease-"+recordVersion+".json"))
+	writeHistory(t, ctx, tmp.Client, pool.PoolWorkflowID("rec"), filepath.Join("..", "worker", "testdata", "histories", "pool-"+recordVersion+".json"))
 }
 
 // TestRecordPreflightHistory records the preflight of a pool's spec (on the local backend, which
 // has Validate but no Preflight: the workflow's commands are the same for every backend).
 func TestRecordPreflightHistory(t *testing.T) {
 	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
-		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into workflows/testdata/histories")
+		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
 	}
 	tmp := testsuite.StartTemporal(t)
 	s := testsuite.NewStore(t, "sqlite")
@@ -143,11 +147,11 @@ func TestRecordPreflightHistory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-preflight", TaskQueue: "record"},
-		workflows.PreflightWorkflowName, workflows.PreflightInput{Backend: "local",
+		instance.PreflightWorkflowName, instance.PreflightInput{Backend: "local",
 			Spec: backends.InstanceSpec{ID: "rec-preflight", Pool: "rec", KubernetesVersion: "v1.37.2"}})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
-	writeHistory(t, ctx, tmp.Client, "record-preflight", filepath.Join("..", "workflows", "testdata", "histories", "preflight-v1.json"))
+	writeHistory(t, ctx, tmp.Client, "record-preflight", filepath.Join("..", "worker", "testdata", "histories", "preflight-v1.json"))
 }
 
 // widgetsCRD is the addon of the recorded provision; its readiness gate waits for it.

@@ -6,18 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
-	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/backends"
 	_ "github.com/kunobi-ninja/kobe/backends/capi"  // the backends a kobe binary has
 	_ "github.com/kunobi-ninja/kobe/backends/local" // (as cmd/kobe)
+	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/worker"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 )
 
@@ -75,9 +74,9 @@ func NewStore(t testing.TB, driver string) store.Store {
 }
 
 // StartWorker runs kobe's real worker (every workflow and activity) on taskQueue until the test ends.
-func StartWorker(t testing.TB, c client.Client, taskQueue string, s store.Store) *activities.Activities {
+func StartWorker(t testing.TB, c client.Client, taskQueue string, s store.Store) *worker.Activities {
 	t.Helper()
-	acts := activities.New(s, zap.NewNop())
+	acts := worker.NewActivities(s, zap.NewNop())
 	w := worker.New(c, taskQueue, acts)
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
@@ -89,14 +88,14 @@ func StartWorker(t testing.TB, c client.Client, taskQueue string, s store.Store)
 // StartHostWorker runs kobe's workers as `kobe worker` does: every backend compiled in (the
 // local backend keeps its instances under stateDir), a worker on the shared queue and one on
 // this host's own queue. It returns the activities (with HostID and HostQueue set).
-func StartHostWorker(t testing.TB, c client.Client, sharedQueue string, s store.Store, stateDir string) *activities.Activities {
+func StartHostWorker(t testing.TB, c client.Client, sharedQueue string, s store.Store, stateDir string) *worker.Activities {
 	t.Helper()
 	hostID, err := worker.HostID(stateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts := activities.New(s, zap.NewNop())
-	acts.HostID, acts.SharedQueue, acts.HostQueue = hostID, sharedQueue, worker.HostQueue(sharedQueue, hostID)
+	acts := worker.NewActivities(s, zap.NewNop())
+	acts.HostID, acts.SharedQueue, acts.HostQueue = hostID, sharedQueue, instance.HostQueue(sharedQueue, hostID)
 	acts.Secrets = secretbox.Random()
 	for _, name := range backends.Names() {
 		f, _ := backends.Lookup(name)

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/doctor"
+
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // TestHarnessRunsRealWorkflows checks the harness itself: a real server, a real worker, a real
@@ -26,9 +27,9 @@ func TestHarnessRunsRealWorkflows(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "doctor-harness-" + driver, TaskQueue: queue},
-				workflows.DoctorWorkflowName, workflows.DoctorInput{ProbeID: "probe-" + driver})
+				doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "probe-" + driver})
 			require.NoError(t, err)
-			var res workflows.DoctorResult
+			var res doctor.DoctorResult
 			require.NoError(t, run.Get(ctx, &res))
 			require.Equal(t, driver, res.Probe.StoreDriver)
 

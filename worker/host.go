@@ -43,6 +43,3 @@ func HostID(stateDir string) (string, error) {
 	}
 	return id, nil
 }
-
-// HostQueue is the task queue of one host's activities.
-func HostQueue(sharedQueue, hostID string) string { return sharedQueue + "-host-" + hostID }

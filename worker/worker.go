@@ -4,24 +4,26 @@ package worker
 import (
 	"time"
 
+	"github.com/kunobi-ninja/kobe/doctor"
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/kunobi-ninja/kobe/activities"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // Register adds every kobe workflow and activity to w. Tests use it too, so that what is
 // tested is exactly what runs.
-func Register(w sdkworker.Registry, acts *activities.Activities) {
-	w.RegisterWorkflowWithOptions(workflows.Doctor, workflow.RegisterOptions{Name: workflows.DoctorWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.Provision, workflow.RegisterOptions{Name: workflows.ProvisionWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.Teardown, workflow.RegisterOptions{Name: workflows.TeardownWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.Pool, workflow.RegisterOptions{Name: workflows.PoolWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.Lease, workflow.RegisterOptions{Name: workflows.LeaseWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.Preflight, workflow.RegisterOptions{Name: workflows.PreflightWorkflowName})
-	w.RegisterActivity(acts)
+func Register(w sdkworker.Registry, acts *Activities) {
+	w.RegisterWorkflowWithOptions(doctor.Doctor, workflow.RegisterOptions{Name: doctor.DoctorWorkflowName})
+	w.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
+	w.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
+	w.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
+	w.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
+	w.RegisterWorkflowWithOptions(instance.Preflight, workflow.RegisterOptions{Name: instance.PreflightWorkflowName})
+	acts.RegisterActivities(w)
 }
 
 // StopTimeout bounds how long Stop waits for the worker's polls and running tasks to end. With
@@ -32,7 +34,7 @@ func Register(w sdkworker.Registry, acts *activities.Activities) {
 const StopTimeout = 10 * time.Second
 
 // New creates (but does not start) the worker for taskQueue.
-func New(c client.Client, taskQueue string, acts *activities.Activities) sdkworker.Worker {
+func New(c client.Client, taskQueue string, acts *Activities) sdkworker.Worker {
 	w := sdkworker.New(c, taskQueue, sdkworker.Options{WorkerStopTimeout: StopTimeout})
 	Register(w, acts)
 	return w

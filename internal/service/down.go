@@ -10,11 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // downActor names `kobe dev --down` in the audit log.
@@ -60,12 +62,12 @@ func (p *Process) Down(ctx context.Context, out io.Writer) error {
 	}
 	st, c := p.Store, p.Temporal
 
-	leases, err := st.ListLeases(ctx, store.LeaseFilter{Phases: []string{workflows.LeasePending, workflows.LeaseBound}})
+	leases, err := st.ListLeases(ctx, store.LeaseFilter{Phases: []string{lease.LeasePending, lease.LeaseBound}})
 	if err != nil {
 		return fmt.Errorf("listing leases: %w", err)
 	}
 	for _, l := range leases {
-		err := c.SignalWorkflow(ctx, workflows.LeaseWorkflowID(l.ID), "", workflows.SignalReleaseLease, nil)
+		err := c.SignalWorkflow(ctx, pool.LeaseWorkflowID(l.ID), "", lease.SignalReleaseLease, nil)
 		if err != nil && !notFound(err) {
 			return fmt.Errorf("releasing lease %s: %w", l.ID, err)
 		}
@@ -84,7 +86,7 @@ func (p *Process) Down(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("listing clusters: %w", err)
 	}
 	for _, pl := range pools {
-		err := c.SignalWorkflow(ctx, workflows.PoolWorkflowID(pl.Name), "", workflows.SignalDeletePool, nil)
+		err := c.SignalWorkflow(ctx, pool.PoolWorkflowID(pl.Name), "", pool.SignalDeletePool, nil)
 		result := "draining"
 		if notFound(err) {
 			// No workflow holds members: forget the pool at once, as DELETE /v1/pools does.
@@ -165,7 +167,7 @@ func (p *Process) Down(ctx context.Context, out io.Writer) error {
 // line saying what is left.
 func (p *Process) poolGone(ctx context.Context, name string) (bool, string, error) {
 	running := false
-	d, err := p.Temporal.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID(name), "")
+	d, err := p.Temporal.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID(name), "")
 	switch {
 	case notFound(err):
 	case err != nil:

@@ -16,15 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
-	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/backends"
 	localbackend "github.com/kunobi-ninja/kobe/backends/local"
+	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
@@ -34,6 +28,11 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/worker"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Process is a started kobe process. Stop it with Stop.
@@ -289,7 +288,7 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 	if err != nil {
 		return fmt.Errorf("--state-dir %s: %v", stateDir, err)
 	}
-	acts := activities.New(st, logger.Named("activities"))
+	acts := worker.NewActivities(st, logger.Named("activities"))
 	acts.HostID = hostID
 	switch {
 	case mode == config.ModeDev && cfg.Ephemeral:
@@ -307,7 +306,7 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 	}
 	p.secrets = acts.Secrets
 	acts.SharedQueue = sharedQueue
-	acts.HostQueue = worker.HostQueue(sharedQueue, hostID)
+	acts.HostQueue = instance.HostQueue(sharedQueue, hostID)
 	for _, name := range backends.Names() {
 		f, _ := backends.Lookup(name)
 		b, err := f.New(backends.Environment{StateDir: stateDir, HostID: hostID})

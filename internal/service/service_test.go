@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -27,7 +30,6 @@ import (
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 func freePort(t *testing.T) int {
@@ -318,7 +320,7 @@ func TestDevWithoutWorker(t *testing.T) {
 	// The default pool is declared and its workflow waits for a worker.
 	_, err := dev.Store.GetPool(ctx, "dev")
 	require.NoError(t, err)
-	desc, err := dev.Temporal.DescribeWorkflowExecution(ctx, workflows.PoolWorkflowID("dev"), "")
+	desc, err := dev.Temporal.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID("dev"), "")
 	require.NoError(t, err)
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.WorkflowExecutionInfo.Status)
 	var st api.Status
@@ -326,7 +328,7 @@ func TestDevWithoutWorker(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	assert.Empty(t, st.Workers, "nobody polls the task queue")
 	// (No clusters in this test: the pool goes before a worker could provision it.)
-	require.NoError(t, dev.Temporal.TerminateWorkflow(ctx, workflows.PoolWorkflowID("dev"), "", "test"))
+	require.NoError(t, dev.Temporal.TerminateWorkflow(ctx, pool.PoolWorkflowID("dev"), "", "test"))
 
 	w := config.Default()
 	w.Temporal.Address = dev.TemporalAddress
@@ -358,15 +360,15 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Stop()
 
-	var st workflows.PoolStatus
+	var st pool.PoolStatus
 	require.Eventually(t, func() bool {
-		v, err := p.Temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID("dev"), "", workflows.QueryPoolStatus)
+		v, err := p.Temporal.QueryWorkflow(ctx, pool.PoolWorkflowID("dev"), "", pool.QueryPoolStatus)
 		if err != nil {
 			return false
 		}
 		return v.Get(&st) == nil && st.Ready == 2
 	}, 3*time.Minute, 200*time.Millisecond)
-	assert.Equal(t, workflows.PoolHealthy, st.Phase)
+	assert.Equal(t, pool.PoolHealthy, st.Phase)
 	// Without a token the status lists no pools (upstream); with the admin token, the dev pool.
 	_, body := get(t, p.APIURL+"/v1/status")
 	assert.NotContains(t, body, `"name": "dev"`)
@@ -389,14 +391,14 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	// Lease one, release it: the lease metrics appear, and the lease can be found by its
 	// search attributes (what an operator filters on in the Web UI).
 	require.True(t, p.SearchAttributes, "kobe dev registers its search attributes")
-	in := workflows.LeaseInput{LeaseID: "lease-metrics", Pool: "dev", Principal: "alice", TTL: 10 * time.Minute,
+	in := lease.LeaseInput{LeaseID: "lease-metrics", Pool: "dev", Principal: "alice", TTL: 10 * time.Minute,
 		MaxTTL: time.Hour, MaxExtensions: 1}
 	_, err = server.StartLease(ctx, p.Temporal, "kobe", in, true)
 	require.NoError(t, err)
-	var lv workflows.LeaseView
+	var lv lease.LeaseView
 	require.Eventually(t, func() bool {
-		v, err := p.Temporal.QueryWorkflow(ctx, "lease-metrics", "", workflows.QueryLease)
-		return err == nil && v.Get(&lv) == nil && lv.Phase == workflows.LeaseBound
+		v, err := p.Temporal.QueryWorkflow(ctx, "lease-metrics", "", lease.QueryLease)
+		return err == nil && v.Get(&lv) == nil && lv.Phase == lease.LeaseBound
 	}, time.Minute, 50*time.Millisecond)
 	findLease := func(query string) bool {
 		resp, err := p.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
@@ -414,7 +416,7 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return findLease(`KobePool = "dev" AND KobeOwner = "alice" AND KobePhase = "Bound"`)
 	}, 30*time.Second, 200*time.Millisecond)
-	require.NoError(t, p.Temporal.SignalWorkflow(ctx, "lease-metrics", "", workflows.SignalReleaseLease, nil))
+	require.NoError(t, p.Temporal.SignalWorkflow(ctx, "lease-metrics", "", lease.SignalReleaseLease, nil))
 	require.Eventually(t, func() bool {
 		return findLease(`KobePool = "dev" AND KobePhase = "Released"`)
 	}, time.Minute, 200*time.Millisecond)

@@ -274,7 +274,7 @@ type lifecycle struct {
 
 // oneLifecycle: POST → Bound (kubeconfig) → DELETE → the lease is Released and its instance
 // is torn down. The lease workflow writes Released when it has revoked the credential and
-// signalled the pool, before the teardown runs (workflows/lease.go), so "torn down" is checked
+// signalled the pool, before the teardown runs (lease/workflows.go), so "torn down" is checked
 // on the host: the instance directory removed (the local backend removes it after killing
 // the processes) and no process naming it.
 func (b *apiBench) oneLifecycle(ctx context.Context, c *api.Client, pool string) (lifecycle, error) {

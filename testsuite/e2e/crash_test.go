@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -25,7 +29,6 @@ import (
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // The crash tests run kobe as two processes on one state directory — `kobe dev --no-worker`
@@ -77,7 +80,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			e.waitFor(t, "a member with processes and a Creating row", 3*time.Minute, 10*time.Millisecond, func() bool {
 				l := e.count(t)
 				for id, phase := range l.Rows {
-					if phase == workflows.InstancePhaseCreating && len(l.Processes[id]) > 0 {
+					if phase == instance.InstancePhaseCreating && len(l.Processes[id]) > 0 {
 						creating = id
 						return true
 					}
@@ -98,7 +101,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			for i := 1; i <= crashLeases; i++ {
 				id := fmt.Sprintf("lease-%s-%d", v, i)
 				run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
-					workflows.LeaseWorkflowName, workflows.LeaseInput{LeaseID: id, Pool: crashPool, Principal: "crash-test",
+					lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: id, Pool: crashPool, Principal: "crash-test",
 						TTL: 10 * time.Minute, MaxTTL: time.Hour, MaxExtensions: 2})
 				require.NoError(t, err)
 				leaseIDs = append(leaseIDs, id)
@@ -113,11 +116,11 @@ func runCrashScenarios(t *testing.T, v victim) {
 			restarted := e.restart(t, v)
 
 			// Every lease reaches Bound, or fails with a reason: none stays Pending.
-			views := map[string]workflows.LeaseView{}
+			views := map[string]lease.LeaseView{}
 			e.waitFor(t, "every lease Bound or ended", crashRecovery, 100*time.Millisecond, func() bool {
 				for _, id := range leaseIDs {
 					lv, ok := e.leaseView(id)
-					if !ok || lv.Phase == workflows.LeasePending || lv.Phase == "" {
+					if !ok || lv.Phase == lease.LeasePending || lv.Phase == "" {
 						return false
 					}
 					views[id] = lv
@@ -128,7 +131,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			instances := map[string]string{}
 			for _, id := range leaseIDs {
 				lv := views[id]
-				if lv.Phase != workflows.LeaseBound {
+				if lv.Phase != lease.LeaseBound {
 					assert.NotEmpty(t, lv.Reason, "lease %s ended %s without a reason", id, lv.Phase)
 					continue
 				}
@@ -142,12 +145,12 @@ func runCrashScenarios(t *testing.T, v victim) {
 				// The lease projects its phase into the store right after it changed it.
 				e.waitFor(t, "lease "+id+" Bound in the store", time.Minute, 50*time.Millisecond, func() bool {
 					row, err := e.s.GetLease(ctx, id)
-					return err == nil && row.Phase == workflows.LeaseBound && row.InstanceID == lv.InstanceID
+					return err == nil && row.Phase == lease.LeaseBound && row.InstanceID == lv.InstanceID
 				})
 			}
 			st := e.settle(t, crashWarm, len(instances), crashRecovery)
 			for _, m := range st.Members {
-				if m.Phase == workflows.MemberLeased {
+				if m.Phase == pool.MemberLeased {
 					assert.Equal(t, instances[m.ID], m.LeaseID, "the pool and the lease agree on %s", m.ID)
 				}
 			}
@@ -162,11 +165,11 @@ func runCrashScenarios(t *testing.T, v victim) {
 				if lv, ok := e.leaseView(id); ok && lv.InstanceID != "" {
 					leased[lv.InstanceID] = true
 				}
-				require.NoError(t, e.c.SignalWorkflow(ctx, id, "", workflows.SignalReleaseLease, nil))
+				require.NoError(t, e.c.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil))
 			}
 			var deleting string
 			e.waitFor(t, "a released instance Deleting", 3*time.Minute, 5*time.Millisecond, func() bool {
-				rows, err := e.s.ListInstances(ctx, store.InstanceFilter{Pool: crashPool, Phase: workflows.InstancePhaseDeleting})
+				rows, err := e.s.ListInstances(ctx, store.InstanceFilter{Pool: crashPool, Phase: instance.InstancePhaseDeleting})
 				if err == nil && len(rows) > 0 {
 					deleting = rows[0].ID
 					return true
@@ -178,7 +181,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			restarted := e.restart(t, v)
 
 			for _, id := range leaseIDs {
-				var lv workflows.LeaseView
+				var lv lease.LeaseView
 				require.NoError(t, runs[id].Get(ctx, &lv), "lease %s", id)
 				requireTerminal(t, lv)
 				row, err := e.s.GetLease(ctx, id)
@@ -208,7 +211,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 	l := e.count(t)
 	require.True(t, l.Empty(), "scaled to zero, nothing remains: %s", l)
 	t.Logf("scaled to zero in %s: %s", time.Since(t0).Round(time.Millisecond), l)
-	require.NoError(t, e.c.TerminateWorkflow(ctx, workflows.PoolWorkflowID(crashPool), "", "test over"))
+	require.NoError(t, e.c.TerminateWorkflow(ctx, pool.PoolWorkflowID(crashPool), "", "test over"))
 
 	// A clean stop of both processes; still nothing running.
 	for _, p := range []*proc{e.worker, e.dev} {
@@ -220,11 +223,11 @@ func runCrashScenarios(t *testing.T, v victim) {
 	assert.Empty(t, entries, "no instance directory")
 }
 
-func requireTerminal(t *testing.T, lv workflows.LeaseView) {
+func requireTerminal(t *testing.T, lv lease.LeaseView) {
 	t.Helper()
 	switch lv.Phase {
-	case workflows.LeaseReleased, workflows.LeaseExpired:
-	case workflows.LeaseFailed:
+	case lease.LeaseReleased, lease.LeaseExpired:
+	case lease.LeaseFailed:
 		require.NotEmpty(t, lv.Reason, "lease %s failed without a reason code", lv.ID)
 	default:
 		require.Failf(t, "lease not terminal", "lease %s ended in phase %q", lv.ID, lv.Phase)
@@ -393,22 +396,22 @@ func (e *crashEnv) count(t *testing.T) leaks.Local {
 }
 
 // poolStatus queries the pool; false while Temporal or the worker cannot answer.
-func (e *crashEnv) poolStatus() (workflows.PoolStatus, bool) {
+func (e *crashEnv) poolStatus() (pool.PoolStatus, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var st workflows.PoolStatus
-	v, err := e.c.QueryWorkflow(ctx, workflows.PoolWorkflowID(crashPool), "", workflows.QueryPoolStatus)
+	var st pool.PoolStatus
+	v, err := e.c.QueryWorkflow(ctx, pool.PoolWorkflowID(crashPool), "", pool.QueryPoolStatus)
 	if err != nil || v.Get(&st) != nil {
 		return st, false
 	}
 	return st, true
 }
 
-func (e *crashEnv) leaseView(id string) (workflows.LeaseView, bool) {
+func (e *crashEnv) leaseView(id string) (lease.LeaseView, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var lv workflows.LeaseView
-	v, err := e.c.QueryWorkflow(ctx, id, "", workflows.QueryLease)
+	var lv lease.LeaseView
+	v, err := e.c.QueryWorkflow(ctx, id, "", lease.QueryLease)
 	if err != nil || v.Get(&lv) != nil {
 		return lv, false
 	}
@@ -442,7 +445,7 @@ func (e *crashEnv) waitFor(t *testing.T, what string, timeout, every time.Durati
 // settle waits until the pool holds exactly ready Ready and leased Leased members and nothing
 // in flight, and the host holds exactly those instances — each with one kine and one
 // kube-apiserver, a directory and a store row — and nothing else.
-func (e *crashEnv) settle(t *testing.T, ready, leased int, timeout time.Duration) workflows.PoolStatus {
+func (e *crashEnv) settle(t *testing.T, ready, leased int, timeout time.Duration) pool.PoolStatus {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	last := "no answer from the pool"
@@ -465,7 +468,7 @@ func (e *crashEnv) settle(t *testing.T, ready, leased int, timeout time.Duration
 				if n, k := len(leaks.Named(ps, "kube-apiserver")), len(leaks.Named(ps, "kine")); n != 1 || k != 1 || len(ps) != 2 {
 					diff += fmt.Sprintf("; %s runs %v (want one kine, one kube-apiserver)", id, ps)
 				}
-				if ph := l.Rows[id]; ph != workflows.InstancePhaseReady {
+				if ph := l.Rows[id]; ph != instance.InstancePhaseReady {
 					diff += fmt.Sprintf("; %s's row is %q", id, ph)
 				}
 			}
@@ -477,7 +480,7 @@ func (e *crashEnv) settle(t *testing.T, ready, leased int, timeout time.Duration
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("pool not settled at %d ready, %d leased within %s: %s; host: %s", ready, leased, timeout, last, e.count(t))
-	return workflows.PoolStatus{}
+	return pool.PoolStatus{}
 }
 
 func sortedCopy(s []string) []string {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/instance"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -17,7 +19,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // TestWorkerKilledDuringCreate kills -9 the kobe worker while a local instance is being created,
@@ -41,8 +42,8 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.InstanceWorkflowID(id), TaskQueue: "kobe",
-	}, workflows.ProvisionWorkflowName, workflows.ProvisionInput{Backend: "local", Spec: spec})
+		ID: instance.InstanceWorkflowID(id), TaskQueue: "kobe",
+	}, instance.ProvisionWorkflowName, instance.ProvisionInput{Backend: "local", Spec: spec})
 	require.NoError(t, err)
 
 	// Kill the worker as soon as the instance's processes exist: mid-creation.
@@ -55,13 +56,13 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 	t.Logf("killed the worker with the instance %s; processes running: %v", row.Phase, leaks.ProcessesNaming(instDir+"/"))
 
 	startKobe(t, nil, workerArgs...)
-	var res workflows.ProvisionResult
+	var res instance.ProvisionResult
 	require.NoError(t, run.Get(ctx, &res), "provisioning completes after the restart")
 	assert.Equal(t, backends.PhaseReady, res.Status.Phase)
 
 	row, err = s.GetInstance(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, workflows.InstancePhaseReady, row.Phase)
+	assert.Equal(t, instance.InstancePhaseReady, row.Phase)
 	assert.Equal(t, res.Status.Endpoint, row.Endpoint)
 	assert.Equal(t, res.Placement.HostID, row.Host)
 	procs := leaks.ProcessesNaming(instDir + "/")
@@ -69,7 +70,7 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 
 	// Tear down: verified gone everywhere.
 	td, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "teardown-" + id, TaskQueue: "kobe"},
-		workflows.TeardownWorkflowName, workflows.TeardownInput{Backend: "local", Spec: spec, Placement: res.Placement})
+		instance.TeardownWorkflowName, instance.TeardownInput{Backend: "local", Spec: spec, Placement: res.Placement})
 	require.NoError(t, err)
 	require.NoError(t, td.Get(ctx, nil))
 	assert.Empty(t, leaks.ProcessesNaming(instDir+"/"))

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/workflows"
+	"github.com/kunobi-ninja/kobe/lease"
 )
 
 // answer is one HTTP exchange as the harness saw it.
@@ -143,7 +143,7 @@ func (e *env) runClient(idx int, tr *traffic, rng *rand.Rand, stop <-chan struct
 	}
 }
 
-var terminal = map[string]bool{workflows.LeaseReleased: true, workflows.LeaseExpired: true, workflows.LeaseFailed: true}
+var terminal = map[string]bool{lease.LeaseReleased: true, lease.LeaseExpired: true, lease.LeaseFailed: true}
 
 // lifecycle: create (retrying lost answers with the same idempotency key) → wait for Bound →
 // use the kubeconfig → maybe extend → release (or let it expire, or cancel it while pending)
@@ -154,7 +154,7 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 		ttl = "6s"
 	}
 	body, _ := json.Marshal(api.LeaseRequest{Pool: soakPool, TTL: ttl, IdempotencyKey: fmt.Sprintf("soak-%x", rng.Int63())})
-	var lease api.Lease
+	var answer api.Lease
 	created := time.Now()
 	giveUp := created.Add(5 * time.Minute)
 	for {
@@ -164,7 +164,7 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 			tr.mu.Unlock()
 			return
 		}
-		a := e.call(tr, true, "create", me.token, "POST", "/v1/leases", body, &lease)
+		a := e.call(tr, true, "create", me.token, "POST", "/v1/leases", body, &answer)
 		switch {
 		case a.Status == 200 || a.Status == 202:
 		case a.Status == 429 && a.Reason == api.ReasonQuotaExhausted:
@@ -200,11 +200,11 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 		}
 		break
 	}
-	rec := &leaseRecord{ID: lease.ID, Principal: me.name, Kind: kind, Created: created}
+	rec := &leaseRecord{ID: answer.ID, Principal: me.name, Kind: kind, Created: created}
 	tr.mu.Lock()
 	tr.leases = append(tr.leases, rec)
 	tr.mu.Unlock()
-	path := "/v1/leases/" + lease.ID
+	path := "/v1/leases/" + answer.ID
 
 	if kind == "cancel" {
 		e.release(tr, me, path)
@@ -224,7 +224,7 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 			rec.Final, rec.Reason, rec.Ended = l.Phase, l.Reason, time.Now()
 			return
 		}
-		if l.Phase == workflows.LeaseBound && l.Kubeconfig != "" {
+		if l.Phase == lease.LeaseBound && l.Kubeconfig != "" {
 			rec.Bound, rec.Instance, rec.Endpoint = true, l.ClusterName, l.Endpoint
 			rec.secrets = kubeconfigSecrets(l.Kubeconfig)
 			rec.KubeconfigErr, rec.KubeconfigAt = useKubeconfig(l.Kubeconfig), time.Now()

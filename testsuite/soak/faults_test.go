@@ -8,9 +8,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/pool"
+
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 // Kinds of fault the injector applies, in a shuffled cycle so a short run sees each one.
@@ -318,7 +319,7 @@ func (e *env) recreatePool(rng *rand.Rand) fault {
 	}
 	for time.Since(f.At) < recoveryBound {
 		st, err := e.poolStatus(3 * time.Second)
-		if err == nil && st.Phase != workflows.PoolDraining && st.Ready+st.Leased > 0 {
+		if err == nil && st.Phase != pool.PoolDraining && st.Ready+st.Leased > 0 {
 			f.Recovered = time.Now()
 			f.Recovery = f.Recovered.Sub(f.At)
 			return f

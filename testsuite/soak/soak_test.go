@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/pool"
+
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -34,7 +36,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
-	"github.com/kunobi-ninja/kobe/workflows"
 )
 
 var (
@@ -298,11 +299,11 @@ func (e *env) applyPoolErr(name string, warm, maxClusters int) error {
 }
 
 // poolStatus asks the pool workflow (through Temporal, so it needs the server and a worker).
-func (e *env) poolStatus(timeout time.Duration) (workflows.PoolStatus, error) {
+func (e *env) poolStatus(timeout time.Duration) (pool.PoolStatus, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var st workflows.PoolStatus
-	v, err := e.temporal.QueryWorkflow(ctx, workflows.PoolWorkflowID(soakPool), "", workflows.QueryPoolStatus)
+	var st pool.PoolStatus
+	v, err := e.temporal.QueryWorkflow(ctx, pool.PoolWorkflowID(soakPool), "", pool.QueryPoolStatus)
 	if err != nil {
 		return st, err
 	}

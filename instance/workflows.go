@@ -1,0 +1,270 @@
+// Package instance is the life of one cluster instance: Provision (create through the
+// backend, wait until ready, apply the pool's addons, pass its readiness gates, record it) and
+// Teardown (delete, verify, forget), the backend calls and health checks they and the pool run
+// as activities, and the Preflight of a pool's spec. Provision and Teardown report to the pool
+// that started them with the signals in contract.go; the pool imports this package, never the
+// reverse.
+package instance
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/pools"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Workflow names.
+const (
+	ProvisionWorkflowName = "Provision"
+	TeardownWorkflowName  = "Teardown"
+)
+
+// Instance phases written to the store.
+const (
+	InstancePhaseCreating = "Creating"
+	InstancePhaseReady    = "Ready"
+	InstancePhaseDeleting = "Deleting"
+	// InstancePhaseUnhealthy marks an instance that failed its pool's health checks.
+	InstancePhaseUnhealthy = "Unhealthy"
+	// InstancePhaseQuarantined marks an instance whose teardown keeps failing: visible, not forgotten.
+	InstancePhaseQuarantined = "Quarantined"
+)
+
+// teardownVersionReportsQuarantine: Teardown signals member-quarantined when it gives up.
+const teardownVersionReportsQuarantine = "teardown-reports-quarantine"
+
+// InstanceWorkflowID is the workflow id of an instance's provisioning.
+func InstanceWorkflowID(instanceID string) string { return "instance-" + instanceID }
+
+// ProvisionInput asks for one instance.
+type ProvisionInput struct {
+	Backend string                `json:"backend"`
+	Spec    backends.InstanceSpec `json:"spec"`
+	// CreatingTimeout bounds create → ready (default 10m).
+	CreatingTimeout time.Duration `json:"creatingTimeout,omitempty"`
+	// NotifyPool is the workflow id of the pool to signal with the outcome (member-ready or
+	// member-failed); empty for a standalone provision.
+	NotifyPool string `json:"notifyPool,omitempty"`
+	// Addons are applied, in order, once the instance is ready; then every gate must pass
+	// within GatesTimeout (default 5m) before the instance is recorded Ready.
+	Addons       []pools.Addon         `json:"addons,omitempty"`
+	Gates        []pools.ReadinessGate `json:"gates,omitempty"`
+	GatesTimeout time.Duration         `json:"gatesTimeout,omitempty"`
+}
+
+// ProvisionResult is a ready instance and where it lives.
+type ProvisionResult struct {
+	Status    backends.InstanceStatus `json:"status"`
+	Placement HostAssignment          `json:"placement"`
+}
+
+// Provision creates an instance, waits until it is ready, applies the pool's addons and waits
+// until it passes the pool's readiness gates; it records each step in the store.
+// On any failure it deletes what it created before returning the error: an instance is either
+// ready and recorded, or gone — never half-made and forgotten.
+func Provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error) {
+	started := workflow.Now(ctx)
+	res, err := provision(ctx, in)
+	outcome := "success"
+	if err != nil {
+		outcome = "failure"
+	}
+	m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": in.Spec.Pool, "backend": in.Backend, "outcome": outcome})
+	m.Timer(MetricInstanceCreateDuration).Record(workflow.Now(ctx).Sub(started))
+	m.Counter(MetricInstanceCreates).Inc(1)
+	if in.NotifyPool != "" {
+		report := MemberReport{InstanceID: in.Spec.ID, Placement: res.Placement, Endpoint: res.Status.Endpoint}
+		signal := SignalMemberReady
+		if err != nil {
+			signal, report.Reason = SignalMemberFail, err.Error()
+		}
+		notifyPool(ctx, in.NotifyPool, signal, report)
+	}
+	return res, err
+}
+
+// notifyPool tells the pool entity how a member workflow ended. It goes through a disconnected
+// context so that a cancelled member still reports. (Added after the first recorded histories,
+// hence the version marker.)
+func notifyPool(ctx workflow.Context, poolWorkflowID, signal string, report MemberReport) {
+	if workflow.GetVersion(ctx, "notify-pool", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.SignalExternalWorkflow(dctx, poolWorkflowID, "", signal, report).Get(dctx, nil)
+}
+
+func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error) {
+	var a *Activities
+	if in.CreatingTimeout <= 0 {
+		in.CreatingTimeout = 10 * time.Minute
+	}
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	var res ProvisionResult
+	if err := workflow.ExecuteActivity(short, a.SelectHost, in.Backend).Get(ctx, &res.Placement); err != nil {
+		return res, fmt.Errorf("no worker runs backend %s: %w", in.Backend, err)
+	}
+	onHost := func(ctx workflow.Context, opts workflow.ActivityOptions) workflow.Context {
+		opts.TaskQueue = res.Placement.TaskQueue
+		return workflow.WithActivityOptions(ctx, opts)
+	}
+	req := BackendRequest{Backend: in.Backend, Spec: in.Spec}
+	record := func(phase, endpoint, msg string) error {
+		return workflow.ExecuteActivity(short, a.RecordInstance, InstanceRecord{
+			ID: in.Spec.ID, Pool: in.Spec.Pool, Backend: in.Backend, Host: res.Placement.HostID,
+			Phase: phase, Endpoint: endpoint, Message: msg,
+		}).Get(ctx, nil)
+	}
+	// Recorded before anything exists, so that a crash at any later point leaves a row that
+	// points at the instance: nothing can be created that the store does not know of.
+	if err := record(InstancePhaseCreating, "", ""); err != nil {
+		return res, err
+	}
+
+	err := func() error {
+		createCtx := onHost(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout:    2 * time.Minute,
+			ScheduleToCloseTimeout: in.CreatingTimeout,
+			// A worker killed mid-create is noticed within this, not after the 2 min above.
+			HeartbeatTimeout: 15 * time.Second,
+			RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+		})
+		if err := workflow.ExecuteActivity(createCtx, a.BackendCreate, req).Get(ctx, &res.Status); err != nil {
+			return err
+		}
+		waitCtx := onHost(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout:    in.CreatingTimeout,
+			ScheduleToCloseTimeout: in.CreatingTimeout,
+			// A worker that dies mid-wait is noticed within this, and the wait resumes on the
+			// host's next worker (which re-adopts the instance).
+			HeartbeatTimeout: 15 * time.Second,
+			RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+		})
+		if err := workflow.ExecuteActivity(waitCtx, a.BackendWaitReady, req).Get(ctx, &res.Status); err != nil {
+			return err
+		}
+		if err := addonsAndGates(ctx, in, res.Placement); err != nil {
+			return err
+		}
+		return record(InstancePhaseReady, res.Status.Endpoint, "")
+	}()
+	if err == nil {
+		return res, nil
+	}
+
+	// Clean up even if the workflow itself was cancelled.
+	cleanup, _ := workflow.NewDisconnectedContext(ctx)
+	if terr := teardown(cleanup, in.Backend, in.Spec, res.Placement); terr != nil {
+		return res, fmt.Errorf("provisioning %s failed (%v) and so did its cleanup: %w", in.Spec.ID, err, terr)
+	}
+	return res, fmt.Errorf("provisioning %s failed and was cleaned up: %w", in.Spec.ID, err)
+}
+
+// addonsAndGates applies the pool's addons, then waits until the instance passes its readiness
+// gates; an error fails the provision, whose cleanup deletes the instance, so a member that
+// fails its gates never joins the pool. (Added after the first recorded histories, hence the
+// version marker.)
+func addonsAndGates(ctx workflow.Context, in ProvisionInput, placement HostAssignment) error {
+	if workflow.GetVersion(ctx, "addons-gates", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	var a *Activities
+	if len(in.Addons) > 0 {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              placement.TaskQueue, // the admin kubeconfig lives on the instance's host
+			StartToCloseTimeout:    5 * time.Minute,
+			ScheduleToCloseTimeout: in.CreatingTimeout,
+			HeartbeatTimeout:       30 * time.Second,
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+		})
+		req := AddonsRequest{Backend: in.Backend, InstanceID: in.Spec.ID, Addons: in.Addons}
+		if err := workflow.ExecuteActivity(actx, a.ApplyAddons, req).Get(ctx, nil); err != nil {
+			return fmt.Errorf("applying addons: %w", err)
+		}
+	}
+	if len(in.Gates) == 0 {
+		return nil
+	}
+	timeout := in.GatesTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	gctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: placement.TaskQueue,
+		// The activity stops at the deadline itself and says which gates failed; the slack
+		// lets that answer arrive before Temporal's own timeout would hide it.
+		StartToCloseTimeout:    timeout + time.Minute,
+		ScheduleToCloseTimeout: timeout + time.Minute,
+		HeartbeatTimeout:       30 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+	})
+	req := GatesRequest{Backend: in.Backend, InstanceID: in.Spec.ID, Gates: in.Gates,
+		Deadline: workflow.Now(ctx).Add(timeout)}
+	if err := workflow.ExecuteActivity(gctx, a.WaitReadinessGates, req).Get(ctx, nil); err != nil {
+		return fmt.Errorf("readiness gates: %w", err)
+	}
+	return nil
+}
+
+// TeardownInput names the instance to delete and where it lives.
+type TeardownInput struct {
+	Backend   string                `json:"backend"`
+	Spec      backends.InstanceSpec `json:"spec"`
+	Placement HostAssignment        `json:"placement"`
+	// NotifyPool is the pool to signal member-gone once the instance is verified gone.
+	NotifyPool string `json:"notifyPool,omitempty"`
+}
+
+// Teardown deletes an instance, verifies it is gone, and removes it from the store. If the
+// delete keeps failing the instance is recorded Quarantined and the workflow fails: visible to
+// operators, never silently forgotten.
+func Teardown(ctx workflow.Context, in TeardownInput) error {
+	err := teardown(ctx, in.Backend, in.Spec, in.Placement)
+	if in.NotifyPool == "" {
+		return err
+	}
+	if err == nil {
+		notifyPool(ctx, in.NotifyPool, SignalMemberGone, MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement})
+		return nil
+	}
+	// From this version on the pool hears of a teardown that gave up, and keeps the member as
+	// Quarantined instead of waiting for member-gone forever.
+	if workflow.GetVersion(ctx, teardownVersionReportsQuarantine, workflow.DefaultVersion, 1) >= 1 {
+		notifyPool(ctx, in.NotifyPool, SignalMemberQuarantined, MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement, Reason: err.Error()})
+	}
+	return err
+}
+
+func teardown(ctx workflow.Context, backend string, spec backends.InstanceSpec, placement HostAssignment) error {
+	var a *Activities
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	rec := InstanceRecord{ID: spec.ID, Pool: spec.Pool, Backend: backend, Host: placement.HostID}
+	rec.Phase = InstancePhaseDeleting
+	if err := workflow.ExecuteActivity(short, a.RecordInstance, rec).Get(ctx, nil); err != nil {
+		return err
+	}
+	delCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              placement.TaskQueue,
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		// A worker killed mid-delete is noticed within this, not after the 2 min above.
+		HeartbeatTimeout: 15 * time.Second,
+		RetryPolicy:      &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+	})
+	err := workflow.ExecuteActivity(delCtx, a.BackendDelete, BackendRequest{Backend: backend, Spec: spec}).Get(ctx, nil)
+	if err != nil {
+		rec.Phase, rec.Message = InstancePhaseQuarantined, err.Error()
+		_ = workflow.ExecuteActivity(short, a.RecordInstance, rec).Get(ctx, nil)
+		return fmt.Errorf("deleting %s: %w", spec.ID, err)
+	}
+	return workflow.ExecuteActivity(short, a.ForgetInstance, spec.ID).Get(ctx, nil)
+}

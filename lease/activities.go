@@ -1,0 +1,139 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
+	"github.com/kunobi-ninja/kobe/internal/store"
+)
+
+// Activities are the lease domain's activities: the lease's store row and its credentials.
+type Activities struct {
+	Store  store.Store
+	Logger *zap.Logger
+	// Secrets seals the lease's kubeconfig before it is stored.
+	Secrets *secretbox.Box
+	// Host names this worker in errors; Backends are the backends it runs (credentials are
+	// issued and revoked by the instance's backend).
+	Host     string
+	Backends map[string]backends.RuntimeBackend
+}
+
+// LeaseRecord is what a lease workflow projects into the store.
+type LeaseRecord struct {
+	ID         string        `json:"id"`
+	Pool       string        `json:"pool"`
+	Principal  string        `json:"principal"`
+	Phase      string        `json:"phase"`
+	InstanceID string        `json:"instanceId,omitempty"`
+	TTL        time.Duration `json:"ttl"`
+	ExpiresAt  time.Time     `json:"expiresAt,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
+}
+
+// LeaseCredentialRequest names a lease's credential. It carries no secret: the kubeconfig goes
+// from the backend, sealed, into the store, and the workflow history only sees this reference.
+type LeaseCredentialRequest struct {
+	LeaseID    string    `json:"leaseId"`
+	Backend    string    `json:"backend"`
+	InstanceID string    `json:"instanceId"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+}
+
+// RecordLease upserts the lease's row (keeping fields the workflow does not know, such as the
+// alias the API stored) and, when the phase changes, appends the audit event of the transition
+// in the same transaction: if the event cannot be written the row is not changed either, so the
+// activity's retry still sees the transition and records both. The event is keyed by the
+// transition, so that two attempts racing (a timed-out one still running) write it once.
+func (a *Activities) RecordLease(ctx context.Context, r LeaseRecord) error {
+	return a.Store.InTx(ctx, func(tx store.Store) error {
+		l, err := tx.GetLease(ctx, r.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		changed := l.Phase != r.Phase
+		l.ID, l.Pool, l.Phase, l.InstanceID, l.TTL, l.ExpiresAt, l.Reason = r.ID, r.Pool, r.Phase, r.InstanceID, r.TTL, r.ExpiresAt, r.Reason
+		if l.Principal == "" {
+			l.Principal = r.Principal
+		}
+		if err := tx.UpsertLease(ctx, l); err != nil {
+			return err
+		}
+		if !changed {
+			return nil
+		}
+		action := "lease." + strings.ToLower(r.Phase)
+		_, err = tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: action, Target: r.ID, Pool: r.Pool, Key: action + ":" + r.ID,
+			Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
+		return err
+	})
+}
+
+// ErrInstanceBroken is the non-retryable error type of a credential asked of a broken instance.
+const ErrInstanceBroken = "InstanceBroken"
+
+// IssueLeaseCredentials asks the backend for a kubeconfig for this lease expiring with it,
+// seals it and stores it. It runs on the instance's host.
+func (a *Activities) IssueLeaseCredentials(ctx context.Context, req LeaseCredentialRequest) error {
+	if a.Secrets == nil {
+		return temporal.NewNonRetryableApplicationError("this worker has no secret key: it cannot store lease credentials", "NoSecretKey", nil)
+	}
+	b, err := instance.Backend(a.Backends, a.Host, req.Backend)
+	if err != nil {
+		return err
+	}
+	ttl := time.Until(req.ExpiresAt)
+	if ttl <= 0 {
+		return temporal.NewNonRetryableApplicationError("lease already expired", "Expired", nil)
+	}
+	cred, err := b.Credentials(ctx, req.InstanceID, backends.CredentialRequest{User: req.LeaseID, TTL: ttl})
+	if err != nil {
+		// An instance its backend knows to be broken will not get better by retrying: the lease
+		// fails now (and gives the instance back) instead of after minutes of retries.
+		if st, broken := instanceBroken(ctx, b, req.InstanceID); broken {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("instance %s is broken (%s %s): %v", req.InstanceID, st.Phase, st.Message, err), ErrInstanceBroken, nil)
+		}
+		return err
+	}
+	sealed, err := a.Secrets.Seal(cred.Kubeconfig, []byte(req.LeaseID))
+	if err != nil {
+		return err
+	}
+	return a.Store.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: req.LeaseID, Sealed: sealed,
+		CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt})
+}
+
+// RevokeLeaseCredentials makes the lease's credential stop working and forgets it.
+func (a *Activities) RevokeLeaseCredentials(ctx context.Context, req LeaseCredentialRequest) error {
+	b, err := instance.Backend(a.Backends, a.Host, req.Backend)
+	if err != nil {
+		return err
+	}
+	if err := b.RevokeCredentials(ctx, req.InstanceID, req.LeaseID); err != nil && !errors.Is(err, backends.ErrNotFound) {
+		// A broken instance cannot be asked to revoke, and it is torn down right after: waiting
+		// for it would hold the lease (and its instance) for the activity's whole retry window.
+		if _, broken := instanceBroken(ctx, b, req.InstanceID); !broken {
+			return err
+		}
+	}
+	return a.Store.DeleteLeaseCredential(ctx, req.LeaseID)
+}
+
+// instanceBroken says whether the backend knows the instance to be broken or gone.
+func instanceBroken(ctx context.Context, b backends.RuntimeBackend, id string) (backends.InstanceStatus, bool) {
+	st, err := b.Status(ctx, id)
+	if errors.Is(err, backends.ErrNotFound) {
+		return st, true
+	}
+	return st, err == nil && (st.Phase == backends.PhaseUnhealthy || st.Phase == backends.PhaseFailed || st.Phase == backends.PhaseGone)
+}

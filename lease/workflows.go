@@ -1,0 +1,641 @@
+// Package lease is the lease workflow: it claims an instance from its pool, issues the
+// lease's own credential, holds the instance until the lease is released, expires or goes
+// idle, then revokes the credential and gives the instance back. Extensions are Updates,
+// validated before they are accepted.
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/pool"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// LeaseWorkflowName is the registered name of the lease workflow.
+const LeaseWorkflowName = "Lease"
+
+// Lease signals, update and query.
+const (
+	SignalReleaseLease = "release-lease" // from the API: the user is done
+	// SignalHeartbeat tells a lease with an idle timeout that its user is still there.
+	SignalHeartbeat = "heartbeat"
+	UpdateExtend    = "extend" // ExtendRequest → ExtendResult
+	// UpdateWaitBound returns the LeaseView once the lease is no longer Pending: a client
+	// waits for its kubeconfig without polling (also as update-with-start).
+	UpdateWaitBound = "wait-bound"
+	QueryLease      = "lease" // → LeaseView
+)
+
+// Lease phases (upstream names).
+const (
+	LeasePending  = "Pending"
+	LeaseBound    = "Bound"
+	LeaseReleased = "Released"
+	LeaseExpired  = "Expired"
+	LeaseFailed   = "Failed"
+)
+
+// Reason codes a lease can end or be refused with (API contract).
+const (
+	ReasonPoolExhausted            = "pool_exhausted"
+	ReasonExtensionBudgetExhausted = "extension_budget_exhausted"
+	ReasonMaxTTLCeiling            = "max_ttl_ceiling"
+	ReasonNotReady                 = "not_ready"
+	ReasonInvalidRequest           = "invalid_request"
+	ReasonIdleTimeout              = "idle_timeout"
+)
+
+// LeaseInput starts a lease.
+type LeaseInput struct {
+	LeaseID       string        `json:"leaseId"`
+	Pool          string        `json:"pool"`
+	Principal     string        `json:"principal"`
+	TTL           time.Duration `json:"ttl"`
+	MaxTTL        time.Duration `json:"maxTtl"`
+	MaxExtensions int           `json:"maxExtensions"`
+	Priority      int           `json:"priority"`
+	// IdleTimeout, when set, ends a Bound lease (Expired, reason idle_timeout) that got no
+	// heartbeat signal for that long: a crashed CI job gives its cluster back early. Runs that
+	// predate it have it zero, so they replay unchanged.
+	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+	// SearchAttributes says the starter set KobePool/KobeOwner/KobePhase (they are registered
+	// on the namespace), so the lease keeps KobePhase current for the Web UI's filters.
+	SearchAttributes bool `json:"searchAttributes,omitempty"`
+	// ContinueAsNewAfter is the history length (events) past which a Bound lease continues as
+	// new, so that heartbeats and extensions never grow one run without bound; zero means
+	// leaseContinueAsNewAfter. The server's suggestion (GetContinueAsNewSuggested) also does.
+	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
+	// Resume carries a Bound lease into the next run when it continues as new: that run
+	// neither claims nor issues credentials again, it goes on holding the same instance.
+	Resume *LeaseResume `json:"resume,omitempty"`
+}
+
+// LeaseResume is the state of a Bound lease that its next run starts from.
+type LeaseResume struct {
+	View       LeaseView       `json:"view"`
+	Assignment pool.Assignment `json:"assignment"`
+	// LastSeen is the last heartbeat (or the bind time), for the idle timeout.
+	LastSeen time.Time `json:"lastSeen"`
+	// IssueFor is how long a credential issuance may retry (the version the lease bound with).
+	IssueFor time.Duration `json:"issueFor"`
+}
+
+// leaseContinueAsNewAfter is the default history length at which a Bound lease continues as new.
+const leaseContinueAsNewAfter = 5000
+
+// LeaseView answers QueryLease.
+type LeaseView struct {
+	ID         string    `json:"id"`
+	Pool       string    `json:"pool"`
+	Phase      string    `json:"phase"`
+	Reason     string    `json:"reason,omitempty"`
+	InstanceID string    `json:"instanceId,omitempty"`
+	Endpoint   string    `json:"endpoint,omitempty"`
+	BoundAt    time.Time `json:"boundAt,omitempty"`
+	ExpiresAt  time.Time `json:"expiresAt,omitempty"`
+	Extensions int       `json:"extensions"`
+	// ClaimedAt is when the lease asked its pool; AssignmentSeq the pool's order of assignment.
+	ClaimedAt     time.Time `json:"claimedAt"`
+	AssignmentSeq int64     `json:"assignmentSeq,omitempty"`
+	// Conditions are observations about the lease, such as its instance failing health checks.
+	Conditions []LeaseCondition `json:"conditions,omitempty"`
+	// IdleTimeout is the lease's idle timeout (zero: none), so that the API heartbeats only
+	// the leases that need it.
+	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+}
+
+// ExtendRequest adds By to the lease's expiry.
+type ExtendRequest struct {
+	By time.Duration `json:"by"`
+}
+
+// ExtendResult is the new expiry.
+type ExtendResult struct {
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// ExtendRejection is the error type of a refused extension; its message is the reason code.
+const ExtendRejection = "ExtendRejected"
+
+// Lease claims an instance from its pool, issues the lease's credentials, holds the instance
+// until its TTL (extendable within budget and ceiling) or a release, then hands it back to the
+// pool, which tears it down: an instance is never reused.
+func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
+	var a *Activities
+	view := LeaseView{ID: in.LeaseID, Pool: in.Pool, Phase: LeasePending, IdleTimeout: in.IdleTimeout}
+	resumed := in.Resume != nil
+	var asg pool.Assignment
+	var lastSeen time.Time
+	issueFor := 2 * time.Minute
+	if resumed {
+		view, asg, lastSeen, issueFor = in.Resume.View, in.Resume.Assignment, in.Resume.LastSeen, in.Resume.IssueFor
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryLease, func() (LeaseView, error) { return view, nil }); err != nil {
+		return view, err
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateWaitBound, func(ctx workflow.Context) (LeaseView, error) {
+		err := workflow.Await(ctx, func() bool { return view.Phase != LeasePending })
+		return view, err
+	}); err != nil {
+		return view, err
+	}
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+	projectAsync := func() workflow.Future {
+		return workflow.ExecuteActivity(short, a.RecordLease, LeaseRecord{
+			ID: view.ID, Pool: view.Pool, Principal: in.Principal, Phase: view.Phase, InstanceID: view.InstanceID,
+			TTL: in.TTL, ExpiresAt: view.ExpiresAt, Reason: view.Reason,
+		})
+	}
+	project := func() { _ = projectAsync().Get(ctx, nil) }
+	var pendingRecorded workflow.Future
+	if !resumed {
+		// From this version on the claim goes out at once and the Pending row is written
+		// meanwhile: the projection is not on the bind path.
+		claimFirst := workflow.GetVersion(ctx, leaseVersionClaimFirst, workflow.DefaultVersion, 1) >= 1
+		if claimFirst {
+			pendingRecorded = projectAsync()
+		} else {
+			project()
+		}
+	}
+	metrics := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": in.Pool})
+	claimEvent := func(event string) {
+		metrics.WithTags(map[string]string{"event": event}).Counter(MetricClaims).Inc(1)
+	}
+	searchable := in.SearchAttributes &&
+		workflow.GetVersion(ctx, leaseVersionChange, workflow.DefaultVersion, leaseVersionSearchAttributes) >= leaseVersionSearchAttributes
+	setPhase := func(phase string) {
+		view.Phase = phase
+		if searchable {
+			if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttributePhase.ValueSet(phase)); err != nil {
+				workflow.GetLogger(ctx).Warn("cannot update the lease's search attributes", "error", err)
+			}
+		}
+	}
+
+	// issueUntil issues a credential for this lease expiring at expiresAt, on the instance's
+	// host (it replaces the stored one).
+	issueUntil := func(ctx workflow.Context, expiresAt time.Time) error {
+		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              asg.Placement.TaskQueue,
+			StartToCloseTimeout:    30 * time.Second,
+			ScheduleToCloseTimeout: issueFor,
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+		})
+		return workflow.ExecuteActivity(hctx, a.IssueLeaseCredentials, LeaseCredentialRequest{
+			LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID, ExpiresAt: expiresAt,
+		}).Get(ctx, nil)
+	}
+	refusal := func(req ExtendRequest) error {
+		switch {
+		case view.Phase != LeaseBound:
+			return temporal.NewApplicationError(ReasonNotReady, ExtendRejection)
+		case req.By <= 0:
+			return temporal.NewApplicationError(ReasonInvalidRequest, ExtendRejection)
+		case view.Extensions >= in.MaxExtensions:
+			return temporal.NewApplicationError(ReasonExtensionBudgetExhausted, ExtendRejection)
+		case view.ExpiresAt.Add(req.By).After(view.BoundAt.Add(in.MaxTTL)):
+			return temporal.NewApplicationError(ReasonMaxTTLCeiling, ExtendRejection)
+		}
+		return nil
+	}
+
+	// The extend handler exists from the start (its validator refuses until Bound): a client
+	// that sees Bound — by query or by the wait-bound update — can extend at once.
+	// extending is true while an extension issues its credential: extensions go one at a time,
+	// and the lease neither expires nor continues as new under one.
+	extending := false
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend,
+		func(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
+			if workflow.GetVersion(ctx, leaseVersionAtomicExtend, workflow.DefaultVersion, 1) < 1 {
+				// Before this version the extension was committed before its credential was
+				// issued: a failed issuance left the lease extended, its budget spent and its
+				// kubeconfig expiring before it.
+				view.ExpiresAt = view.ExpiresAt.Add(req.By)
+				view.Extensions++
+				if err := issueUntil(ctx, view.ExpiresAt); err != nil {
+					return ExtendResult{}, err
+				}
+				claimEvent("extended")
+				return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
+			}
+			if err := workflow.Await(ctx, func() bool { return !extending }); err != nil {
+				return ExtendResult{}, err
+			}
+			// Another extension may have run meanwhile: decide on the state as it is now.
+			if err := refusal(req); err != nil {
+				return ExtendResult{}, err
+			}
+			extending = true
+			defer func() { extending = false }()
+			// Compute, issue a fresh certificate that expires with the lease, then commit: a
+			// failed issuance changes nothing and spends no extension.
+			next := view.ExpiresAt.Add(req.By)
+			if err := issueUntil(ctx, next); err != nil {
+				return ExtendResult{}, err
+			}
+			if view.Phase != LeaseBound {
+				return ExtendResult{}, temporal.NewApplicationError(ReasonNotReady, ExtendRejection)
+			}
+			view.ExpiresAt = next
+			view.Extensions++
+			claimEvent("extended")
+			return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ExtendRequest) error {
+			return refusal(req)
+		}}); err != nil {
+		return view, err
+	}
+
+	releaseCh := workflow.GetSignalChannel(ctx, SignalReleaseLease)
+	assignedCh := workflow.GetSignalChannel(ctx, pool.SignalAssigned)
+	failedCh := workflow.GetSignalChannel(ctx, pool.SignalClaimFailed)
+
+	if !resumed {
+		view.ClaimedAt = workflow.Now(ctx)
+		claimErr := workflow.SignalExternalWorkflow(ctx, pool.PoolWorkflowID(in.Pool), "", pool.SignalClaim,
+			pool.ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: view.ClaimedAt}).Get(ctx, nil)
+		if pendingRecorded != nil {
+			_ = pendingRecorded.Get(ctx, nil)
+		}
+		if err := claimErr; err != nil {
+			setPhase(LeaseFailed)
+			view.Reason = "not_found"
+			claimEvent("failed")
+			project()
+			return view, fmt.Errorf("pool %s: %w", in.Pool, err)
+		}
+
+		for view.Phase == LeasePending && asg.InstanceID == "" {
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(assignedCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &asg) })
+			sel.AddReceive(failedCh, func(c workflow.ReceiveChannel, _ bool) {
+				var f pool.ClaimFailure
+				c.Receive(ctx, &f)
+				view.Phase, view.Reason = LeaseFailed, f.Reason
+			})
+			sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				view.Phase = LeaseReleased
+			})
+			sel.Select(ctx)
+		}
+		if view.Phase != LeasePending {
+			phase := view.Phase
+			setPhase(phase)
+			if phase == LeaseFailed {
+				claimEvent("failed")
+			} else {
+				claimEvent("released")
+			}
+			// Failed or released while waiting: the pool forgets the claim.
+			_ = workflow.SignalExternalWorkflow(ctx, pool.PoolWorkflowID(in.Pool), "", pool.SignalCancelClaim, in.LeaseID).Get(ctx, nil)
+			// An assignment racing with the cancellation is handed straight back.
+			var late pool.Assignment
+			if assignedCh.ReceiveAsync(&late) {
+				giveBack(ctx, in, late.InstanceID, "cancelled")
+			}
+			project()
+			return view, nil
+		}
+
+		// Bound: issue credentials for exactly this lease, valid for its TTL.
+		view.InstanceID, view.Endpoint, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, asg.Seq
+		view.BoundAt = workflow.Now(ctx)
+		view.ExpiresAt = view.BoundAt.Add(in.TTL)
+		// Issuing credentials is a few milliseconds of work against a Ready instance; when it takes
+		// minutes the host is overloaded, not broken (the 50-client bench on 2 cores: a lease failed
+		// with backend_error after 2 minutes while its instance was fine). From this version on the
+		// lease waits longer, so an overloaded host slows binds down instead of failing them.
+		if workflow.GetVersion(ctx, leaseVersionPatientCredentials, workflow.DefaultVersion, 1) >= 1 {
+			issueFor = 10 * time.Minute
+		}
+		if err := issueUntil(ctx, view.ExpiresAt); err != nil {
+			setPhase(LeaseFailed)
+			view.Reason = "backend_error"
+			claimEvent("failed")
+			project()
+			giveBack(ctx, in, asg.InstanceID, "credentials failed")
+			return view, nil
+		}
+		setPhase(LeaseBound)
+		project()
+		metrics.Timer(MetricClaimBindDuration).Record(workflow.Now(ctx).Sub(view.ClaimedAt))
+		if asg.Queued {
+			claimEvent("created_queued")
+		} else {
+			claimEvent("created_fast")
+		}
+		lastSeen = workflow.Now(ctx)
+	} else if searchable {
+		// A new run: the phase it shows in the Web UI is the one it carries on.
+		setPhase(view.Phase)
+	}
+
+	heartbeatCh := workflow.GetSignalChannel(ctx, SignalHeartbeat)
+	if workflow.GetVersion(ctx, leaseVersionBoundRuns, workflow.DefaultVersion, 1) < 1 {
+		// Before this version a Bound lease never continued as new, and every heartbeat re-armed
+		// its timers.
+		for view.Phase == LeaseBound {
+			timerCtx, cancel := workflow.WithCancel(ctx)
+			expiresAt := view.ExpiresAt
+			timer := workflow.NewTimer(timerCtx, expiresAt.Sub(workflow.Now(ctx)))
+			sel := workflow.NewSelector(ctx)
+			if in.IdleTimeout > 0 {
+				idle := workflow.NewTimer(timerCtx, lastSeen.Add(in.IdleTimeout).Sub(workflow.Now(ctx)))
+				sel.AddFuture(idle, func(workflow.Future) {
+					if !workflow.Now(ctx).Before(lastSeen.Add(in.IdleTimeout)) {
+						view.Phase, view.Reason = LeaseExpired, ReasonIdleTimeout
+					}
+				})
+				sel.AddReceive(heartbeatCh, func(c workflow.ReceiveChannel, _ bool) {
+					c.Receive(ctx, nil)
+					for c.ReceiveAsync(nil) {
+					}
+					lastSeen = workflow.Now(ctx)
+				})
+			}
+			sel.AddFuture(timer, func(workflow.Future) {
+				if !workflow.Now(ctx).Before(view.ExpiresAt) {
+					view.Phase = LeaseExpired
+				}
+			})
+			sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				view.Phase = LeaseReleased
+			})
+			// An extension changes ExpiresAt: wake up to re-arm the timer.
+			sel.AddFuture(waitChanged(timerCtx, func() bool { return !view.ExpiresAt.Equal(expiresAt) }), func(workflow.Future) {
+				project()
+			})
+			sel.Select(ctx)
+			cancel()
+		}
+	} else {
+		b := &boundLease{ctx: ctx, in: in, view: &view, lastSeen: &lastSeen, extending: &extending, metrics: metrics,
+			release: releaseCh, heartbeat: heartbeatCh, unhealthy: workflow.GetSignalChannel(ctx, pool.SignalInstanceUnhealthy),
+			assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh}, project: project}
+		if b.hold() {
+			next := in
+			next.Resume = &LeaseResume{View: view, Assignment: asg, LastSeen: lastSeen, IssueFor: issueFor}
+			return view, workflow.NewContinueAsNewError(ctx, LeaseWorkflowName, next)
+		}
+		// An extension that was issuing when the lease ended has stored its credential by now:
+		// the revocation below is the last word.
+		if err := workflow.Await(ctx, func() bool { return !extending }); err != nil {
+			return view, err
+		}
+	}
+
+	// Revoke first so the credential dies at once, then hand the instance back for teardown.
+	revokeCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              asg.Placement.TaskQueue,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: issueFor,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+	})
+	_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, LeaseCredentialRequest{
+		LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
+	giveBack(ctx, in, asg.InstanceID, view.Phase)
+	setPhase(view.Phase)
+	if view.Phase == LeaseExpired {
+		claimEvent("expired")
+	} else {
+		claimEvent("released")
+	}
+	project()
+	return view, nil
+}
+
+// boundLease holds a Bound lease until it ends or its run should continue as new. Heartbeats
+// and extensions only move lastSeen and ExpiresAt: the timers are re-armed when they fire, not
+// on every signal, so a burst of heartbeats costs its signals and nothing more.
+type boundLease struct {
+	ctx       workflow.Context
+	in        LeaseInput
+	view      *LeaseView
+	lastSeen  *time.Time
+	extending *bool
+	metrics   metricsHandler
+	release   workflow.ReceiveChannel
+	heartbeat workflow.ReceiveChannel
+	unhealthy workflow.ReceiveChannel
+	assigned  workflow.ReceiveChannel
+	leftovers []workflow.ReceiveChannel
+	project   func()
+	// events is a lower bound of this run's history length (signals and timers), for when the
+	// server's count is not known.
+	events int
+}
+
+// hold returns true when the run should continue as new (every signal taken, every handler
+// finished), false once the lease has ended.
+func (b *boundLease) hold() bool {
+	ctx, view := b.ctx, b.view
+	threshold := b.in.ContinueAsNewAfter
+	if threshold <= 0 {
+		threshold = leaseContinueAsNewAfter
+	}
+	projected := view.ExpiresAt
+	var ttlTimer, idleTimer workflow.Future
+	for view.Phase == LeaseBound {
+		now := workflow.Now(ctx)
+		if !*b.extending {
+			if !now.Before(view.ExpiresAt) {
+				view.Phase = LeaseExpired
+				break
+			}
+			if b.in.IdleTimeout > 0 && !now.Before(b.lastSeen.Add(b.in.IdleTimeout)) {
+				view.Phase, view.Reason = LeaseExpired, ReasonIdleTimeout
+				break
+			}
+		}
+		if !projected.Equal(view.ExpiresAt) {
+			projected = view.ExpiresAt
+			b.project()
+			continue
+		}
+		if !*b.extending && b.continueAsNew(threshold) {
+			if !workflow.AllHandlersFinished(ctx) {
+				_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+				continue
+			}
+			if b.drain() {
+				continue
+			}
+			return true
+		}
+		if d := view.ExpiresAt.Sub(now); ttlTimer == nil && d > 0 {
+			ttlTimer = workflow.NewTimer(ctx, d)
+			b.events += 2
+		}
+		if d := b.lastSeen.Add(b.in.IdleTimeout).Sub(now); b.in.IdleTimeout > 0 && idleTimer == nil && d > 0 {
+			idleTimer = workflow.NewTimer(ctx, d)
+			b.events += 2
+		}
+		wctx, cancel := workflow.WithCancel(ctx)
+		sel := workflow.NewSelector(ctx)
+		if ttlTimer != nil {
+			sel.AddFuture(ttlTimer, func(workflow.Future) { ttlTimer = nil })
+		}
+		if idleTimer != nil {
+			sel.AddFuture(idleTimer, func(workflow.Future) { idleTimer = nil })
+		}
+		sel.AddReceive(b.release, func(c workflow.ReceiveChannel, _ bool) { b.takeRelease(c) })
+		sel.AddReceive(b.heartbeat, func(c workflow.ReceiveChannel, _ bool) { b.takeHeartbeats(c) })
+		sel.AddReceive(b.unhealthy, func(c workflow.ReceiveChannel, _ bool) { b.takeUnhealthy(c) })
+		sel.AddReceive(b.assigned, func(c workflow.ReceiveChannel, _ bool) { b.takeAssigned(c) })
+		for _, ch := range b.leftovers {
+			sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { b.takeLeftover(c) })
+		}
+		wasExtending := *b.extending
+		sel.AddFuture(waitChanged(wctx, func() bool {
+			return *b.extending != wasExtending || !view.ExpiresAt.Equal(projected)
+		}), func(workflow.Future) {})
+		sel.Select(ctx)
+		cancel()
+	}
+	return false
+}
+
+func (b *boundLease) continueAsNew(threshold int) bool {
+	info := workflow.GetInfo(b.ctx)
+	return info.GetContinueAsNewSuggested() || max(info.GetCurrentHistoryLength(), b.events) >= threshold
+}
+
+// drain takes every signal already delivered, so that none is lost with this run; it says
+// whether there was any.
+func (b *boundLease) drain() bool {
+	got := false
+	for _, ch := range append([]workflow.ReceiveChannel{b.release, b.heartbeat, b.unhealthy, b.assigned}, b.leftovers...) {
+		for ch.Len() > 0 {
+			got = true
+			switch ch {
+			case b.release:
+				b.takeRelease(ch)
+			case b.heartbeat:
+				b.takeHeartbeats(ch)
+			case b.unhealthy:
+				b.takeUnhealthy(ch)
+			case b.assigned:
+				b.takeAssigned(ch)
+			default:
+				b.takeLeftover(ch)
+			}
+		}
+	}
+	return got
+}
+
+func (b *boundLease) takeRelease(c workflow.ReceiveChannel) {
+	c.Receive(b.ctx, nil)
+	b.events++
+	b.view.Phase = LeaseReleased
+}
+
+// takeHeartbeats coalesces a burst: every heartbeat waiting counts as one.
+func (b *boundLease) takeHeartbeats(c workflow.ReceiveChannel) {
+	c.Receive(b.ctx, nil)
+	b.events++
+	for c.ReceiveAsync(nil) {
+		b.events++
+	}
+	*b.lastSeen = workflow.Now(b.ctx)
+}
+
+// takeUnhealthy records that the lease's instance failed its health checks. The lease stays
+// Bound: its holder decides whether to give it back.
+func (b *boundLease) takeUnhealthy(c workflow.ReceiveChannel) {
+	var r pool.HealthReport
+	c.Receive(b.ctx, &r)
+	b.events++
+	if r.InstanceID != "" && r.InstanceID != b.view.InstanceID {
+		return
+	}
+	reason := r.Reason
+	if reason == "" {
+		reason = pool.ReasonHealthFailed
+	}
+	msg := r.Message
+	if msg == "" {
+		msg = fmt.Sprintf("instance %s failed %d health checks in a row", b.view.InstanceID, r.Failures)
+	}
+	at := r.At
+	if at.IsZero() {
+		at = workflow.Now(b.ctx)
+	}
+	if setCondition(b.view, LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: reason,
+		Message: msg, LastTransitionTime: at}) {
+		b.metrics.Counter(MetricLeaseInstanceUnhealthy).Inc(1)
+	}
+}
+
+// takeAssigned handles an assignment that arrives once the lease is Bound (a duplicate of its
+// own, or a second one): another instance goes straight back to the pool.
+func (b *boundLease) takeAssigned(c workflow.ReceiveChannel) {
+	var late pool.Assignment
+	c.Receive(b.ctx, &late)
+	b.events++
+	if late.InstanceID != "" && late.InstanceID != b.view.InstanceID {
+		giveBack(b.ctx, b.in, late.InstanceID, "cancelled")
+	}
+}
+
+// takeLeftover drops a claim-failed or queued signal that came after the lease was Bound.
+func (b *boundLease) takeLeftover(c workflow.ReceiveChannel) {
+	var ignored any
+	c.Receive(b.ctx, &ignored)
+	b.events++
+}
+
+// setCondition puts c in the view in place of a condition of the same type, keeping its
+// transition time when the status is unchanged; it says whether the status changed.
+func setCondition(v *LeaseView, c LeaseCondition) bool {
+	for i, old := range v.Conditions {
+		if old.Type != c.Type {
+			continue
+		}
+		changed := old.Status != c.Status
+		if !changed {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		v.Conditions[i] = c
+		return changed
+	}
+	v.Conditions = append(v.Conditions, c)
+	return true
+}
+
+// waitChanged returns a future that resolves once cond holds.
+func waitChanged(ctx workflow.Context, cond func() bool) workflow.Future {
+	f, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		if err := workflow.Await(gctx, cond); err == nil {
+			set.Set(nil, nil)
+		}
+	})
+	return f
+}
+
+func giveBack(ctx workflow.Context, in LeaseInput, instanceID, reason string) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.SignalExternalWorkflow(dctx, pool.PoolWorkflowID(in.Pool), "", pool.SignalRelease,
+		pool.ReleaseRequest{LeaseID: in.LeaseID, InstanceID: instanceID, Reason: reason}).Get(dctx, nil)
+}
+
+// IsExtendRejection returns the reason code of a refused extension.
+func IsExtendRejection(err error) (string, bool) {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == ExtendRejection {
+		return ae.Message(), true
+	}
+	return "", false
+}
