@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kunobi-ninja/kobe/backends"
 	_ "github.com/kunobi-ninja/kobe/backends/capi"  // the backends a kobe binary has
 	_ "github.com/kunobi-ninja/kobe/backends/local" // (as cmd/kobe)
-	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
@@ -90,41 +88,17 @@ func StartWorker(t testing.TB, c client.Client, taskQueue string, s store.Store)
 // this host's own queue. It returns the activities (with HostID and HostQueue set).
 func StartHostWorker(t testing.TB, c client.Client, sharedQueue string, s store.Store, stateDir string) *worker.Activities {
 	t.Helper()
-	hostID, err := worker.HostID(stateDir)
+	h, err := worker.StartHost(worker.HostConfig{Client: c, Store: s, SharedQueue: sharedQueue, StateDir: stateDir, Secrets: secretbox.Random()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts := worker.NewActivities(s, zap.NewNop())
-	acts.HostID, acts.SharedQueue, acts.HostQueue = hostID, sharedQueue, instance.HostQueue(sharedQueue, hostID)
-	acts.Secrets = secretbox.Random()
-	for _, name := range backends.Names() {
-		f, _ := backends.Lookup(name)
-		b, err := f.New(backends.Environment{StateDir: stateDir, HostID: hostID})
-		if err != nil {
-			t.Fatalf("backend %s: %v", name, err)
+	// The workers stop first, then whatever the test's pools still hold is deleted, not left
+	// running on the machine.
+	t.Cleanup(func() {
+		if err := h.DeleteInstances(); err != nil {
+			t.Logf("deleting the host's instances: %v", err)
 		}
-		acts.Backends[name] = b
-		// Registered before the workers' cleanup, so it runs after they stopped: whatever the
-		// test's pools still hold is deleted, not left running on the machine.
-		t.Cleanup(func() {
-			if s, ok := b.(interface{ StopCreating() }); ok {
-				s.StopCreating() // a Create still in flight records its instance first
-			}
-			lister, ok := b.(interface{ InstanceIDs() []string })
-			if !ok {
-				return
-			}
-			for _, id := range lister.InstanceIDs() {
-				_ = b.Delete(context.Background(), id)
-			}
-		})
-	}
-	for _, q := range []string{sharedQueue, acts.HostQueue} {
-		w := worker.New(c, q, acts)
-		if err := w.Start(); err != nil {
-			t.Fatalf("start worker on %s: %v", q, err)
-		}
-		t.Cleanup(w.Stop)
-	}
-	return acts
+	})
+	t.Cleanup(h.Stop)
+	return h.Activities
 }

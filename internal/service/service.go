@@ -18,7 +18,6 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	localbackend "github.com/kunobi-ninja/kobe/backends/local"
-	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
@@ -284,50 +283,44 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 		p.stops = append(p.stops, func() { _ = os.RemoveAll(dir) })
 	}
 	p.stateDir = stateDir
-	hostID, err := worker.HostID(stateDir)
-	if err != nil {
+	// The host's identity first: it creates the state directory the dev key file lives in.
+	if _, err := worker.HostID(stateDir); err != nil {
 		return fmt.Errorf("--state-dir %s: %v", stateDir, err)
 	}
-	acts := worker.NewActivities(st, logger.Named("activities"))
-	acts.HostID = hostID
+	var secrets *secretbox.Box
+	var err error
 	switch {
 	case mode == config.ModeDev && cfg.Ephemeral:
-		acts.Secrets = secretbox.Random()
+		secrets = secretbox.Random()
 	case cfg.SecretKeyFile != "":
-		if acts.Secrets, err = secretbox.LoadOrCreateKeyFile(cfg.SecretKeyFile); err != nil {
+		if secrets, err = secretbox.LoadOrCreateKeyFile(cfg.SecretKeyFile); err != nil {
 			return fmt.Errorf("--secret-key-file: %v", err)
 		}
 	case mode == config.ModeDev:
-		if acts.Secrets, err = secretbox.LoadOrCreateKeyFile(filepath.Join(stateDir, "secret.key")); err != nil {
+		if secrets, err = secretbox.LoadOrCreateKeyFile(filepath.Join(stateDir, "secret.key")); err != nil {
 			return fmt.Errorf("--state-dir: %v", err)
 		}
 	default:
 		logger.Warn("no --secret-key-file: this worker cannot hand out lease credentials")
 	}
-	p.secrets = acts.Secrets
-	acts.SharedQueue = sharedQueue
-	acts.HostQueue = instance.HostQueue(sharedQueue, hostID)
-	for _, name := range backends.Names() {
-		f, _ := backends.Lookup(name)
-		b, err := f.New(backends.Environment{StateDir: stateDir, HostID: hostID})
-		if err != nil {
-			return fmt.Errorf("backend %s: %w", name, err)
-		}
-		acts.Backends[name] = b
-		if mode == config.ModeDev && cfg.Ephemeral {
-			// Nothing of an ephemeral run may outlive it: delete its instances at stop.
-			p.stops = append(p.stops, func() { deleteAll(b) })
-		}
+	p.secrets = secrets
+	h, err := worker.StartHost(worker.HostConfig{Client: c, Store: st, Logger: logger.Named("activities"),
+		SharedQueue: sharedQueue, StateDir: stateDir, Secrets: secrets})
+	if err != nil {
+		return err
 	}
-	for _, queue := range []string{sharedQueue, acts.HostQueue} {
-		w := worker.New(c, queue, acts)
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("starting the worker on task queue %s: %w", queue, err)
-		}
-		p.stops = append(p.stops, w.Stop)
+	if mode == config.ModeDev && cfg.Ephemeral {
+		// Nothing of an ephemeral run may outlive it: its instances are deleted at stop, after
+		// the workers stopped (stops run in reverse order).
+		p.stops = append(p.stops, func() {
+			if err := h.DeleteInstances(); err != nil {
+				logger.Warn("deleting the ephemeral run's instances", zap.Error(err))
+			}
+		})
 	}
-	p.HostID = hostID
-	p.backends = acts.Backends
+	p.stops = append(p.stops, h.Stop)
+	p.HostID = h.Activities.HostID
+	p.backends = h.Activities.Backends
 	return nil
 }
 
@@ -338,22 +331,6 @@ func defaultPoolVersion() string {
 		return vs[len(vs)-1]
 	}
 	return "v1.37.2"
-}
-
-// deleteAll deletes every instance of a backend that can list them.
-func deleteAll(b backends.RuntimeBackend) {
-	if s, ok := b.(interface{ StopCreating() }); ok {
-		s.StopCreating() // a Create in flight finishes recording its instance first
-	}
-	lister, ok := b.(interface{ InstanceIDs() []string })
-	if !ok {
-		return
-	}
-	for _, id := range lister.InstanceIDs() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = b.Delete(ctx, id)
-		cancel()
-	}
 }
 
 // Stop stops every part in the reverse order of starting. It is safe to call more than once.

@@ -1,0 +1,102 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
+	"github.com/kunobi-ninja/kobe/internal/store"
+)
+
+// HostConfig is what the workers of one kobe host need.
+type HostConfig struct {
+	Client client.Client
+	Store  store.Store
+	Logger *zap.Logger
+	// SharedQueue is the task queue every worker polls (workflows, host-independent activities).
+	SharedQueue string
+	// StateDir keeps the host's identity (host-id) and its host-local backends' instances.
+	StateDir string
+	// Secrets seals lease kubeconfigs; nil: this host cannot hand out lease credentials.
+	Secrets *secretbox.Box
+}
+
+// Host is a started kobe host: every backend compiled in, built for this host, and two
+// workers, one on the shared task queue and one on this host's own queue (activities on the
+// instances that live here). `kobe dev`, `kobe worker` and the test harness all start it here.
+type Host struct {
+	Activities *Activities
+	workers    []sdkworker.Worker
+}
+
+// StartHost builds the host's backends and starts its workers. On error nothing is left running.
+func StartHost(cfg HostConfig) (*Host, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	hostID, err := HostID(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state dir %s: %v", cfg.StateDir, err)
+	}
+	acts := NewActivities(cfg.Store, cfg.Logger)
+	acts.HostID, acts.SharedQueue, acts.HostQueue = hostID, cfg.SharedQueue, instance.HostQueue(cfg.SharedQueue, hostID)
+	acts.Secrets = cfg.Secrets
+	for _, name := range backends.Names() {
+		f, _ := backends.Lookup(name)
+		b, err := f.New(backends.Environment{StateDir: cfg.StateDir, HostID: hostID})
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", name, err)
+		}
+		acts.Backends[name] = b
+	}
+	h := &Host{Activities: acts}
+	for _, queue := range []string{cfg.SharedQueue, acts.HostQueue} {
+		w := New(cfg.Client, queue, acts)
+		if err := w.Start(); err != nil {
+			h.Stop()
+			return nil, fmt.Errorf("starting the worker on task queue %s: %w", queue, err)
+		}
+		h.workers = append(h.workers, w)
+	}
+	return h, nil
+}
+
+// Stop stops the workers (each waits up to StopTimeout for its tasks); the instances stay.
+func (h *Host) Stop() {
+	for i := len(h.workers) - 1; i >= 0; i-- {
+		h.workers[i].Stop()
+	}
+	h.workers = nil
+}
+
+// DeleteInstances deletes every instance of the backends that can list theirs (the local
+// backend), after refusing new creates and waiting for those in flight, so that nothing of an
+// ephemeral run or a test outlives it. Call it after Stop.
+func (h *Host) DeleteInstances() error {
+	var errs []error
+	for name, b := range h.Activities.Backends {
+		if s, ok := b.(interface{ StopCreating() }); ok {
+			s.StopCreating() // a Create in flight finishes recording its instance first
+		}
+		lister, ok := b.(interface{ InstanceIDs() []string })
+		if !ok {
+			continue
+		}
+		for _, id := range lister.InstanceIDs() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := b.Delete(ctx, id); err != nil {
+				errs = append(errs, fmt.Errorf("%s instance %s: %w", name, id, err))
+			}
+			cancel()
+		}
+	}
+	return errors.Join(errs...)
+}
