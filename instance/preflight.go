@@ -35,7 +35,7 @@ func Preflight(ctx workflow.Context, in PreflightInput) (PreflightResult, error)
 	})
 	var a *Activities
 	var res PreflightResult
-	err := workflow.ExecuteActivity(ctx, a.PreflightSpec, BackendRequest{Backend: in.Backend, Spec: in.Spec}).Get(ctx, &res)
+	err := workflow.ExecuteActivity(ctx, a.PreflightSpec, BackendRequest(in)).Get(ctx, &res)
 	return res, err
 }
 

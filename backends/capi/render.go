@@ -21,7 +21,6 @@ const (
 var (
 	clusterGVR      = schema.GroupVersionResource{Group: clusterGroup, Version: clusterVersion, Resource: "clusters"}
 	clusterClassGVR = schema.GroupVersionResource{Group: clusterGroup, Version: clusterVersion, Resource: "clusterclasses"}
-	kcpGVR          = schema.GroupVersionResource{Group: controlPlaneGroup, Version: "v1beta2", Resource: "kubeadmcontrolplanes"}
 )
 
 // Labels kobe puts on every object it creates, and CAPI's own cluster label, by which the

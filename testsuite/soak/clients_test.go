@@ -63,7 +63,6 @@ type traffic struct {
 	// recreate-pool fault windows).
 	poolMissing []answer
 	started     atomic.Int64
-	extended    int
 	extendRef   map[string]int
 }
 
