@@ -11,7 +11,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 var matrix = []backends.Capabilities{

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/internal/cliconfig"
+	"github.com/kunobi-ninja/kobe/internal/cmd/cliconfig"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 // Token is the bearer the fake API accepts.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kunobi-ninja/kobe/internal/cliconfig"
+	"github.com/kunobi-ninja/kobe/internal/cmd/cliconfig"
 )
 
 // HumanDuration is a short duration for people: 12s, 42m, 1h5m, 3d.

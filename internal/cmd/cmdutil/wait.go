@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 // Lease phases.

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/internal/cliconfig"
+	"github.com/kunobi-ninja/kobe/internal/cmd/cliconfig"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdutil"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/output"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdtest"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 func TestFlags(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/internal/cliconfig"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/cliconfig"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 // DefaultServer is the API the CLI talks to when neither a flag, the environment nor a context

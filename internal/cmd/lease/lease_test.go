@@ -19,7 +19,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdtest"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdutil"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 func testFactory() *factory.Factory {

@@ -18,7 +18,7 @@ import (
 	_ "github.com/kunobi-ninja/kobe/backends/local" // the backend the manifests name
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdtest"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 const devPool = `apiVersion: kobe.kunobi.ninja/v1alpha1

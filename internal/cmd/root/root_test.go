@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kunobi-ninja/kobe/internal/cliconfig"
+	"github.com/kunobi-ninja/kobe/internal/cmd/cliconfig"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 func newRoot(t *testing.T) (*factory.Factory, *bytes.Buffer, string) {

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 // deliveredByTerminal reports whether CMD has already received sig from the terminal: a Ctrl-C

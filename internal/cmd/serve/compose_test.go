@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 	"github.com/kunobi-ninja/kobe/internal/config"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
 )
 
 type composeFile struct {

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/internal/buildinfo"
-	"github.com/kunobi-ninja/kobe/internal/cliconfig"
+	"github.com/kunobi-ninja/kobe/internal/cmd/cliconfig"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/devserver"

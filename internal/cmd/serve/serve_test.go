@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 	"github.com/kunobi-ninja/kobe/internal/config"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
 )
 
 func TestDevFlags(t *testing.T) {

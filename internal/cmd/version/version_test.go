@@ -10,7 +10,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/buildinfo"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdtest"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
-	"github.com/kunobi-ninja/kobe/internal/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
 func TestOutputs(t *testing.T) {
