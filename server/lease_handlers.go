@@ -187,11 +187,19 @@ func (s *Server) poolPolicy(ctx context.Context, name string) (pools.Policy, err
 	if err != nil {
 		return pools.Policy{}, err
 	}
+	if pol, ok := s.policies.get(name, p.Generation); ok {
+		return pol, nil
+	}
 	m, err := pools.Parse(p.Spec)
 	if err != nil {
 		return pools.Policy{}, fmt.Errorf("stored spec of pool %s: %w", name, err)
 	}
-	return m.ValidateStored()
+	pol, err := m.ValidateStored()
+	if err != nil {
+		return pol, err
+	}
+	s.policies.put(name, p.Generation, pol)
+	return pol, nil
 }
 
 func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
@@ -216,26 +224,12 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	role, _ := s.Policy.Role(p.Role)
-	if !role.AllowsPool(c.pool) {
-		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden",
-			fmt.Sprintf("role %s may lease from pools %s, not %s", p.Role, strings.Join(role.Pools, ", "), c.pool))
+	adm, err := admit(pol, p.Role, role, c)
+	if err != nil {
+		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden", err.Error())
 		return
 	}
-	// The TTL: requested or the pool's default, clamped to the tighter of the pool's and the
-	// role's ceilings (effective_ttl says what was granted).
-	ceiling := pol.MaxTTL
-	if rm := role.MaxTTLOrZero(); rm > 0 && rm < ceiling {
-		ceiling = rm
-	}
-	ttl := c.ttl
-	if ttl == 0 {
-		ttl = pol.TTL
-	}
-	ttl = min(ttl, ceiling)
-	maxExt := pol.MaxExtensions
-	if role.MaxExtensions != nil {
-		maxExt = min(maxExt, *role.MaxExtensions)
-	}
+	ttl, ceiling, maxExt := adm.ttl, adm.ceiling, adm.maxExtensions
 
 	// The admission and its event are one transaction: no lease without its lease.create.
 	var admitted store.Lease

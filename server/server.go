@@ -51,6 +51,8 @@ type Server struct {
 	Secrets *secretbox.Box
 	// SearchAttributes: kobe's search attributes are registered; leases are started with them.
 	SearchAttributes bool
+
+	policies policyCache // pools' resolved policies by store generation
 }
 
 // NewRegistry returns a registry with Go runtime, process and build metrics, plus extra collectors
