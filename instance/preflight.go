@@ -26,13 +26,7 @@ type PreflightInput struct {
 // the verdict. It is a workflow, not a call from the API server, because the backends'
 // environments are reachable from the workers only; it is short and creates nothing.
 func Preflight(ctx workflow.Context, in PreflightInput) (PreflightResult, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    20 * time.Second,
-		ScheduleToCloseTimeout: PreflightTimeout - 5*time.Second,
-		HeartbeatTimeout:       10 * time.Second,
-		// A lost worker is retried once; the verdicts (refusal, environment down) are final.
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
-	})
+	ctx = workflow.WithActivityOptions(ctx, preflightOptions())
 	var a *Activities
 	var res PreflightResult
 	err := workflow.ExecuteActivity(ctx, a.PreflightSpec, BackendRequest(in)).Get(ctx, &res)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/pools"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -102,17 +101,10 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 	if in.CreatingTimeout <= 0 {
 		in.CreatingTimeout = 10 * time.Minute
 	}
-	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-	})
+	short := workflow.WithActivityOptions(ctx, StoreWriteOptions())
 	var res ProvisionResult
 	if err := workflow.ExecuteActivity(short, a.SelectHost, in.Backend).Get(ctx, &res.Placement); err != nil {
 		return res, fmt.Errorf("no worker runs backend %s: %w", in.Backend, err)
-	}
-	onHost := func(ctx workflow.Context, opts workflow.ActivityOptions) workflow.Context {
-		opts.TaskQueue = res.Placement.TaskQueue
-		return workflow.WithActivityOptions(ctx, opts)
 	}
 	req := BackendRequest{Backend: in.Backend, Spec: in.Spec}
 	record := func(phase, endpoint, msg string) error {
@@ -128,24 +120,11 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 	}
 
 	err := func() error {
-		createCtx := onHost(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout:    2 * time.Minute,
-			ScheduleToCloseTimeout: in.CreatingTimeout,
-			// A worker killed mid-create is noticed within this, not after the 2 min above.
-			HeartbeatTimeout: 15 * time.Second,
-			RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-		})
+		createCtx := workflow.WithActivityOptions(ctx, createOptions(res.Placement.TaskQueue, in.CreatingTimeout))
 		if err := workflow.ExecuteActivity(createCtx, a.BackendCreate, req).Get(ctx, &res.Status); err != nil {
 			return err
 		}
-		waitCtx := onHost(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout:    in.CreatingTimeout,
-			ScheduleToCloseTimeout: in.CreatingTimeout,
-			// A worker that dies mid-wait is noticed within this, and the wait resumes on the
-			// host's next worker (which re-adopts the instance).
-			HeartbeatTimeout: 15 * time.Second,
-			RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
-		})
+		waitCtx := workflow.WithActivityOptions(ctx, waitReadyOptions(res.Placement.TaskQueue, in.CreatingTimeout))
 		if err := workflow.ExecuteActivity(waitCtx, a.BackendWaitReady, req).Get(ctx, &res.Status); err != nil {
 			return err
 		}
@@ -176,13 +155,7 @@ func addonsAndGates(ctx workflow.Context, in ProvisionInput, placement HostAssig
 	}
 	var a *Activities
 	if len(in.Addons) > 0 {
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              placement.TaskQueue, // the admin kubeconfig lives on the instance's host
-			StartToCloseTimeout:    5 * time.Minute,
-			ScheduleToCloseTimeout: in.CreatingTimeout,
-			HeartbeatTimeout:       30 * time.Second,
-			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
-		})
+		actx := workflow.WithActivityOptions(ctx, addonsOptions(placement.TaskQueue, in.CreatingTimeout))
 		req := AddonsRequest{Backend: in.Backend, InstanceID: in.Spec.ID, Addons: in.Addons}
 		if err := workflow.ExecuteActivity(actx, a.ApplyAddons, req).Get(ctx, nil); err != nil {
 			return fmt.Errorf("applying addons: %w", err)
@@ -195,15 +168,7 @@ func addonsAndGates(ctx workflow.Context, in ProvisionInput, placement HostAssig
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
-	gctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: placement.TaskQueue,
-		// The activity stops at the deadline itself and says which gates failed; the slack
-		// lets that answer arrive before Temporal's own timeout would hide it.
-		StartToCloseTimeout:    timeout + time.Minute,
-		ScheduleToCloseTimeout: timeout + time.Minute,
-		HeartbeatTimeout:       30 * time.Second,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
-	})
+	gctx := workflow.WithActivityOptions(ctx, gatesOptions(placement.TaskQueue, timeout))
 	req := GatesRequest{Backend: in.Backend, InstanceID: in.Spec.ID, Gates: in.Gates,
 		Deadline: workflow.Now(ctx).Add(timeout)}
 	if err := workflow.ExecuteActivity(gctx, a.WaitReadinessGates, req).Get(ctx, nil); err != nil {
@@ -243,23 +208,13 @@ func Teardown(ctx workflow.Context, in TeardownInput) error {
 
 func teardown(ctx workflow.Context, backend string, spec backends.InstanceSpec, placement HostAssignment) error {
 	var a *Activities
-	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-	})
+	short := workflow.WithActivityOptions(ctx, StoreWriteOptions())
 	rec := InstanceRecord{ID: spec.ID, Pool: spec.Pool, Backend: backend, Host: placement.HostID}
 	rec.Phase = InstancePhaseDeleting
 	if err := workflow.ExecuteActivity(short, a.RecordInstance, rec).Get(ctx, nil); err != nil {
 		return err
 	}
-	delCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              placement.TaskQueue,
-		StartToCloseTimeout:    2 * time.Minute,
-		ScheduleToCloseTimeout: 15 * time.Minute,
-		// A worker killed mid-delete is noticed within this, not after the 2 min above.
-		HeartbeatTimeout: 15 * time.Second,
-		RetryPolicy:      &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-	})
+	delCtx := workflow.WithActivityOptions(ctx, deleteOptions(placement.TaskQueue))
 	err := workflow.ExecuteActivity(delCtx, a.BackendDelete, BackendRequest{Backend: backend, Spec: spec}).Get(ctx, nil)
 	if err != nil {
 		rec.Phase, rec.Message = InstancePhaseQuarantined, err.Error()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"go.temporal.io/sdk/temporal"
@@ -143,10 +144,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	}); err != nil {
 		return view, err
 	}
-	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-	})
+	short := workflow.WithActivityOptions(ctx, instance.StoreWriteOptions())
 	projectAsync := func() workflow.Future {
 		return workflow.ExecuteActivity(short, a.RecordLease, LeaseRecord{
 			ID: view.ID, Pool: view.Pool, Principal: in.Principal, Phase: view.Phase, InstanceID: view.InstanceID,
@@ -183,12 +181,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	// issueUntil issues a credential for this lease expiring at expiresAt, on the instance's
 	// host (it replaces the stored one).
 	issueUntil := func(ctx workflow.Context, expiresAt time.Time) error {
-		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              asg.Placement.TaskQueue,
-			StartToCloseTimeout:    30 * time.Second,
-			ScheduleToCloseTimeout: issueFor,
-			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
-		})
+		hctx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
 		return workflow.ExecuteActivity(hctx, a.IssueLeaseCredentials, LeaseCredentialRequest{
 			LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID, ExpiresAt: expiresAt,
 		}).Get(ctx, nil)
@@ -396,12 +389,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	}
 
 	// Revoke first so the credential dies at once, then hand the instance back for teardown.
-	revokeCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              asg.Placement.TaskQueue,
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: issueFor,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
-	})
+	revokeCtx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
 	_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, LeaseCredentialRequest{
 		LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
 	giveBack(ctx, in, asg.InstanceID, view.Phase)
@@ -638,4 +626,15 @@ func IsExtendRejection(err error) (string, bool) {
 		return ae.Message(), true
 	}
 	return "", false
+}
+
+// credentialOptions: issuing or revoking the lease's credential through the instance's backend,
+// on its host, retried quickly for as long as the lease can wait (within).
+func credentialOptions(queue string, within time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:              queue,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: within,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+	}
 }
