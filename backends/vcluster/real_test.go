@@ -1,0 +1,238 @@
+package vcluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/local"
+	"github.com/kunobi-ninja/kobe/backends/vcluster"
+	"github.com/kunobi-ninja/kobe/testsuite/conformance"
+	"github.com/kunobi-ninja/kobe/testsuite/hostcluster"
+	"github.com/kunobi-ninja/kobe/testsuite/hostcluster/images"
+)
+
+// testValues are what an operator of this host sets: no PersistentVolume provisioner here (the
+// datastore lives in an emptyDir), and the CoreDNS image the node has (or no CoreDNS).
+func testValues(c *hostcluster.RealCluster) map[string]any {
+	coredns := map[string]any{"enabled": false}
+	if c.DNS {
+		for _, name := range c.Images {
+			if strings.HasPrefix(name, "registry.k8s.io/coredns/coredns:") {
+				coredns = map[string]any{"enabled": true, "deployment": map[string]any{"image": name}}
+			}
+		}
+	}
+	return map[string]any{"controlPlane": map[string]any{
+		"statefulSet": map[string]any{"persistence": map[string]any{"volumeClaim": map[string]any{"enabled": false}}},
+		"coredns":     coredns,
+	}}
+}
+
+// One real host cluster (a real node: kubelet, containerd, runc) for every subtest: the real
+// chart installs the real syncer, whose control plane runs as a pod on the node.
+func TestOnRealHostCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a host cluster with a real node and vclusters on it; skipped with -short")
+	}
+	chartDir, chartVersion := vcluster.ToolsChart(local.DefaultToolsDir())
+	if chartDir == "" {
+		t.Skipf("no vcluster chart in %s/versions.env: run `make tools` (hack/build-vcluster-tools.sh)", local.DefaultToolsDir())
+	}
+	c := hostcluster.StartReal(t, hostcluster.RealOptions{VClusterImages: true})
+	require.Contains(t, c.Images, images.VClusterName(chartVersion))
+	b, err := vcluster.New(vcluster.Config{
+		REST: c.Config, Chart: chartDir, ChartVersion: chartVersion, Values: testValues(c),
+		StateDir: t.TempDir(), PollInterval: 500 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, id := range b.InstanceIDs() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			_ = b.Delete(ctx, id)
+			cancel()
+		}
+		if t.Failed() {
+			out, _ := c.Kubectl("get", "pods", "-A", "-o", "wide")
+			t.Logf("host pods at the end:\n%s", out)
+		}
+	})
+	spec := func(id string) backends.InstanceSpec {
+		return backends.InstanceSpec{ID: id, Pool: "vc-test", KubernetesVersion: c.KubernetesVersion}
+	}
+	ctx := context.Background()
+
+	t.Run("bad specs are refused at preflight", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			opts    string
+			invalid bool
+			want    string
+		}{
+			"unknown chart version": {`{"chartVersion":"0.33.9"}`, true, "is version " + chartVersion + ", not 0.33.9"},
+			"values the schema refuses": {`{"values":"controlPlane:\n  statefulSet:\n    imagePullPolicy: 7\n"}`, true,
+				"spec.backend.vcluster.values: the chart " + chartVersion + " refuses them"},
+			"no chart at the path":       {`{"chart":"/nonexistent/vcluster"}`, true, "/nonexistent/vcluster"},
+			"unreachable chart registry": {`{"chart":"oci://127.0.0.1:1/charts/vcluster","chartVersion":"0.34.0"}`, false, "127.0.0.1:1"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				s := spec("vc-bad")
+				s.Options = json.RawMessage(tc.opts)
+				err := b.Preflight(ctx, s)
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.want)
+				assert.Equal(t, tc.invalid, backends.IsInvalidSpec(err), "invalid spec (400) or environment (503): %v", err)
+				_, err = b.Create(ctx, s)
+				require.Error(t, err)
+				_, err = b.Status(ctx, "vc-bad")
+				assert.ErrorIs(t, err, backends.ErrNotFound, "a refused spec leaves nothing")
+			})
+		}
+	})
+
+	t.Run("a pod created in the vcluster runs on the host and its status comes back", func(t *testing.T) {
+		id := "vc-pods"
+		t0 := time.Now()
+		_, err := b.Create(ctx, spec(id))
+		require.NoError(t, err)
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		st, err := b.WaitReady(wctx, id, nil)
+		require.NoError(t, err, "status: %+v", st)
+		t.Logf("vcluster %s ready in %s at %s", id, time.Since(t0).Round(time.Millisecond), st.Endpoint)
+
+		cred, err := b.Credentials(ctx, id, backends.CredentialRequest{})
+		require.NoError(t, err)
+		virtual := clientOf(t, cred.Kubeconfig)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "sleeper", Namespace: "default"},
+			Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: ptr(int64(1)),
+				Containers: []corev1.Container{{
+					Name: "main", Image: images.BusyboxName, ImagePullPolicy: corev1.PullIfNotPresent,
+					Command: []string{"sh", "-c", "echo started; exec sleep 3600"},
+				}},
+			},
+		}
+		// The service account the pod runs as appears shortly after the namespace's controller
+		// manager starts.
+		require.Eventually(t, func() bool {
+			_, err = virtual.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+			return err == nil || apierrors.IsAlreadyExists(err)
+		}, 2*time.Minute, time.Second, "creating the pod in the vcluster: %v", err)
+
+		var hostPod *corev1.Pod
+		require.Eventually(t, func() bool {
+			list, err := c.Client.CoreV1().Pods(vcluster.Namespace(id)).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for i := range list.Items {
+				p := &list.Items[i]
+				if p.Annotations["vcluster.loft.sh/object-name"] == "sleeper" && p.Status.Phase == corev1.PodRunning {
+					hostPod = p
+					return true
+				}
+			}
+			return false
+		}, 3*time.Minute, time.Second, "the pod is synced to the host namespace and runs there")
+		assert.Equal(t, c.NodeName, hostPod.Spec.NodeName, "it runs on the real node")
+		t.Logf("host pod %s/%s runs on %s at %s", hostPod.Namespace, hostPod.Name, hostPod.Spec.NodeName, hostPod.Status.PodIP)
+
+		require.Eventually(t, func() bool {
+			p, err := virtual.CoreV1().Pods("default").Get(ctx, "sleeper", metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP == hostPod.Status.PodIP
+		}, time.Minute, 500*time.Millisecond, "the host pod's status (Running, its address) comes back into the vcluster")
+		require.NotEmpty(t, c.PodProcesses(string(hostPod.UID)), "the container runs as processes on this machine")
+
+		dctx, dcancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer dcancel()
+		require.NoError(t, b.Delete(dctx, id))
+		require.NoError(t, nothingLeft(c.Client, b)(id))
+	})
+
+	t.Run("conformance", func(t *testing.T) {
+		conformance.Run(t, conformance.Subject{
+			Backend: b,
+			Spec:    spec,
+			InvalidSpecs: []backends.InstanceSpec{
+				{ID: "Bad_ID", KubernetesVersion: c.KubernetesVersion},
+				{ID: "conf-badvalues", KubernetesVersion: c.KubernetesVersion, Options: json.RawMessage(`{"values":"a: [\n"}`)},
+				{ID: "conf-badversion", KubernetesVersion: c.KubernetesVersion, Options: json.RawMessage(`{"chartVersion":"0.1.0"}`)},
+				{ID: "conf-unknownfield", KubernetesVersion: c.KubernetesVersion, Options: json.RawMessage(`{"replicas":3}`)},
+			},
+			ReadyWithin: 5 * time.Minute,
+			Leftovers:   nothingLeft(c.Client, b),
+		})
+	})
+}
+
+// nothingLeft checks, beside the backend's own Leftovers, by name in the host: the namespace,
+// Helm's release Secrets and the chart's cluster-scoped RBAC are gone.
+func nothingLeft(host kubernetes.Interface, b *vcluster.Backend) func(id string) error {
+	return func(id string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var left []string
+		if _, err := host.CoreV1().Namespaces().Get(ctx, vcluster.Namespace(id), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("namespace %s (%v)", vcluster.Namespace(id), err))
+		}
+		secrets, err := host.CoreV1().Secrets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + id})
+		if err != nil {
+			return err
+		}
+		for _, s := range secrets.Items {
+			left = append(left, "release Secret "+s.Namespace+"/"+s.Name)
+		}
+		crs, err := host.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, r := range crs.Items {
+			if strings.Contains(r.Name, vcluster.Namespace(id)) {
+				left = append(left, "ClusterRole "+r.Name)
+			}
+		}
+		crbs, err := host.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, r := range crbs.Items {
+			if strings.Contains(r.Name, vcluster.Namespace(id)) {
+				left = append(left, "ClusterRoleBinding "+r.Name)
+			}
+		}
+		own, err := b.Leftovers(ctx, id)
+		if err != nil {
+			return err
+		}
+		left = append(left, own...)
+		if len(left) > 0 {
+			return fmt.Errorf("left behind: %s", strings.Join(left, ", "))
+		}
+		return nil
+	}
+}
+
+func clientOf(t *testing.T, kc []byte) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	require.NoError(t, err)
+	cfg.Timeout = 15 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs
+}
+
+func ptr[T any](v T) *T { return &v }
