@@ -33,7 +33,7 @@ const (
 type observation struct {
 	ns         *corev1.Namespace
 	release    *release.Release
-	pod        *corev1.Pod // the control plane: StatefulSet <id>, pod <id>-0
+	pod        *corev1.Pod // the control plane's (labels app=vcluster, release=<id>)
 	service    *corev1.Service
 	kubeconfig bool // Secret vc-<id> with key config
 }
@@ -44,12 +44,17 @@ func (b *Backend) observe(ctx context.Context, id string, ns *corev1.Namespace) 
 	if o.release, err = b.helm.lastRelease(ns.Name, id); err != nil {
 		return o, err
 	}
-	pod, err := b.kube.CoreV1().Pods(ns.Name).Get(ctx, id+"-0", metav1.GetOptions{})
-	switch {
-	case err == nil:
-		o.pod = pod
-	case !apierrors.IsNotFound(err):
+	// The chart runs the control plane as a StatefulSet (with a volume claim) or a Deployment
+	// (without): its pods carry app=vcluster,release=<id>. The newest one speaks for it.
+	pods, err := b.kube.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=vcluster,release=" + id})
+	if err != nil {
 		return o, fmt.Errorf("vcluster host cluster: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp == nil && (o.pod == nil || p.CreationTimestamp.After(o.pod.CreationTimestamp.Time)) {
+			o.pod = p
+		}
 	}
 	svc, err := b.kube.CoreV1().Services(ns.Name).Get(ctx, id, metav1.GetOptions{})
 	switch {
@@ -132,13 +137,13 @@ func progressOf(id string, o observation) (string, string) {
 	case o.release.Info.Status != release.StatusDeployed:
 		return ReasonReleasePending, "Helm release " + id + " is " + string(o.release.Info.Status)
 	case o.pod == nil:
-		return ReasonPodPending, "pod " + id + "-0 not created yet"
+		return ReasonPodPending, "no control-plane pod (app=vcluster,release=" + id + ") yet"
 	}
 	if reason, msg := podTrouble(o.pod); reason != "" {
 		return reason, msg
 	}
 	if !podReady(o.pod) {
-		return ReasonControlPlaneStarted, "pod " + id + "-0 is " + string(o.pod.Status.Phase) + ", not Ready yet"
+		return ReasonControlPlaneStarted, "pod " + o.pod.Name + " is " + string(o.pod.Status.Phase) + ", not Ready yet"
 	}
 	if endpointOf(o.service) == "" {
 		return ReasonServiceMissing, "Service " + id + " has no address"
