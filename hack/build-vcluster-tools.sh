@@ -56,7 +56,8 @@ build_syncer() {
 
 # The chart exactly as the module ships it, except Chart.yaml's version and appVersion.
 copy_chart() {
-  if [[ -f $DEST/chart/.complete ]]; then log "vcluster $VCLUSTER_VERSION: chart up to date"; return; fi
+  # The marker sits beside the chart, not in it: Helm would load it as a chart file.
+  if [[ -f $DEST/chart.complete && -d $DEST/chart ]]; then log "vcluster $VCLUSTER_VERSION: chart up to date"; return; fi
   local src
   src=$(cd "$MODDIR" && go list -m -f '{{.Dir}}' "$MODULE") || die "$MODULE not in the module cache"
   if [[ -z $src ]]; then
@@ -77,10 +78,11 @@ copy_chart() {
     printf 'appVersion: "%s"\n' "$v" >>"$tmp/Chart.yaml"
   fi
   grep -q "^version: $v\$" "$tmp/Chart.yaml" || { rm -rf "$tmp"; die "could not set the chart version in Chart.yaml"; }
-  touch "$tmp/.complete"
-  rm -rf "$DEST/chart"
+  chmod 0755 "$tmp"
+  rm -rf "$DEST/chart" "$DEST/chart.complete"
   mkdir -p "$DEST"
   mv "$tmp" "$DEST/chart"
+  touch "$DEST/chart.complete"
   log "vcluster $VCLUSTER_VERSION: chart copied (version $v)"
 }
 
