@@ -1,6 +1,7 @@
 package vcluster
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -94,8 +95,15 @@ func TestInvalidSpecsAreRefusedBeforeTheHost(t *testing.T) {
 	_, err = New(Config{REST: &rest.Config{Host: "https://127.0.0.1:1"}, Chart: "charts/relative"})
 	assert.ErrorContains(t, err, "want an oci:// reference")
 
+	// A worker without a host cluster judges the spec all the same, and refuses to act.
 	unavailable := &Backend{unavailable: "no host"}
-	assert.ErrorContains(t, unavailable.Validate(backends.InstanceSpec{ID: "ok"}), "vcluster backend: no host")
+	assert.NoError(t, unavailable.Validate(backends.InstanceSpec{ID: "ok"}))
+	assert.True(t, backends.IsInvalidSpec(unavailable.Validate(backends.InstanceSpec{ID: "Bad"})))
+	err = unavailable.Preflight(context.Background(), backends.InstanceSpec{ID: "ok"})
+	assert.ErrorContains(t, err, "vcluster backend: no host")
+	assert.False(t, backends.IsInvalidSpec(err), "an environment error, not the spec's")
+	_, err = unavailable.Create(context.Background(), backends.InstanceSpec{ID: "ok"})
+	assert.ErrorContains(t, err, "vcluster backend: no host")
 }
 
 func TestChartClusterNamesFollowTheChart(t *testing.T) {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +165,65 @@ func TestOnRealHostCluster(t *testing.T) {
 		require.NoError(t, nothingLeft(c.Client, b)(id))
 	})
 
+	// Figures for docs/backends.md, on demand (KOBE_VCLUSTER_MEASURE=<runs>): create → Ready of
+	// one instance at a time, then the idle memory and CPU of the last one (every process of
+	// every pod in its namespace: the control plane and CoreDNS).
+	t.Run("create to ready, measured", func(t *testing.T) {
+		runs, _ := strconv.Atoi(os.Getenv("KOBE_VCLUSTER_MEASURE"))
+		if runs <= 0 {
+			t.Skip("set KOBE_VCLUSTER_MEASURE=<runs> to measure create → Ready and idle resources")
+		}
+		var took []time.Duration
+		for i := 0; i < runs; i++ {
+			id := fmt.Sprintf("vc-measure-%d", i)
+			t0 := time.Now()
+			_, err := b.Create(ctx, spec(id))
+			require.NoError(t, err)
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			_, err = b.WaitReady(wctx, id, nil)
+			cancel()
+			require.NoError(t, err)
+			took = append(took, time.Since(t0))
+			t.Logf("run %d: create → Ready %s", i+1, took[i].Round(10*time.Millisecond))
+			if i < runs-1 {
+				dctx, dcancel := context.WithTimeout(ctx, 3*time.Minute)
+				require.NoError(t, b.Delete(dctx, id))
+				dcancel()
+			}
+		}
+		sorted := append([]time.Duration(nil), took...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+		t.Logf("create → Ready over %d runs: p50 %s, min %s, max %s", runs, sorted[len(sorted)/2].Round(10*time.Millisecond), sorted[0].Round(10*time.Millisecond), sorted[len(sorted)-1].Round(10*time.Millisecond))
+
+		id := fmt.Sprintf("vc-measure-%d", runs-1)
+		time.Sleep(30 * time.Second) // past start-up work (CoreDNS, leader election)
+		pids := func() []int {
+			list, err := c.Client.CoreV1().Pods(vcluster.Namespace(id)).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			var out []int
+			for _, p := range list.Items {
+				out = append(out, c.PodProcesses(string(p.UID))...)
+			}
+			return out
+		}
+		before := map[int]time.Duration{}
+		for _, pid := range pids() {
+			before[pid] = cpuTime(pid)
+		}
+		const window = 60 * time.Second
+		time.Sleep(window)
+		var rssKiB int64
+		var cpu time.Duration
+		for _, pid := range pids() {
+			rssKiB += rss(pid)
+			if b0, ok := before[pid]; ok {
+				cpu += cpuTime(pid) - b0
+			}
+		}
+		t.Logf("idle instance %s: %d processes, RSS %.0f MiB, CPU %.1f%% of one core over %s",
+			id, len(before), float64(rssKiB)/1024, 100*cpu.Seconds()/window.Seconds(), window)
+	})
+
 	t.Run("conformance", func(t *testing.T) {
 		conformance.Run(t, conformance.Subject{
 			Backend: b,
@@ -236,3 +298,39 @@ func clientOf(t *testing.T, kc []byte) *kubernetes.Clientset {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// rss is a process's resident memory in KiB (VmRSS), 0 when it is gone.
+func rss(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// cpuTime is a process's user + system CPU time (clock ticks of 10 ms), 0 when it is gone.
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (in parentheses, which may hold spaces): utime is the 14th
+	// field of the line, stime the 15th.
+	rest := string(data)
+	if i := strings.LastIndex(rest, ")"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}

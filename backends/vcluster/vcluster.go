@@ -287,10 +287,9 @@ func (b *Backend) Validate(spec backends.InstanceSpec) error {
 	return err
 }
 
+// validate judges the spec alone; a worker without a host cluster still refuses a wrong spec
+// as wrong (400 at apply), and answers a right one with unavailable (503), in Preflight.
 func (b *Backend) validate(spec backends.InstanceSpec) (Options, error) {
-	if b.unavailable != "" {
-		return Options{}, errors.New("vcluster backend: " + b.unavailable)
-	}
 	if !idPattern.MatchString(spec.ID) || len(spec.ID) > 40 {
 		return Options{}, backends.InvalidSpec(fmt.Errorf("instance id %q: must be a DNS label starting with a letter, of at most 40 characters", spec.ID))
 	}
@@ -326,6 +325,9 @@ func (b *Backend) Preflight(ctx context.Context, spec backends.InstanceSpec) err
 	o, err := b.validate(spec)
 	if err != nil {
 		return err
+	}
+	if b.unavailable != "" {
+		return errors.New("vcluster backend: " + b.unavailable)
 	}
 	_, err = b.preflight(ctx, spec, o)
 	return err
@@ -370,6 +372,9 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	o, err := b.validate(spec)
 	if err != nil {
 		return backends.InstanceStatus{}, err
+	}
+	if b.unavailable != "" {
+		return backends.InstanceStatus{}, errors.New("vcluster backend: " + b.unavailable)
 	}
 	defer b.lock(spec.ID)()
 	ns := Namespace(spec.ID)
