@@ -26,6 +26,7 @@ const (
 	ReasonControlPlaneStarted = "vcluster_control_plane_starting"
 	ReasonServiceMissing      = "vcluster_service_missing"
 	ReasonKubeconfigMissing   = "vcluster_kubeconfig_missing"
+	ReasonAPIUnreachable      = "vcluster_api_unreachable"
 	ReasonDeleting            = "vcluster_deleting"
 )
 

@@ -456,6 +456,16 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.InstanceStatu
 	}
 	st := statusOf(id, obs)
 	if st.Phase == backends.PhaseReady {
+		// Ready means kobe (and so a lease holder) can reach it: the pod is Ready well before
+		// the host's Service routes to it (kube-proxy's rules follow the EndpointSlice).
+		if err := b.probe(ctx, id); err != nil {
+			st.Phase = backends.PhaseCreating
+			if _, seen := ns.Annotations[readyAnnotation]; seen {
+				st.Phase = backends.PhaseUnhealthy
+			}
+			st.Message = ReasonAPIUnreachable + ": " + oneLine(err.Error())
+			return st, nil
+		}
 		if _, seen := ns.Annotations[readyAnnotation]; !seen {
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, readyAnnotation, time.Now().UTC().Format(time.RFC3339))
 			// Best effort: without the mark a later outage reads as Creating, not Unhealthy.
@@ -463,6 +473,32 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.InstanceStatu
 		}
 	}
 	return st, nil
+}
+
+// probe asks the vcluster's API, through the Service address and the admin credential, for
+// /readyz.
+func (b *Backend) probe(ctx context.Context, id string) error {
+	admin, err := b.adminKubeconfig(ctx, id)
+	if err != nil {
+		return err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(admin.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = 5 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("GET %s/readyz: %w", admin.server, err)
+	}
+	if strings.TrimSpace(string(body)) != "ok" {
+		return fmt.Errorf("GET %s/readyz: %s", admin.server, oneLine(string(body)))
+	}
+	return nil
 }
 
 // WaitReady implements backends.RuntimeBackend. Creating and Unhealthy are waited through;
