@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -124,4 +125,29 @@ func TestEndpointOfAService(t *testing.T) {
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.7"}}
 	assert.Equal(t, "https://192.0.2.7:443", endpointOf(svc))
 	assert.Equal(t, "", endpointOf(nil))
+}
+
+// The messages are the host API's errors as the syncer wraps them in its SyncError events.
+func TestSyncErrorsAreClassified(t *testing.T) {
+	for msg, want := range map[string]string{
+		`Error syncing: create object: pods "x-x-default-x-vc" is forbidden: exceeded quota: full, requested: pods=1, used: pods=3, limited: pods=3`:                                             HostQuotaExceeded,
+		`Error syncing: create object: pods "p-x-default-x-vc" is forbidden: violates PodSecurity "baseline:latest": privileged (container "main" must not set securityContext.privileged=true)`: SyncDenied,
+		`Error syncing: admission webhook "policy.example.com" denied the request: no`:                                                                                                           SyncDenied,
+		`Error syncing: services "web-x-default-x-vc" already exists`:                                                                                                                            SyncConflict,
+		`Error syncing: Operation cannot be fulfilled on services "web": the object has been modified; please apply...`:                                                                          SyncConflict,
+		`Error syncing: no matches for kind "Ingress" in version "networking.k8s.io/v1beta1"`:                                                                                                    UnsupportedResource,
+		`Error syncing: something else broke`: SyncFailed,
+	} {
+		assert.Equal(t, want, classifySyncError(msg), msg)
+	}
+	errs := syncErrorsOf([]corev1.Event{
+		{Reason: "Scheduled", Message: "not a sync error"},
+		{Reason: "SyncError", Message: "Error syncing: x is forbidden: exceeded quota: q", InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "a"}, Count: 3,
+			LastTimestamp: metav1.NewTime(time.Unix(100, 0))},
+		{Reason: "SyncError", Message: "Error syncing: already exists", InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: "default", Name: "b"},
+			LastTimestamp: metav1.NewTime(time.Unix(200, 0))},
+	})
+	require.Len(t, errs, 2)
+	assert.Equal(t, SyncError{Reason: SyncConflict, Object: "Service default/b", Message: "Error syncing: already exists", Count: 1, Last: time.Unix(200, 0)}, errs[0], "newest first")
+	assert.Equal(t, HostQuotaExceeded, errs[1].Reason)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -158,6 +159,66 @@ func TestOnRealHostCluster(t *testing.T) {
 			return err == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP == hostPod.Status.PodIP
 		}, time.Minute, 500*time.Millisecond, "the host pod's status (Running, its address) comes back into the vcluster")
 		require.NotEmpty(t, c.PodProcesses(string(hostPod.UID)), "the container runs as processes on this machine")
+
+		t.Run("what the host refuses is reported with a reason", func(t *testing.T) {
+			hostNS := vcluster.Namespace(id)
+			syncError := func(object string) func() (vcluster.SyncError, bool) {
+				return func() (vcluster.SyncError, bool) {
+					errs, err := b.SyncErrors(ctx, id)
+					if err != nil {
+						return vcluster.SyncError{}, false
+					}
+					for _, e := range errs {
+						if e.Object == object {
+							return e, true
+						}
+					}
+					return vcluster.SyncError{}, false
+				}
+			}
+			waitFor := func(object, reason string) {
+				t.Helper()
+				var got vcluster.SyncError
+				require.Eventually(t, func() bool {
+					e, ok := syncError(object)()
+					got = e
+					return ok && e.Reason == reason
+				}, 2*time.Minute, time.Second, "a %s sync error for %s (last seen: %+v)", reason, object, got)
+				t.Logf("%s: %s: %s", object, got.Reason, got.Message)
+			}
+
+			// The host namespace enforces PodSecurity baseline: a privileged pod is refused there.
+			ns, err := c.Client.CoreV1().Namespaces().Get(ctx, hostNS, metav1.GetOptions{})
+			require.NoError(t, err)
+			ns.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+			_, err = c.Client.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			privileged := pod.DeepCopy()
+			privileged.Name, privileged.ResourceVersion = "privileged", ""
+			privileged.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
+			_, err = virtual.CoreV1().Pods("default").Create(ctx, privileged, metav1.CreateOptions{})
+			require.NoError(t, err, "the virtual cluster accepts it")
+			waitFor("Pod default/privileged", vcluster.SyncDenied)
+
+			// A ResourceQuota of the host namespace that its pods already fill.
+			list, err := c.Client.CoreV1().Pods(hostNS).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			quota := &corev1.ResourceQuota{
+				ObjectMeta: metav1.ObjectMeta{Name: "full"},
+				Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(len(list.Items)), resource.DecimalSI)}},
+			}
+			_, err = c.Client.CoreV1().ResourceQuotas(hostNS).Create(ctx, quota, metav1.CreateOptions{})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				q, err := c.Client.CoreV1().ResourceQuotas(hostNS).Get(ctx, "full", metav1.GetOptions{})
+				return err == nil && len(q.Status.Hard) > 0
+			}, time.Minute, 200*time.Millisecond, "the host's quota controller has counted the namespace")
+			over := pod.DeepCopy()
+			over.Name, over.ResourceVersion = "over-quota", ""
+			_, err = virtual.CoreV1().Pods("default").Create(ctx, over, metav1.CreateOptions{})
+			require.NoError(t, err)
+			waitFor("Pod default/over-quota", vcluster.HostQuotaExceeded)
+		})
 
 		dctx, dcancel := context.WithTimeout(ctx, 3*time.Minute)
 		defer dcancel()
