@@ -29,7 +29,7 @@ help:
 	@echo "make fuzz        the fuzz targets, FUZZTIME each (part of make test)"
 	@echo "make lint        gofmt and go vet"
 	@echo "make build       bin/kobe"
-	@echo "make tools       build kube-apiserver, etcd, kine, kwok, kubelet, containerd, the Cluster API managers… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
+	@echo "make tools       build kube-apiserver, etcd, kine, kwok, kubelet, containerd, the Cluster API managers, the vcluster syncer… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
 	@echo "make postgres    install and start Debian's PostgreSQL for the tests (root; what CI does)"
 
 build:
@@ -100,6 +100,8 @@ tools:
 	hack/build-node-tools.sh
 	# The Cluster API managers for the capi backend's tests (after build-tools.sh, which rewrites versions.env).
 	hack/build-capi-tools.sh
+	# The vcluster syncer and chart for the vcluster backend's tests (after build-tools.sh, as capi).
+	hack/build-vcluster-tools.sh
 
 # Says clearly what `make test` needs instead of failing deep inside a test.
 postgres-check:

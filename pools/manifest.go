@@ -68,8 +68,9 @@ type Spec struct {
 	Snapshot       json.RawMessage `json:"snapshot,omitempty"`    // upstream field, refused: not acted on yet
 }
 
-// Backend selects the runtime backend and carries its own section (spec.backend.local and
-// spec.backend.capi are read by their backends; the others parse, and Validate refuses them).
+// Backend selects the runtime backend and carries its own section (spec.backend.local,
+// spec.backend.capi and spec.backend.vcluster are read by their backends; the others parse,
+// and Validate refuses them).
 type Backend struct {
 	Type      string          `json:"type,omitempty"`
 	Local     json.RawMessage `json:"local,omitempty"`
@@ -324,7 +325,7 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 	sections := []struct {
 		backend string
 		raw     json.RawMessage
-	}{{"local", s.Backend.Local}, {"capi", s.Backend.CAPI}}
+	}{{"local", s.Backend.Local}, {"capi", s.Backend.CAPI}, {"vcluster", s.Backend.VCluster}}
 	for _, sec := range sections {
 		switch {
 		case sec.backend == pol.Backend:
@@ -524,7 +525,6 @@ func refuseUnsupported(s Spec) error {
 		{"spec.diagnostics", len(s.Diagnostics) > 0},
 		{"spec.snapshot", len(s.Snapshot) > 0},
 		{"spec.backend.datastore", len(s.Backend.Datastore) > 0},
-		{"spec.backend.vcluster", len(s.Backend.VCluster) > 0},
 		{"spec.backend.vkobe", len(s.Backend.VKobe) > 0},
 		{"spec.cluster.servers", s.Cluster.Servers != nil},
 		{"spec.cluster.agents", s.Cluster.Agents != nil},

@@ -8,6 +8,7 @@ import (
 
 	_ "github.com/kunobi-ninja/kobe/backends/capi"  // the backends a kobe binary has
 	_ "github.com/kunobi-ninja/kobe/backends/local" // (as cmd/kobe)
+	_ "github.com/kunobi-ninja/kobe/backends/vcluster"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"

@@ -7,6 +7,7 @@ import (
 	// Backends compiled into this binary register themselves.
 	_ "github.com/kunobi-ninja/kobe/backends/capi"
 	_ "github.com/kunobi-ninja/kobe/backends/local"
+	_ "github.com/kunobi-ninja/kobe/backends/vcluster"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdutil"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/root"

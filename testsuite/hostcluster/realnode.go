@@ -34,6 +34,10 @@ type RealOptions struct {
 	// FakeNodes is the number of kwok nodes beside the real one (default none). They carry the
 	// taint kwok.x-k8s.io/node=fake:NoSchedule, so that only pods tolerating it land there.
 	FakeNodes int
+	// VClusterImages also imports the vcluster syncer and distro images (images.VCluster,
+	// images.VClusterKubernetes; ~360 MB, so only when asked). The test skips when `make tools`
+	// did not build the syncer (hack/build-vcluster-tools.sh).
+	VClusterImages bool
 }
 
 // RealCluster is a running host cluster with one real node: kine, kube-apiserver,
@@ -109,6 +113,9 @@ func loadNodeTools(dir string) (nodeTools, error) {
 	if _, err := os.Stat(t["COREDNS"]); err != nil {
 		delete(t, "COREDNS")
 	}
+	if _, err := os.Stat(t["VCLUSTER_SYNCER"]); err != nil {
+		delete(t, "VCLUSTER_SYNCER")
+	}
 	return t, nil
 }
 
@@ -154,6 +161,9 @@ func StartReal(t testing.TB, opts RealOptions) *RealCluster {
 	}
 	if why := realNodeMissing(tools); why != "" {
 		t.Skipf("hostcluster: no real node: %s", why)
+	}
+	if opts.VClusterImages && tools["VCLUSTER_SYNCER"] == "" {
+		t.Skipf("hostcluster: no vcluster images: %s/versions.env names no VCLUSTER_SYNCER (run `make tools`: hack/build-vcluster-tools.sh)", toolsDir)
 	}
 	unlock := lockMachine(t)
 	t.Cleanup(unlock)
@@ -261,7 +271,7 @@ func (c *RealCluster) start(t testing.TB, opts RealOptions) error {
 	imagesDone.Add(1)
 	go func() {
 		defer imagesDone.Done()
-		imagesErr = c.startContainerd(t)
+		imagesErr = c.startContainerd(t, opts)
 	}()
 
 	p := c.path("pki")
@@ -467,7 +477,7 @@ func (c *RealCluster) connect() error {
 }
 
 // startContainerd builds the images, starts containerd and imports them.
-func (c *RealCluster) startContainerd(t testing.TB) error {
+func (c *RealCluster) startContainerd(t testing.TB, opts RealOptions) error {
 	in := images.Inputs{
 		KubernetesVersion: c.KubernetesVersion, KubeAPIServer: c.tools["KUBE_APISERVER"], Kine: c.tools["KINE"],
 		Busybox: c.tools["BUSYBOX"], ProgramDir: c.path("bin"),
@@ -475,6 +485,11 @@ func (c *RealCluster) startContainerd(t testing.TB) error {
 	if dns := c.tools["COREDNS"]; dns != "" {
 		in.CoreDNS, in.CoreDNSVersion = dns, strings.TrimPrefix(filepath.Base(filepath.Dir(dns)), "coredns-")
 		c.DNS = true
+	}
+	// The vcluster images, when asked (StartReal skipped if `make tools` did not build them).
+	if syncer := c.tools["VCLUSTER_SYNCER"]; opts.VClusterImages && syncer != "" {
+		in.VClusterSyncer, in.VClusterVersion = syncer, strings.TrimPrefix(c.tools["VCLUSTER_VERSION"], "v")
+		in.KubeControllerManager = c.tools["KUBE_CONTROLLER_MANAGER"]
 	}
 	want, err := images.NodeImages(in)
 	if err != nil {

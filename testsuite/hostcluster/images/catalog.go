@@ -24,6 +24,17 @@ func ControlPlaneName(kubernetesVersion string) string {
 	return "kobe.local/controlplane:" + kubernetesVersion
 }
 
+// VClusterName is the vcluster syncer image of a vcluster version (0.34.0, no v), under the
+// name the vcluster chart builds from kobe's values (registry kobe.local, repository
+// vcluster, tag = the chart's version).
+func VClusterName(version string) string { return "kobe.local/vcluster:" + version }
+
+// VClusterKubernetesName is the distro image of a Kubernetes version that the vcluster chart's
+// init container copies /binaries from (upstream: ghcr.io/loft-sh/kubernetes).
+func VClusterKubernetesName(kubernetesVersion string) string {
+	return "kobe.local/vcluster-kubernetes:" + kubernetesVersion
+}
+
 // CoreDNSName is the CoreDNS image of a CoreDNS version (e.g. v1.15.0).
 func CoreDNSName(version string) string { return "registry.k8s.io/coredns/coredns:" + version }
 
@@ -111,6 +122,35 @@ func ControlPlane(kubernetesVersion, apiserverBinary, kineBinary string) Image {
 	}
 }
 
+// VCluster is the syncer image, shaped as upstream's: /vcluster, entrypoint `vcluster start`.
+// The chart mounts /binaries, /data, /tmp and /var/lib/vcluster (the config) as volumes.
+func VCluster(version, syncerBinary string) Image {
+	return Image{
+		Name:       VClusterName(version),
+		Files:      []File{{Path: "/vcluster", Source: syncerBinary, Mode: 0o755}, {Path: "/tmp", Dir: true, Mode: 0o1777}},
+		Entrypoint: []string{"/vcluster", "start"},
+	}
+}
+
+// VClusterKubernetes is the distro image of the vcluster chart's init container, shaped as
+// upstream's loft-sh/kubernetes: the binaries the syncer starts in /kubernetes (kine,
+// kube-apiserver, kube-controller-manager), and a cp (busybox) for the init container's
+// `cp -r /kubernetes/. /binaries/`.
+func VClusterKubernetes(kubernetesVersion, apiserverBinary, controllerManagerBinary, kineBinary, busyboxBinary string) Image {
+	return Image{
+		Name: VClusterKubernetesName(kubernetesVersion),
+		Files: []File{
+			{Path: "/kubernetes/kube-apiserver", Source: apiserverBinary, Mode: 0o755},
+			{Path: "/kubernetes/kube-controller-manager", Source: controllerManagerBinary, Mode: 0o755},
+			{Path: "/kubernetes/kine", Source: kineBinary, Mode: 0o755},
+			{Path: "/bin/busybox", Source: busyboxBinary, Mode: 0o755},
+			{Path: "/bin/cp", Link: "busybox"},
+			{Path: "/bin/sh", Link: "busybox"},
+		},
+		Env: []string{"PATH=/bin"},
+	}
+}
+
 // CoreDNS is the cluster DNS image: coredns as /coredns, its entrypoint, as in the upstream image.
 func CoreDNS(version, corednsBinary string) Image {
 	return Image{
@@ -131,6 +171,9 @@ type Inputs struct {
 	CoreDNS, CoreDNSVersion string
 	// ProgramDir receives the pause and httpserver programs, built from this module.
 	ProgramDir string
+	// VClusterSyncer (hack/build-vcluster-tools.sh) and its version (0.34.0), with
+	// KubeControllerManager: the vcluster images; empty: none.
+	VClusterSyncer, VClusterVersion, KubeControllerManager string
 }
 
 // NodeImages builds this module's programs into in.ProgramDir and returns every image of a
@@ -149,6 +192,10 @@ func NodeImages(in Inputs) ([]Image, error) {
 	out := []Image{Pause(pause), busybox, HTTPServer(httpserver), ControlPlane(in.KubernetesVersion, in.KubeAPIServer, in.Kine)}
 	if in.CoreDNS != "" {
 		out = append(out, CoreDNS(in.CoreDNSVersion, in.CoreDNS))
+	}
+	if in.VClusterSyncer != "" {
+		out = append(out, VCluster(in.VClusterVersion, in.VClusterSyncer),
+			VClusterKubernetes(in.KubernetesVersion, in.KubeAPIServer, in.KubeControllerManager, in.Kine, in.Busybox))
 	}
 	return out, nil
 }

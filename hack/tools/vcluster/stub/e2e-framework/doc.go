@@ -1,0 +1,2 @@
+// Package e2eframework is empty: see go.mod.
+package e2eframework
