@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 
-	"github.com/kunobi-ninja/kobe/activities"
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/backends/vcluster"
@@ -41,7 +40,7 @@ func TestPoolApplyJudgesTheVClusterSpec(t *testing.T) {
 	st := testsuite.NewStore(t, "sqlite")
 	b, err := vcluster.New(vcluster.Config{REST: &rest.Config{Host: "https://127.0.0.1:1", Timeout: 5 * time.Second}, Chart: chartDir, ChartVersion: chartVersion, StateDir: t.TempDir()})
 	require.NoError(t, err)
-	acts := activities.New(st, zap.NewNop())
+	acts := worker.NewActivities(st, zap.NewNop())
 	acts.Backends[vcluster.Name] = b
 	w := worker.New(tmp.Client, "vcluster-apply", acts)
 	require.NoError(t, w.Start())
