@@ -104,12 +104,12 @@ func New(cfg Config) (*Backend, error) {
 		return nil, errors.New("local backend: no state directory")
 	}
 	b := &Backend{
-		root:      filepath.Join(cfg.StateDir, "local", "instances"),
-		hostID:    cfg.HostID,
+		root:       filepath.Join(cfg.StateDir, "local", "instances"),
+		hostID:     cfg.HostID,
 		tools:      Tools{Dir: cfg.ToolsDir},
 		secretsDir: cfg.SecretsDir,
 		instances:  map[string]*instance{},
-		locks:     map[string]*sync.Mutex{},
+		locks:      map[string]*sync.Mutex{},
 	}
 	if b.secretsDir == "" {
 		b.secretsDir = filepath.Join(cfg.StateDir, "secrets")
