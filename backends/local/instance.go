@@ -40,6 +40,8 @@ type record struct {
 	ReadyOnce bool `json:"readyOnce"`
 	// Sleeping is set while the instance is stopped on purpose (Sleeper).
 	Sleeping bool `json:"sleeping"`
+	// Datastore is set when kine runs on the instance's own database of a shared server.
+	Datastore *datastoreRecord `json:"datastore,omitempty"`
 }
 
 type instance struct {
@@ -68,7 +70,7 @@ func (in *instance) endpoint() string {
 
 // newInstance writes the directory, PKI and record of a new instance. The record is written
 // last: a directory without one is debris of an interrupted Create and is removed at adoption.
-func newInstance(dir string, spec backends.InstanceSpec, opts Options, host string) (*instance, error) {
+func newInstance(dir string, spec backends.InstanceSpec, opts Options, host string, ds *datastoreRecord) (*instance, error) {
 	for _, d := range []string{"pki", "data", "logs", "kubeconfigs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
@@ -104,7 +106,7 @@ func newInstance(dir string, spec backends.InstanceSpec, opts Options, host stri
 	in := &instance{dir: dir, rec: record{
 		ID: spec.ID, Pool: spec.Pool, Host: host, KubernetesVersion: spec.KubernetesVersion,
 		Components: opts.Components, Nodes: opts.Nodes, APIPort: apiPort, KinePort: kinePort,
-		CreatedAt: time.Now().UTC(),
+		CreatedAt: time.Now().UTC(), Datastore: ds,
 	}}
 	admin, err := kubeconfig.ForClientCert(spec.ID, in.endpoint(), cp.CA.CertPEM, cp.Admin.CertPEM, cp.Admin.KeyPEM, pki.AdminUser)
 	if err != nil {
@@ -152,11 +154,15 @@ func (in *instance) save() error {
 func (in *instance) componentArgs(b *Backend, component string) (string, []string, error) {
 	if component == "kine" {
 		bin, err := b.tools.Newest("kine", "kine")
-		return bin, []string{
-			"--endpoint", "sqlite://" + in.path("data", "kine.db") + "?_journal=WAL&cache=shared&_busy_timeout=30000",
+		args := []string{
 			"--listen-address", "127.0.0.1:" + strconv.Itoa(in.rec.KinePort),
 			"--metrics-bind-address", "0",
-		}, err
+		}
+		if in.rec.Datastore == nil {
+			args = append(args, "--endpoint", "sqlite://"+in.path("data", "kine.db")+"?_journal=WAL&cache=shared&_busy_timeout=30000")
+		}
+		// On a shared datastore the endpoint (with its password) is KINE_ENDPOINT, see componentEnv.
+		return bin, args, err
 	}
 	bin, err := b.binary(in.rec.KubernetesVersion, component)
 	if err != nil {
@@ -268,12 +274,31 @@ func (in *instance) start(b *Backend) error {
 	return nil
 }
 
+// componentEnv is the environment added to a component's: the instance directory, by which
+// kobe recognises a process whose command line does not name it (kine on a shared datastore),
+// and kine's endpoint there.
+func (in *instance) componentEnv(component string) ([]string, error) {
+	env := []string{instanceDirEnv + "=" + in.dir}
+	if component == "kine" && in.rec.Datastore != nil {
+		dsn, err := in.readDSN()
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "KINE_ENDPOINT="+dsn)
+	}
+	return env, nil
+}
+
 func (in *instance) startComponentLocked(b *Backend, component string) error {
 	bin, args, err := in.componentArgs(b, component)
 	if err != nil {
 		return err
 	}
-	p, err := startProcess(component, bin, args, in.path("logs", component+".log"))
+	env, err := in.componentEnv(component)
+	if err != nil {
+		return err
+	}
+	p, err := startProcess(component, bin, args, env, in.path("logs", component+".log"))
 	if err != nil {
 		return err
 	}

@@ -32,9 +32,9 @@ const Name = "local"
 func init() {
 	backends.Register(backends.Factory{
 		Name:        Name,
-		Description: "kube-apiserver + kine (SQLite) processes on the kobe host, kobe-issued PKI",
+		Description: "kube-apiserver + kine (SQLite, or a shared PostgreSQL/MySQL/NATS datastore) processes on the kobe host, kobe-issued PKI",
 		New: func(env backends.Environment) (backends.RuntimeBackend, error) {
-			return New(Config{StateDir: env.StateDir, HostID: env.HostID, ToolsDir: DefaultToolsDir()})
+			return New(Config{StateDir: env.StateDir, HostID: env.HostID, ToolsDir: DefaultToolsDir(), SecretsDir: os.Getenv("KOBE_SECRETS_DIR")})
 		},
 		Prototype: &Backend{},
 	})
@@ -56,6 +56,9 @@ type Options struct {
 	Components []string `json:"components,omitempty"`
 	// Nodes is the number of kwok fake nodes (default 1 when kwok runs).
 	Nodes int `json:"nodes,omitempty"`
+	// Datastore puts kine on the instance's own database of a shared server (see
+	// DatastoreOptions); without it kine keeps the instance's data in a SQLite file.
+	Datastore *DatastoreOptions `json:"datastore,omitempty"`
 }
 
 // MaxNodes bounds fake nodes per instance.
@@ -66,13 +69,17 @@ type Config struct {
 	StateDir string
 	HostID   string
 	ToolsDir string
+	// SecretsDir is where spec.backend.local.datastore.secretRef is looked up
+	// (<SecretsDir>/<secretRef>/<secretKey>); default <StateDir>/secrets.
+	SecretsDir string
 }
 
 // Backend manages the local instances of one host.
 type Backend struct {
-	root   string // <state-dir>/local/instances
-	hostID string
-	tools  Tools
+	root       string // <state-dir>/local/instances
+	hostID     string
+	tools      Tools
+	secretsDir string
 
 	mu        sync.Mutex
 	instances map[string]*instance
@@ -88,6 +95,7 @@ var (
 	_ backends.HostBound      = (*Backend)(nil)
 	_ backends.Sleeper        = (*Backend)(nil)
 	_ backends.CertManager    = (*Backend)(nil)
+	_ backends.Preflighter    = (*Backend)(nil)
 )
 
 // New opens the backend's state and re-adopts the instances an earlier kobe left running.
@@ -96,11 +104,15 @@ func New(cfg Config) (*Backend, error) {
 		return nil, errors.New("local backend: no state directory")
 	}
 	b := &Backend{
-		root:      filepath.Join(cfg.StateDir, "local", "instances"),
-		hostID:    cfg.HostID,
-		tools:     Tools{Dir: cfg.ToolsDir},
-		instances: map[string]*instance{},
-		locks:     map[string]*sync.Mutex{},
+		root:       filepath.Join(cfg.StateDir, "local", "instances"),
+		hostID:     cfg.HostID,
+		tools:      Tools{Dir: cfg.ToolsDir},
+		secretsDir: cfg.SecretsDir,
+		instances:  map[string]*instance{},
+		locks:      map[string]*sync.Mutex{},
+	}
+	if b.secretsDir == "" {
+		b.secretsDir = filepath.Join(cfg.StateDir, "secrets")
 	}
 	if err := os.MkdirAll(b.root, 0o700); err != nil {
 		return nil, fmt.Errorf("local backend: %w", err)
@@ -168,6 +180,11 @@ func (b *Backend) Validate(spec backends.InstanceSpec) error {
 	}
 	if o.Nodes > 0 && !seen[ComponentKwok] {
 		return fmt.Errorf("spec.backend.local.nodes: fake nodes need the %q component", ComponentKwok)
+	}
+	if o.Datastore != nil {
+		if err := o.Datastore.validate(); err != nil {
+			return err
+		}
 	}
 	if spec.KubernetesVersion == "" {
 		return errors.New("spec.cluster.version: required for the local backend")
@@ -252,6 +269,13 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if in, ok := b.get(spec.ID); ok {
 		// Idempotent: the same id never makes a second instance. A retry after a crash of
 		// kobe in the middle of the first Create finishes what that one started.
+		if in.rec.Datastore != nil && !in.rec.ReadyOnce {
+			if _, err := in.readDSN(); err != nil {
+				if err := in.provisionDatastore(ctx, b); err != nil {
+					return in.status(), err
+				}
+			}
+		}
 		if err := in.finishStart(b); err != nil {
 			in.fail(err.Error())
 		}
@@ -261,11 +285,43 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if opts.Nodes == 0 && contains(opts.Components, ComponentKwok) {
 		opts.Nodes = 1
 	}
+	var ds *datastoreRecord
+	if opts.Datastore != nil {
+		// The secret and its URL are judged before anything is written.
+		s, err := b.server(opts.Datastore.SecretRef, opts.Datastore.key())
+		if err != nil {
+			return backends.InstanceStatus{}, err
+		}
+		name, err := s.Name(spec.ID)
+		if err != nil {
+			return backends.InstanceStatus{}, backends.InvalidSpec(err)
+		}
+		if err := s.Ping(ctx); err != nil {
+			return backends.InstanceStatus{}, err
+		}
+		ds = &datastoreRecord{SecretRef: opts.Datastore.SecretRef, SecretKey: opts.Datastore.key(), Driver: s.Driver(), Name: name}
+	}
 	dir := filepath.Join(b.root, spec.ID)
-	in, err := newInstance(dir, spec, opts, b.hostID)
+	in, err := newInstance(dir, spec, opts, b.hostID, ds)
 	if err != nil {
 		_ = os.RemoveAll(dir) // a half-written instance is removed, never left behind
 		return backends.InstanceStatus{}, err
+	}
+	if ds != nil {
+		// The record names the database before it exists, so that a crash here leaves
+		// something Delete (or a retried Create) knows how to finish.
+		if err := in.provisionDatastore(ctx, b); err != nil {
+			if derr := b.dropDatastore(context.WithoutCancel(ctx), in.rec); derr != nil {
+				// Kept as a Failed instance: its record says what to drop, and Delete retries.
+				in.fail(err.Error())
+				b.mu.Lock()
+				b.instances[spec.ID] = in
+				b.mu.Unlock()
+				return in.status(), fmt.Errorf("%w; and cleaning up: %v (the instance is kept, Failed, so that Delete can retry)", err, derr)
+			}
+			_ = os.RemoveAll(dir)
+			return backends.InstanceStatus{}, err
+		}
 	}
 	b.mu.Lock()
 	b.instances[spec.ID] = in
@@ -303,6 +359,11 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	dir := filepath.Join(b.root, id)
 	if ok {
 		if err := in.stopAll(0); err != nil {
+			return err
+		}
+		// The database goes before the directory that says where it is: if dropping fails,
+		// the instance stays (stopped) and the next Delete tries again.
+		if err := b.dropDatastore(ctx, in.rec); err != nil {
 			return err
 		}
 		b.mu.Lock()

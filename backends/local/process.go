@@ -23,13 +23,14 @@ type process struct {
 	exitMsg string
 }
 
-// startProcess starts bin with args, its output appended to logPath.
-func startProcess(name, bin string, args []string, logPath string) (*process, error) {
+// startProcess starts bin with args and env added to kobe's environment, its output appended to logPath.
+func startProcess(name, bin string, args, env []string, logPath string) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -81,7 +82,29 @@ func processMatches(pid int, mustContain string) bool {
 			return false
 		}
 	}
-	return strings.Contains(strings.ReplaceAll(string(data), "\x00", " "), mustContain)
+	if strings.Contains(strings.ReplaceAll(string(data), "\x00", " "), mustContain) {
+		return true
+	}
+	return hasInstanceDirEnv(pid, mustContain)
+}
+
+// instanceDirEnv is set in the environment of every process of an instance to its directory.
+const instanceDirEnv = "KOBE_LOCAL_INSTANCE_DIR"
+
+// hasInstanceDirEnv reports whether pid's environment names the instance directory dir
+// (mustContain is dir or dir + "/"). Only kobe's own processes' environments are readable.
+func hasInstanceDirEnv(pid int, mustContain string) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	want := instanceDirEnv + "=" + strings.TrimSuffix(mustContain, "/")
+	for _, kv := range strings.Split(string(data), "\x00") {
+		if kv == want {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *process) markExited(msg string) {

@@ -29,7 +29,7 @@ func findProcesses(dir string) map[string]int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if !strings.Contains(strings.Join(args[1:], " "), needle) {
+		if !strings.Contains(strings.Join(args[1:], " "), needle) && !hasInstanceDirEnv(pid, needle) {
 			continue
 		}
 		if !processMatches(pid, needle) {

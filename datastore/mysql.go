@@ -1,0 +1,179 @@
+package datastore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// mysqlServer provisions on MySQL and MariaDB. Users are created for any host ('name'@'%'):
+// kine or a k3s server connects from wherever it runs.
+type mysqlServer struct {
+	admin *mysql.Config
+}
+
+// newMySQL accepts kine's form, mysql://user:pass@tcp(host:3306)/[db][?params], and the URL
+// form mysql://user:pass@host:3306/.
+func newMySQL(adminURL string) (*mysqlServer, error) {
+	rest := strings.TrimPrefix(adminURL, "mysql://")
+	cfg, err := mysql.ParseDSN(rest)
+	if err != nil || cfg.Net == "" {
+		u, uerr := url.Parse(adminURL)
+		if uerr != nil || u.Host == "" {
+			return nil, errors.New("not a MySQL DSN: use mysql://user:password@tcp(host:3306)/ (kine's form) or mysql://user:password@host:3306/")
+		}
+		cfg = mysql.NewConfig()
+		cfg.Net, cfg.Addr = "tcp", u.Host
+		if u.Port() == "" {
+			cfg.Addr = u.Host + ":3306"
+		}
+		if u.User != nil {
+			cfg.User = u.User.Username()
+			cfg.Passwd, _ = u.User.Password()
+		}
+	}
+	if cfg.User == "" {
+		return nil, errors.New("missing user (mysql://user:password@tcp(host:3306)/)")
+	}
+	if cfg.Net != "tcp" {
+		return nil, fmt.Errorf("network %q: only tcp(host:port) is supported (an instance's kine must reach the server over the network)", cfg.Net)
+	}
+	return &mysqlServer{admin: cfg}, nil
+}
+
+func (m *mysqlServer) nameLimit() int { return mysqlNameLimit }
+
+func (m *mysqlServer) open(ctx context.Context) (*sql.DB, error) {
+	cfg := m.admin.Clone()
+	cfg.DBName = ""
+	cfg.Timeout = 10 * time.Second
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(1)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (m *mysqlServer) ping(ctx context.Context) error {
+	db, err := m.open(ctx)
+	if err != nil {
+		return err
+	}
+	return db.Close()
+}
+
+// In GRANT … ON `db`.*, '_' and '%' are wildcards: kobe_a_1 would also grant kobeXaX1. The
+// database name is escaped there, and only there.
+func grantPattern(name string) string { return strings.ReplaceAll(name, "_", `\_`) }
+
+func (m *mysqlServer) provision(ctx context.Context, name, password string) (DSN, error) {
+	if err := checkName(name); err != nil {
+		return DSN{}, err
+	}
+	db, err := m.open(ctx)
+	if err != nil {
+		return DSN{}, err
+	}
+	defer db.Close()
+	user := "'" + name + "'@'%'"
+	// Names are [a-z0-9_] and passwords hex (checked/generated here): no quoting can break.
+	for _, st := range []struct{ what, sql string }{
+		{"CREATE DATABASE", "CREATE DATABASE IF NOT EXISTS `" + name + "`"},
+		{"CREATE USER", "CREATE USER IF NOT EXISTS " + user + " IDENTIFIED BY '" + password + "'"},
+		{"ALTER USER", "ALTER USER " + user + " IDENTIFIED BY '" + password + "'"},
+		{"GRANT", "GRANT ALL PRIVILEGES ON `" + grantPattern(name) + "`.* TO " + user},
+	} {
+		if _, err := db.ExecContext(ctx, st.sql); err != nil {
+			return DSN{}, fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd = name, password
+	cfg.Net, cfg.Addr = m.admin.Net, m.admin.Addr
+	cfg.DBName = name
+	cfg.TLSConfig = m.admin.TLSConfig
+	return NewDSN("mysql://" + cfg.FormatDSN()), nil
+}
+
+func (m *mysqlServer) drop(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	db, err := m.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// Dropping the user first keeps it from logging in again; its open sessions are ended
+	// (a dropped user's sessions would otherwise live on, and hold the database's tables).
+	if _, err := db.ExecContext(ctx, "DROP USER IF EXISTS '"+name+"'@'%'"); err != nil {
+		return fmt.Errorf("DROP USER: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? OR DB = ?", name, name)
+	if err != nil {
+		return fmt.Errorf("listing the sessions of %s: %w", name, err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	for _, id := range ids {
+		_, _ = db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)) // gone already is fine
+	}
+	if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+		return fmt.Errorf("DROP DATABASE: %w", err)
+	}
+	return nil
+}
+
+func (m *mysqlServer) objects(ctx context.Context, prefix string) ([]string, error) {
+	db, err := m.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	var out []string
+	for _, q := range []struct{ kind, sql string }{
+		{"database", "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY SCHEMA_NAME"},
+		{"user", "SELECT DISTINCT User FROM mysql.user ORDER BY User"},
+	} {
+		rows, err := db.QueryContext(ctx, q.sql)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if strings.HasPrefix(n, prefix) {
+				out = append(out, q.kind+" "+n)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
