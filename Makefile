@@ -96,6 +96,8 @@ tools:
 	hack/build-node-tools.sh
 	# The Cluster API managers for the capi backend's tests (after build-tools.sh, which rewrites versions.env).
 	hack/build-capi-tools.sh
+	# k3s (cmd/server) for the k3s backend's tests on the real-pods host cluster (after build-tools.sh).
+	hack/build-k3s-tools.sh
 
 # Says clearly what `make test` needs instead of failing deep inside a test.
 postgres-check:
