@@ -34,6 +34,9 @@ type RealOptions struct {
 	// FakeNodes is the number of kwok nodes beside the real one (default none). They carry the
 	// taint kwok.x-k8s.io/node=fake:NoSchedule, so that only pods tolerating it land there.
 	FakeNodes int
+	// K3s also imports the rancher/k3s image of the k3s that hack/build-k3s-tools.sh built
+	// (about 240 MB: only the tests that run k3s ask for it). Without that k3s the test skips.
+	K3s bool
 }
 
 // RealCluster is a running host cluster with one real node: kine, kube-apiserver,
@@ -109,6 +112,9 @@ func loadNodeTools(dir string) (nodeTools, error) {
 	if _, err := os.Stat(t["COREDNS"]); err != nil {
 		delete(t, "COREDNS")
 	}
+	if _, err := os.Stat(t["K3S"]); err != nil || t["K3S_VERSION"] == "" {
+		delete(t, "K3S") // optional: hack/build-k3s-tools.sh; the k3s backend's tests skip without it
+	}
 	return t, nil
 }
 
@@ -154,6 +160,11 @@ func StartReal(t testing.TB, opts RealOptions) *RealCluster {
 	}
 	if why := realNodeMissing(tools); why != "" {
 		t.Skipf("hostcluster: no real node: %s", why)
+	}
+	if !opts.K3s {
+		delete(tools, "K3S")
+	} else if tools["K3S"] == "" {
+		t.Skipf("hostcluster: no k3s in %s/versions.env: run `make tools` (hack/build-k3s-tools.sh)", toolsDir)
 	}
 	unlock := lockMachine(t)
 	t.Cleanup(unlock)
@@ -475,6 +486,9 @@ func (c *RealCluster) startContainerd(t testing.TB) error {
 	if dns := c.tools["COREDNS"]; dns != "" {
 		in.CoreDNS, in.CoreDNSVersion = dns, strings.TrimPrefix(filepath.Base(filepath.Dir(dns)), "coredns-")
 		c.DNS = true
+	}
+	if k3s := c.tools["K3S"]; k3s != "" {
+		in.K3s, in.K3sVersion = k3s, c.tools["K3S_VERSION"]
 	}
 	want, err := images.NodeImages(in)
 	if err != nil {
