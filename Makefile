@@ -102,6 +102,8 @@ tools:
 	hack/build-capi-tools.sh
 	# The vcluster syncer and chart for the vcluster backend's tests (after build-tools.sh, as capi).
 	hack/build-vcluster-tools.sh
+	# k3s (cmd/server) for the k3s backend's tests on the real-pods host cluster (after build-tools.sh).
+	hack/build-k3s-tools.sh
 
 # Says clearly what `make test` needs instead of failing deep inside a test.
 postgres-check:

@@ -38,6 +38,9 @@ type RealOptions struct {
 	// images.VClusterKubernetes; ~360 MB, so only when asked). The test skips when `make tools`
 	// did not build the syncer (hack/build-vcluster-tools.sh).
 	VClusterImages bool
+	// K3s also imports the rancher/k3s image of the k3s that hack/build-k3s-tools.sh built
+	// (about 240 MB: only the tests that run k3s ask for it). Without that k3s the test skips.
+	K3s bool
 }
 
 // RealCluster is a running host cluster with one real node: kine, kube-apiserver,
@@ -116,6 +119,9 @@ func loadNodeTools(dir string) (nodeTools, error) {
 	if _, err := os.Stat(t["VCLUSTER_SYNCER"]); err != nil {
 		delete(t, "VCLUSTER_SYNCER")
 	}
+	if _, err := os.Stat(t["K3S"]); err != nil || t["K3S_VERSION"] == "" {
+		delete(t, "K3S") // optional: hack/build-k3s-tools.sh; the k3s backend's tests skip without it
+	}
 	return t, nil
 }
 
@@ -164,6 +170,11 @@ func StartReal(t testing.TB, opts RealOptions) *RealCluster {
 	}
 	if opts.VClusterImages && tools["VCLUSTER_SYNCER"] == "" {
 		t.Skipf("hostcluster: no vcluster images: %s/versions.env names no VCLUSTER_SYNCER (run `make tools`: hack/build-vcluster-tools.sh)", toolsDir)
+	}
+	if !opts.K3s {
+		delete(tools, "K3S")
+	} else if tools["K3S"] == "" {
+		t.Skipf("hostcluster: no k3s in %s/versions.env: run `make tools` (hack/build-k3s-tools.sh)", toolsDir)
 	}
 	unlock := lockMachine(t)
 	t.Cleanup(unlock)
@@ -490,6 +501,9 @@ func (c *RealCluster) startContainerd(t testing.TB, opts RealOptions) error {
 	if syncer := c.tools["VCLUSTER_SYNCER"]; opts.VClusterImages && syncer != "" {
 		in.VClusterSyncer, in.VClusterVersion = syncer, strings.TrimPrefix(c.tools["VCLUSTER_VERSION"], "v")
 		in.KubeControllerManager = c.tools["KUBE_CONTROLLER_MANAGER"]
+	}
+	if k3s := c.tools["K3S"]; k3s != "" {
+		in.K3s, in.K3sVersion = k3s, c.tools["K3S_VERSION"]
 	}
 	want, err := images.NodeImages(in)
 	if err != nil {

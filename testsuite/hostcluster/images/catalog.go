@@ -38,6 +38,9 @@ func VClusterKubernetesName(kubernetesVersion string) string {
 // CoreDNSName is the CoreDNS image of a CoreDNS version (e.g. v1.15.0).
 func CoreDNSName(version string) string { return "registry.k8s.io/coredns/coredns:" + version }
 
+// K3sName is the rancher/k3s image of a k3s version (v1.32.0+k3s1 → rancher/k3s:v1.32.0-k3s1).
+func K3sName(version string) string { return "rancher/k3s:" + strings.ReplaceAll(version, "+", "-") }
+
 // Package paths of the programs built into images.
 const (
 	PauseProgram      = "github.com/kunobi-ninja/kobe/testsuite/hostcluster/images/pause"
@@ -160,6 +163,41 @@ func CoreDNS(version, corednsBinary string) Image {
 	}
 }
 
+// K3s is the shape of the rancher/k3s image around a locally built k3s: /bin/k3s (its
+// entrypoint, "agent" its default command, as upstream), the kubectl, crictl and ctr links to
+// it, and a busybox for the shell tools upstream's image carries (k3s-root's), which the k3s
+// backend's init container uses. The locally built k3s has no bundled containerd or runc
+// (hack/build-k3s-tools.sh): in this image it runs `k3s server --disable-agent`.
+func K3s(version, k3sBinary, busyboxBinary string) (Image, error) {
+	bb, err := Busybox(busyboxBinary)
+	if err != nil {
+		return Image{}, err
+	}
+	files := []File{{Path: "/bin/k3s", Source: k3sBinary, Mode: 0o755}}
+	for _, f := range bb.Files {
+		switch f.Path {
+		case "/bin/kubectl", "/bin/crictl", "/bin/ctr":
+			continue
+		}
+		files = append(files, f)
+	}
+	for _, link := range []string{"kubectl", "crictl", "ctr"} {
+		files = append(files, File{Path: "/bin/" + link, Link: "k3s"})
+	}
+	files = append(files,
+		File{Path: "/etc/rancher", Dir: true, Mode: 0o755},
+		File{Path: "/var/lib/rancher", Dir: true, Mode: 0o755},
+		File{Path: "/var/log", Dir: true, Mode: 0o755},
+	)
+	return Image{
+		Name:       K3sName(version),
+		Files:      files,
+		Entrypoint: []string{"/bin/k3s"},
+		Cmd:        []string{"agent"},
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	}, nil
+}
+
 // Inputs are the local files a real node's images are made of.
 type Inputs struct {
 	KubernetesVersion string
@@ -169,6 +207,8 @@ type Inputs struct {
 	Busybox string
 	// CoreDNS and its version (v1.15.0); empty: no CoreDNS image.
 	CoreDNS, CoreDNSVersion string
+	// K3s and its version (v1.32.0+k3s1); empty: no rancher/k3s image.
+	K3s, K3sVersion string
 	// ProgramDir receives the pause and httpserver programs, built from this module.
 	ProgramDir string
 	// VClusterSyncer (hack/build-vcluster-tools.sh) and its version (0.34.0), with
@@ -196,6 +236,13 @@ func NodeImages(in Inputs) ([]Image, error) {
 	if in.VClusterSyncer != "" {
 		out = append(out, VCluster(in.VClusterVersion, in.VClusterSyncer),
 			VClusterKubernetes(in.KubernetesVersion, in.KubeAPIServer, in.KubeControllerManager, in.Kine, in.Busybox))
+	}
+	if in.K3s != "" {
+		k3s, err := K3s(in.K3sVersion, in.K3s, in.Busybox)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k3s)
 	}
 	return out, nil
 }
