@@ -41,7 +41,7 @@ type Error struct {
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s (HTTP %d", e.Body.Error, e.StatusCode)
 	if e.Body.Reason != "" {
-		msg += ", reason " + e.Body.Reason
+		msg += ", reason " + string(e.Body.Reason)
 	}
 	msg += ")"
 	if e.Body.Detail != "" {

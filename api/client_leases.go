@@ -56,7 +56,7 @@ func Retryable(err error) bool {
 }
 
 // Reason returns the reason code of an API error ("" for any other error).
-func Reason(err error) string {
+func Reason(err error) ReasonCode {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Body.Reason

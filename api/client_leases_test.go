@@ -233,7 +233,7 @@ func TestRetries(t *testing.T) {
 		answers  []answer
 		attempts int
 		sleeps   []time.Duration
-		wantErr  string
+		wantErr  ReasonCode
 	}{
 		{"503 then ok, honouring Retry-After", []answer{busy, ok}, 2, []time.Duration{2 * time.Second}, ""},
 		{"rate_limited then ok", []answer{limited, limited, ok}, 3, []time.Duration{time.Second, time.Second}, ""},
@@ -248,7 +248,7 @@ func TestRetries(t *testing.T) {
 			if tc.wantErr == "" {
 				require.NoError(t, err)
 			} else {
-				require.ErrorContains(t, err, tc.wantErr)
+				require.ErrorContains(t, err, string(tc.wantErr))
 			}
 			assert.Len(t, f.requests(), tc.attempts)
 			assert.Equal(t, tc.sleeps, f.sleeps)
@@ -321,6 +321,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, reason, msg, detail string) {
+func writeError(w http.ResponseWriter, status int, reason ReasonCode, msg, detail string) {
 	writeJSON(w, status, ErrorBody{Error: msg, Detail: detail, Reason: reason})
 }

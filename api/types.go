@@ -23,11 +23,11 @@ type LeaseRequest struct {
 
 // Lease is the lease object the API returns.
 type Lease struct {
-	ID           string `json:"id"`
-	ResourceKind string `json:"resourceKind"` // always "Cluster"
-	Phase        string `json:"phase"`        // Pending, Bound, Released, Expired, Failed
-	Profile      string `json:"profile"`      // the pool (upstream name)
-	Pool         string `json:"pool"`
+	ID           string     `json:"id"`
+	ResourceKind string     `json:"resourceKind"` // always "Cluster"
+	Phase        LeasePhase `json:"phase"`
+	Profile      string     `json:"profile"` // the pool (upstream name)
+	Pool         string     `json:"pool"`
 	// EffectiveTTL is the TTL granted after policy clamping, as a Go duration string.
 	EffectiveTTL  string            `json:"effective_ttl"`
 	QueuePosition int               `json:"queue_position,omitempty"`
@@ -35,7 +35,7 @@ type Lease struct {
 	Metadata      map[string]string `json:"metadata,omitempty"`
 	Owner         string            `json:"owner,omitempty"`
 	// Reason is the reason code of a Failed lease (e.g. pool_exhausted) or of an early end.
-	Reason      string     `json:"reason,omitempty"`
+	Reason      ReasonCode `json:"reason,omitempty"`
 	ClusterName string     `json:"cluster_name,omitempty"`
 	Endpoint    string     `json:"endpoint,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
@@ -54,18 +54,18 @@ type Lease struct {
 
 // LeaseCondition is one observation about a lease, in the shape of Kubernetes conditions.
 type LeaseCondition struct {
-	Type               string    `json:"type"`
-	Status             string    `json:"status"` // True or False
-	Reason             string    `json:"reason,omitempty"`
-	Message            string    `json:"message,omitempty"`
-	LastTransitionTime time.Time `json:"lastTransitionTime"`
+	Type               string     `json:"type"`
+	Status             string     `json:"status"` // True or False
+	Reason             ReasonCode `json:"reason,omitempty"`
+	Message            string     `json:"message,omitempty"`
+	LastTransitionTime time.Time  `json:"lastTransitionTime"`
 }
 
 // PoolLease is one lease of GET /v1/pools/{name}/leases. Requester, alias and metadata are shown
 // only for the caller's own leases, or to a role that manages pools (pool.admin).
 type PoolLease struct {
 	ID          string            `json:"id"`
-	Phase       string            `json:"phase"`
+	Phase       LeasePhase        `json:"phase"`
 	Profile     string            `json:"profile"`
 	ClusterName string            `json:"cluster_name,omitempty"`
 	Requester   string            `json:"requester,omitempty"`
@@ -169,26 +169,6 @@ type (
 	AuditList struct {
 		Items []AuditEvent `json:"items"`
 	}
-)
-
-// More reason codes of the lease API (see docs/api.md).
-const (
-	ReasonUnauthorized             = "unauthorized"
-	ReasonForbidden                = "forbidden"
-	ReasonQuotaExhausted           = "quota_exhausted"
-	ReasonRateLimited              = "rate_limited"
-	ReasonPoolExhausted            = "pool_exhausted"
-	ReasonExtensionBudgetExhausted = "extension_budget_exhausted"
-	ReasonMaxTTLCeiling            = "max_ttl_ceiling"
-	ReasonIdempotencyConflict      = "idempotency_conflict"
-	ReasonAliasTaken               = "alias_taken"
-	ReasonExpired                  = "expired"
-	// ReasonNotQuarantined refuses an instance action (retry-teardown, forget) on an instance
-	// that is not Quarantined.
-	ReasonNotQuarantined = "not_quarantined"
-	// ReasonPoolChanged refuses a delete of a pool that was applied again while the delete ran
-	// (no workflow held it): nothing was deleted; delete it again if that is still wanted.
-	ReasonPoolChanged = "pool_changed"
 )
 
 // Instance is a cluster as kobe's store records it (GET /v1/instances[/{id}]): what an operator

@@ -135,6 +135,13 @@ type Preflighter interface {
 	Preflight(ctx context.Context, spec InstanceSpec) error
 }
 
+// PreflightScoper is a Preflighter whose specs need their environment judged only sometimes
+// (the local backend: only a spec with a shared datastore). The pool apply asks the backend's
+// prototype, without I/O, and skips the round trip to a worker when the answer is no.
+type PreflightScoper interface {
+	NeedsPreflight(spec InstanceSpec) bool
+}
+
 // invalidSpecError marks an error that says the spec is wrong, not that the backend or its
 // environment failed: retrying the same spec cannot succeed.
 type invalidSpecError struct{ err error }

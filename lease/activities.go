@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
@@ -30,14 +32,14 @@ type Activities struct {
 
 // LeaseRecord is what a lease workflow projects into the store.
 type LeaseRecord struct {
-	ID         string        `json:"id"`
-	Pool       string        `json:"pool"`
-	Principal  string        `json:"principal"`
-	Phase      string        `json:"phase"`
-	InstanceID string        `json:"instanceId,omitempty"`
-	TTL        time.Duration `json:"ttl"`
-	ExpiresAt  time.Time     `json:"expiresAt,omitempty"`
-	Reason     string        `json:"reason,omitempty"`
+	ID         string         `json:"id"`
+	Pool       string         `json:"pool"`
+	Principal  string         `json:"principal"`
+	Phase      api.LeasePhase `json:"phase"`
+	InstanceID string         `json:"instanceId,omitempty"`
+	TTL        time.Duration  `json:"ttl"`
+	ExpiresAt  time.Time      `json:"expiresAt,omitempty"`
+	Reason     api.ReasonCode `json:"reason,omitempty"`
 }
 
 // LeaseCredentialRequest names a lease's credential. It carries no secret: the kubeconfig goes
@@ -71,7 +73,7 @@ func (a *Activities) RecordLease(ctx context.Context, r LeaseRecord) error {
 		if !changed {
 			return nil
 		}
-		action := "lease." + strings.ToLower(r.Phase)
+		action := "lease." + strings.ToLower(string(r.Phase))
 		_, err = tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: action, Target: r.ID, Pool: r.Pool, Key: action + ":" + r.ID,
 			Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
 		return err

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"github.com/kunobi-ninja/kobe/api"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -18,7 +19,7 @@ func LeaseSearchAttributes(in LeaseInput) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
 		SearchAttributePool.ValueSet(in.Pool),
 		SearchAttributeOwner.ValueSet(in.Principal),
-		SearchAttributePhase.ValueSet(LeasePending),
+		SearchAttributePhase.ValueSet(string(api.LeasePending)),
 	)
 }
 

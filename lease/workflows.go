@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -29,25 +31,6 @@ const (
 	// waits for its kubeconfig without polling (also as update-with-start).
 	UpdateWaitBound = "wait-bound"
 	QueryLease      = "lease" // → LeaseView
-)
-
-// Lease phases (upstream names).
-const (
-	LeasePending  = "Pending"
-	LeaseBound    = "Bound"
-	LeaseReleased = "Released"
-	LeaseExpired  = "Expired"
-	LeaseFailed   = "Failed"
-)
-
-// Reason codes a lease can end or be refused with (API contract).
-const (
-	ReasonPoolExhausted            = "pool_exhausted"
-	ReasonExtensionBudgetExhausted = "extension_budget_exhausted"
-	ReasonMaxTTLCeiling            = "max_ttl_ceiling"
-	ReasonNotReady                 = "not_ready"
-	ReasonInvalidRequest           = "invalid_request"
-	ReasonIdleTimeout              = "idle_timeout"
 )
 
 // LeaseInput starts a lease.
@@ -90,20 +73,20 @@ const leaseContinueAsNewAfter = 5000
 
 // LeaseView answers QueryLease.
 type LeaseView struct {
-	ID         string    `json:"id"`
-	Pool       string    `json:"pool"`
-	Phase      string    `json:"phase"`
-	Reason     string    `json:"reason,omitempty"`
-	InstanceID string    `json:"instanceId,omitempty"`
-	Endpoint   string    `json:"endpoint,omitempty"`
-	BoundAt    time.Time `json:"boundAt,omitempty"`
-	ExpiresAt  time.Time `json:"expiresAt,omitempty"`
-	Extensions int       `json:"extensions"`
+	ID         string         `json:"id"`
+	Pool       string         `json:"pool"`
+	Phase      api.LeasePhase `json:"phase"`
+	Reason     api.ReasonCode `json:"reason,omitempty"`
+	InstanceID string         `json:"instanceId,omitempty"`
+	Endpoint   string         `json:"endpoint,omitempty"`
+	BoundAt    time.Time      `json:"boundAt,omitempty"`
+	ExpiresAt  time.Time      `json:"expiresAt,omitempty"`
+	Extensions int            `json:"extensions"`
 	// ClaimedAt is when the lease asked its pool; AssignmentSeq the pool's order of assignment.
 	ClaimedAt     time.Time `json:"claimedAt"`
 	AssignmentSeq int64     `json:"assignmentSeq,omitempty"`
 	// Conditions are observations about the lease, such as its instance failing health checks.
-	Conditions []LeaseCondition `json:"conditions,omitempty"`
+	Conditions []api.LeaseCondition `json:"conditions,omitempty"`
 	// IdleTimeout is the lease's idle timeout (zero: none), so that the API heartbeats only
 	// the leases that need it.
 	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
@@ -127,7 +110,7 @@ const ExtendRejection = "ExtendRejected"
 // pool, which tears it down: an instance is never reused.
 func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	var a *Activities
-	view := LeaseView{ID: in.LeaseID, Pool: in.Pool, Phase: LeasePending, IdleTimeout: in.IdleTimeout}
+	view := LeaseView{ID: in.LeaseID, Pool: in.Pool, Phase: api.LeasePending, IdleTimeout: in.IdleTimeout}
 	resumed := in.Resume != nil
 	var asg pool.Assignment
 	var lastSeen time.Time
@@ -139,7 +122,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 		return view, err
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateWaitBound, func(ctx workflow.Context) (LeaseView, error) {
-		err := workflow.Await(ctx, func() bool { return view.Phase != LeasePending })
+		err := workflow.Await(ctx, func() bool { return view.Phase != api.LeasePending })
 		return view, err
 	}); err != nil {
 		return view, err
@@ -169,10 +152,10 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	}
 	searchable := in.SearchAttributes &&
 		workflow.GetVersion(ctx, leaseVersionChange, workflow.DefaultVersion, leaseVersionSearchAttributes) >= leaseVersionSearchAttributes
-	setPhase := func(phase string) {
+	setPhase := func(phase api.LeasePhase) {
 		view.Phase = phase
 		if searchable {
-			if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttributePhase.ValueSet(phase)); err != nil {
+			if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttributePhase.ValueSet(string(phase))); err != nil {
 				workflow.GetLogger(ctx).Warn("cannot update the lease's search attributes", "error", err)
 			}
 		}
@@ -188,14 +171,14 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	}
 	refusal := func(req ExtendRequest) error {
 		switch {
-		case view.Phase != LeaseBound:
-			return temporal.NewApplicationError(ReasonNotReady, ExtendRejection)
+		case view.Phase != api.LeaseBound:
+			return temporal.NewApplicationError(string(api.ReasonNotReady), ExtendRejection)
 		case req.By <= 0:
-			return temporal.NewApplicationError(ReasonInvalidRequest, ExtendRejection)
+			return temporal.NewApplicationError(string(api.ReasonInvalidRequest), ExtendRejection)
 		case view.Extensions >= in.MaxExtensions:
-			return temporal.NewApplicationError(ReasonExtensionBudgetExhausted, ExtendRejection)
+			return temporal.NewApplicationError(string(api.ReasonExtensionBudgetExhausted), ExtendRejection)
 		case view.ExpiresAt.Add(req.By).After(view.BoundAt.Add(in.MaxTTL)):
-			return temporal.NewApplicationError(ReasonMaxTTLCeiling, ExtendRejection)
+			return temporal.NewApplicationError(string(api.ReasonMaxTTLCeiling), ExtendRejection)
 		}
 		return nil
 	}
@@ -234,8 +217,8 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 			if err := issueUntil(ctx, next); err != nil {
 				return ExtendResult{}, err
 			}
-			if view.Phase != LeaseBound {
-				return ExtendResult{}, temporal.NewApplicationError(ReasonNotReady, ExtendRejection)
+			if view.Phase != api.LeaseBound {
+				return ExtendResult{}, temporal.NewApplicationError(string(api.ReasonNotReady), ExtendRejection)
 			}
 			view.ExpiresAt = next
 			view.Extensions++
@@ -260,31 +243,31 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 			_ = pendingRecorded.Get(ctx, nil)
 		}
 		if err := claimErr; err != nil {
-			setPhase(LeaseFailed)
+			setPhase(api.LeaseFailed)
 			view.Reason = "not_found"
 			claimEvent("failed")
 			project()
 			return view, fmt.Errorf("pool %s: %w", in.Pool, err)
 		}
 
-		for view.Phase == LeasePending && asg.InstanceID == "" {
+		for view.Phase == api.LeasePending && asg.InstanceID == "" {
 			sel := workflow.NewSelector(ctx)
 			sel.AddReceive(assignedCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &asg) })
 			sel.AddReceive(failedCh, func(c workflow.ReceiveChannel, _ bool) {
 				var f pool.ClaimFailure
 				c.Receive(ctx, &f)
-				view.Phase, view.Reason = LeaseFailed, f.Reason
+				view.Phase, view.Reason = api.LeaseFailed, api.ReasonCode(f.Reason)
 			})
 			sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
 				c.Receive(ctx, nil)
-				view.Phase = LeaseReleased
+				view.Phase = api.LeaseReleased
 			})
 			sel.Select(ctx)
 		}
-		if view.Phase != LeasePending {
+		if view.Phase != api.LeasePending {
 			phase := view.Phase
 			setPhase(phase)
-			if phase == LeaseFailed {
+			if phase == api.LeaseFailed {
 				claimEvent("failed")
 			} else {
 				claimEvent("released")
@@ -312,14 +295,14 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 			issueFor = 10 * time.Minute
 		}
 		if err := issueUntil(ctx, view.ExpiresAt); err != nil {
-			setPhase(LeaseFailed)
+			setPhase(api.LeaseFailed)
 			view.Reason = "backend_error"
 			claimEvent("failed")
 			project()
 			giveBack(ctx, in, asg.InstanceID, "credentials failed")
 			return view, nil
 		}
-		setPhase(LeaseBound)
+		setPhase(api.LeaseBound)
 		project()
 		metrics.Timer(MetricClaimBindDuration).Record(workflow.Now(ctx).Sub(view.ClaimedAt))
 		if asg.Queued {
@@ -337,7 +320,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	if workflow.GetVersion(ctx, leaseVersionBoundRuns, workflow.DefaultVersion, 1) < 1 {
 		// Before this version a Bound lease never continued as new, and every heartbeat re-armed
 		// its timers.
-		for view.Phase == LeaseBound {
+		for view.Phase == api.LeaseBound {
 			timerCtx, cancel := workflow.WithCancel(ctx)
 			expiresAt := view.ExpiresAt
 			timer := workflow.NewTimer(timerCtx, expiresAt.Sub(workflow.Now(ctx)))
@@ -346,7 +329,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 				idle := workflow.NewTimer(timerCtx, lastSeen.Add(in.IdleTimeout).Sub(workflow.Now(ctx)))
 				sel.AddFuture(idle, func(workflow.Future) {
 					if !workflow.Now(ctx).Before(lastSeen.Add(in.IdleTimeout)) {
-						view.Phase, view.Reason = LeaseExpired, ReasonIdleTimeout
+						view.Phase, view.Reason = api.LeaseExpired, api.ReasonIdleTimeout
 					}
 				})
 				sel.AddReceive(heartbeatCh, func(c workflow.ReceiveChannel, _ bool) {
@@ -358,12 +341,12 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 			}
 			sel.AddFuture(timer, func(workflow.Future) {
 				if !workflow.Now(ctx).Before(view.ExpiresAt) {
-					view.Phase = LeaseExpired
+					view.Phase = api.LeaseExpired
 				}
 			})
 			sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
 				c.Receive(ctx, nil)
-				view.Phase = LeaseReleased
+				view.Phase = api.LeaseReleased
 			})
 			// An extension changes ExpiresAt: wake up to re-arm the timer.
 			sel.AddFuture(waitChanged(timerCtx, func() bool { return !view.ExpiresAt.Equal(expiresAt) }), func(workflow.Future) {
@@ -392,9 +375,9 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	revokeCtx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
 	_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, LeaseCredentialRequest{
 		LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
-	giveBack(ctx, in, asg.InstanceID, view.Phase)
+	giveBack(ctx, in, asg.InstanceID, string(view.Phase))
 	setPhase(view.Phase)
-	if view.Phase == LeaseExpired {
+	if view.Phase == api.LeaseExpired {
 		claimEvent("expired")
 	} else {
 		claimEvent("released")
@@ -434,15 +417,15 @@ func (b *boundLease) hold() bool {
 	}
 	projected := view.ExpiresAt
 	var ttlTimer, idleTimer workflow.Future
-	for view.Phase == LeaseBound {
+	for view.Phase == api.LeaseBound {
 		now := workflow.Now(ctx)
 		if !*b.extending {
 			if !now.Before(view.ExpiresAt) {
-				view.Phase = LeaseExpired
+				view.Phase = api.LeaseExpired
 				break
 			}
 			if b.in.IdleTimeout > 0 && !now.Before(b.lastSeen.Add(b.in.IdleTimeout)) {
-				view.Phase, view.Reason = LeaseExpired, ReasonIdleTimeout
+				view.Phase, view.Reason = api.LeaseExpired, api.ReasonIdleTimeout
 				break
 			}
 		}
@@ -526,7 +509,7 @@ func (b *boundLease) drain() bool {
 func (b *boundLease) takeRelease(c workflow.ReceiveChannel) {
 	c.Receive(b.ctx, nil)
 	b.events++
-	b.view.Phase = LeaseReleased
+	b.view.Phase = api.LeaseReleased
 }
 
 // takeHeartbeats coalesces a burst: every heartbeat waiting counts as one.
@@ -560,7 +543,7 @@ func (b *boundLease) takeUnhealthy(c workflow.ReceiveChannel) {
 	if at.IsZero() {
 		at = workflow.Now(b.ctx)
 	}
-	if setCondition(b.view, LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: reason,
+	if setCondition(b.view, api.LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: api.ReasonCode(reason),
 		Message: msg, LastTransitionTime: at}) {
 		b.metrics.Counter(MetricLeaseInstanceUnhealthy).Inc(1)
 	}
@@ -586,7 +569,7 @@ func (b *boundLease) takeLeftover(c workflow.ReceiveChannel) {
 
 // setCondition puts c in the view in place of a condition of the same type, keeping its
 // transition time when the status is unchanged; it says whether the status changed.
-func setCondition(v *LeaseView, c LeaseCondition) bool {
+func setCondition(v *LeaseView, c api.LeaseCondition) bool {
 	for i, old := range v.Conditions {
 		if old.Type != c.Type {
 			continue
@@ -613,6 +596,8 @@ func waitChanged(ctx workflow.Context, cond func() bool) workflow.Future {
 	return f
 }
 
+// giveBack hands the instance back to the pool, saying why (the lease's final phase, or what
+// went wrong).
 func giveBack(ctx workflow.Context, in LeaseInput, instanceID, reason string) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	_ = workflow.SignalExternalWorkflow(dctx, pool.PoolWorkflowID(in.Pool), "", pool.SignalRelease,
@@ -620,10 +605,10 @@ func giveBack(ctx workflow.Context, in LeaseInput, instanceID, reason string) {
 }
 
 // IsExtendRejection returns the reason code of a refused extension.
-func IsExtendRejection(err error) (string, bool) {
+func IsExtendRejection(err error) (api.ReasonCode, bool) {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == ExtendRejection {
-		return ae.Message(), true
+		return api.ReasonCode(ae.Message()), true
 	}
 	return "", false
 }

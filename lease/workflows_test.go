@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 
 	"github.com/kunobi-ninja/kobe/instance"
@@ -82,7 +84,7 @@ func (le *leaseEnv) extend(results map[string]string, name string, by time.Durat
 	le.env.UpdateWorkflow(lease.UpdateExtend, name, &testsuite.TestUpdateCallback{
 		OnReject: func(err error) {
 			r, _ := lease.IsExtendRejection(err)
-			results[name] = r
+			results[name] = string(r)
 		},
 		OnAccept: func() {},
 		OnComplete: func(_ interface{}, err error) {
@@ -105,15 +107,15 @@ func TestLeaseExpiresAtTTL(t *testing.T) {
 	require.NoError(t, le.env.GetWorkflowError())
 	var final lease.LeaseView
 	require.NoError(t, le.env.GetWorkflowResult(&final))
-	assert.Equal(t, lease.LeaseBound, boundView.Phase)
-	assert.Equal(t, lease.LeaseExpired, final.Phase)
+	assert.Equal(t, api.LeaseBound, boundView.Phase)
+	assert.Equal(t, api.LeaseExpired, final.Phase)
 	assert.Equal(t, time.Hour, final.ExpiresAt.Sub(final.BoundAt))
 	require.Len(t, le.released, 1)
 	assert.Equal(t, "i1", le.released[0].InstanceID)
 	assert.Equal(t, []string{pool.SignalClaim, pool.SignalRelease}, le.toPool)
 	row, err := le.store.GetLease(context.Background(), "lease-1")
 	require.NoError(t, err)
-	assert.Equal(t, lease.LeaseExpired, row.Phase)
+	assert.Equal(t, api.LeaseExpired, row.Phase)
 	_, err = le.store.GetLeaseCredential(context.Background(), "lease-1")
 	assert.ErrorIs(t, err, store.ErrNotFound, "the credential is revoked and forgotten")
 }
@@ -135,12 +137,12 @@ func TestLeaseExtendBudgetAndCeiling(t *testing.T) {
 	var final lease.LeaseView
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 
-	assert.Equal(t, lease.ReasonMaxTTLCeiling, results["past ceiling"])
+	assert.Equal(t, string(api.ReasonMaxTTLCeiling), results["past ceiling"])
 	assert.Equal(t, "ok", results["first"])
 	assert.Equal(t, "ok", results["second"])
-	assert.Equal(t, lease.ReasonExtensionBudgetExhausted, results["third"])
-	assert.Equal(t, lease.ReasonInvalidRequest, results["zero"])
-	assert.Equal(t, lease.LeaseReleased, final.Phase)
+	assert.Equal(t, string(api.ReasonExtensionBudgetExhausted), results["third"])
+	assert.Equal(t, string(api.ReasonInvalidRequest), results["zero"])
+	assert.Equal(t, api.LeaseReleased, final.Phase)
 	assert.Equal(t, 2, final.Extensions)
 	assert.Equal(t, 2*time.Hour, final.ExpiresAt.Sub(final.BoundAt))
 }
@@ -158,22 +160,22 @@ func TestLeaseExtensionDelaysExpiry(t *testing.T) {
 	var final lease.LeaseView
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 	assert.Equal(t, "ok", results["hour"])
-	assert.Equal(t, lease.LeaseBound, at90.Phase, "still bound after the original hour")
-	assert.Equal(t, lease.LeaseExpired, final.Phase)
+	assert.Equal(t, api.LeaseBound, at90.Phase, "still bound after the original hour")
+	assert.Equal(t, api.LeaseExpired, final.Phase)
 }
 
 // A claim the pool cannot serve fails with the pool's reason, and nothing is handed back.
 func TestLeaseClaimFailure(t *testing.T) {
 	le := newLeaseEnv(t)
 	le.env.RegisterDelayedCallback(func() {
-		le.env.SignalWorkflow(pool.SignalClaimFailed, pool.ClaimFailure{Reason: lease.ReasonPoolExhausted})
+		le.env.SignalWorkflow(pool.SignalClaimFailed, pool.ClaimFailure{Reason: string(api.ReasonPoolExhausted)})
 	}, 5*time.Minute)
 	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError())
 	var final lease.LeaseView
 	require.NoError(t, le.env.GetWorkflowResult(&final))
-	assert.Equal(t, lease.LeaseFailed, final.Phase)
-	assert.Equal(t, lease.ReasonPoolExhausted, final.Reason)
+	assert.Equal(t, api.LeaseFailed, final.Phase)
+	assert.Equal(t, api.ReasonPoolExhausted, final.Reason)
 	assert.Empty(t, le.released)
 }
 
@@ -185,7 +187,7 @@ func TestLeaseReleasedWhilePending(t *testing.T) {
 	require.NoError(t, le.env.GetWorkflowError())
 	var final lease.LeaseView
 	require.NoError(t, le.env.GetWorkflowResult(&final))
-	assert.Equal(t, lease.LeaseReleased, final.Phase)
+	assert.Equal(t, api.LeaseReleased, final.Phase)
 	assert.Equal(t, []string{pool.SignalClaim, pool.SignalCancelClaim}, le.toPool)
 }
 
@@ -206,9 +208,9 @@ func TestLeaseIdleTimeout(t *testing.T) {
 	require.NoError(t, le.env.GetWorkflowError())
 	var final lease.LeaseView
 	require.NoError(t, le.env.GetWorkflowResult(&final))
-	assert.Equal(t, lease.LeaseBound, at20.Phase, "heartbeats keep it")
-	assert.Equal(t, lease.LeaseExpired, final.Phase)
-	assert.Equal(t, lease.ReasonIdleTimeout, final.Reason)
+	assert.Equal(t, api.LeaseBound, at20.Phase, "heartbeats keep it")
+	assert.Equal(t, api.LeaseExpired, final.Phase)
+	assert.Equal(t, api.ReasonIdleTimeout, final.Reason)
 	assert.Equal(t, 35*time.Minute, le.env.Now().Sub(final.BoundAt).Round(time.Minute), "5 min after the last heartbeat")
 	require.Len(t, le.released, 1)
 }
@@ -235,7 +237,7 @@ func TestLeaseWaitBoundUpdate(t *testing.T) {
 	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError())
 	require.NoError(t, gotErr)
-	assert.Equal(t, lease.LeaseBound, got.Phase)
+	assert.Equal(t, api.LeaseBound, got.Phase)
 	assert.Equal(t, "i1", got.InstanceID)
 }
 
@@ -461,18 +463,18 @@ func TestLeaseHeartbeatFloodContinuesAsNew(t *testing.T) {
 			assert.Equal(t, runs-1, len(resumed))
 			for _, r := range resumed {
 				assert.Equal(t, "i1", r.Resume.View.InstanceID)
-				assert.Equal(t, lease.LeaseBound, r.Resume.View.Phase)
+				assert.Equal(t, api.LeaseBound, r.Resume.View.Phase)
 				assert.Equal(t, time.Hour, r.Resume.View.ExpiresAt.Sub(r.Resume.View.BoundAt))
 			}
-			assert.Equal(t, lease.LeaseBound, mid.Phase, "queries answer on a later run")
+			assert.Equal(t, api.LeaseBound, mid.Phase, "queries answer on a later run")
 			assert.Equal(t, 1, cb.issuances(), "one credential for the lease, not one per run")
 			assert.Equal(t, 1, countOf(le.toPool, pool.SignalClaim), "claimed once")
 			require.Len(t, le.released, 1, "the instance goes back once")
 			assert.Equal(t, "i1", le.released[0].InstanceID)
 			if release {
-				assert.Equal(t, lease.LeaseReleased, final.Phase)
+				assert.Equal(t, api.LeaseReleased, final.Phase)
 			} else {
-				assert.Equal(t, lease.LeaseExpired, final.Phase)
+				assert.Equal(t, api.LeaseExpired, final.Phase)
 				assert.Empty(t, final.Reason, "the TTL, not the idle timeout")
 				assert.Equal(t, time.Hour, final.ExpiresAt.Sub(final.BoundAt))
 			}
@@ -509,7 +511,7 @@ func TestLeaseReleaseAroundContinueAsNew(t *testing.T) {
 	require.NoError(t, le.env.GetWorkflowError(), "the lease ends; it does not continue as new")
 	var final lease.LeaseView
 	require.NoError(t, le.env.GetWorkflowResult(&final))
-	assert.Equal(t, lease.LeaseReleased, final.Phase)
+	assert.Equal(t, api.LeaseReleased, final.Phase)
 	require.Len(t, le.released, 1)
 }
 
@@ -549,11 +551,11 @@ func TestLeaseExtendAroundContinueAsNew(t *testing.T) {
 	require.NoError(t, le2.env.GetWorkflowError())
 	var final lease.LeaseView
 	require.NoError(t, le2.env.GetWorkflowResult(&final))
-	assert.Equal(t, lease.LeaseBound, resumed.Phase)
+	assert.Equal(t, api.LeaseBound, resumed.Phase)
 	assert.Equal(t, 1, resumed.Extensions)
 	assert.Equal(t, "ok", results2["second"])
-	assert.Equal(t, lease.ReasonExtensionBudgetExhausted, results2["third"])
-	assert.Equal(t, lease.LeaseExpired, final.Phase)
+	assert.Equal(t, string(api.ReasonExtensionBudgetExhausted), results2["third"])
+	assert.Equal(t, api.LeaseExpired, final.Phase)
 	assert.Equal(t, 2*time.Hour, final.ExpiresAt.Sub(final.BoundAt))
 	assert.Equal(t, 1, cb2.issuances(), "the new run issues for its extension only")
 	assert.NotContains(t, le2.toPool, pool.SignalClaim, "the new run does not claim again")
@@ -585,12 +587,12 @@ func TestLeaseInstanceUnhealthy(t *testing.T) {
 	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
 	next := continuedAs(t, le.env.GetWorkflowError())
 
-	assert.Equal(t, lease.LeaseBound, at6.Phase, "the holder decides what to do")
+	assert.Equal(t, api.LeaseBound, at6.Phase, "the holder decides what to do")
 	require.Len(t, at6.Conditions, 1)
 	c := at6.Conditions[0]
 	assert.Equal(t, lease.ConditionInstanceHealthy, c.Type)
 	assert.Equal(t, "False", c.Status)
-	assert.Equal(t, pool.ReasonHealthFailed, c.Reason)
+	assert.Equal(t, api.ReasonHealthFailed, c.Reason)
 	assert.Equal(t, "kube-apiserver: connection refused", c.Message)
 	assert.True(t, reportedAt.Equal(c.LastTransitionTime), "%s, %s", reportedAt, c.LastTransitionTime)
 	require.Len(t, at8.Conditions, 1, "a later report replaces the condition")

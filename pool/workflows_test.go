@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"github.com/kunobi-ninja/kobe/pools"
@@ -163,7 +164,7 @@ func TestPoolClaimQueue(t *testing.T) {
 			assigned[a.InstanceID] = s.to
 		case pool.SignalClaimFailed:
 			failed = append(failed, s.to)
-			assert.Equal(t, lease.ReasonPoolExhausted, s.arg.(pool.ClaimFailure).Reason)
+			assert.Equal(t, string(api.ReasonPoolExhausted), s.arg.(pool.ClaimFailure).Reason)
 		}
 	}
 	assert.Equal(t, map[string]string{"p-t-1": "lease-b", "p-t-2": "lease-a"}, assigned)

@@ -126,7 +126,7 @@ func TestMutationsFailWhenTheirAuditEventCannotBeWritten(t *testing.T) {
 			leases, err := st.ListLeases(ctx, store.LeaseFilter{})
 			require.NoError(t, err)
 			require.Len(t, leases, 1, "no lease was admitted")
-			assert.Equal(t, "Bound", leases[0].Phase)
+			assert.Equal(t, api.LeaseBound, leases[0].Phase)
 			ps, err := st.ListPools(ctx)
 			require.NoError(t, err)
 			require.Len(t, ps, 1, "no pool was applied or deleted")

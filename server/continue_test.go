@@ -94,7 +94,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	}
 
 	const id = "lease-can"
-	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "can", Principal: "anonymous", Phase: lease.LeasePending, TTL: time.Hour}))
+	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "can", Principal: "anonymous", Phase: api.LeasePending, TTL: time.Hour}))
 	_, err = server.StartLease(ctx, tmp.Client, "can", lease.LeaseInput{LeaseID: id, Pool: "can", Principal: "anonymous",
 		TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute, ContinueAsNewAfter: 60}, true)
 	require.NoError(t, err)
@@ -102,7 +102,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 		Backend: "stub", Placement: instance.HostAssignment{HostID: "h", TaskQueue: "can"}, Endpoint: "https://stub"}))
 	var l api.Lease
 	require.Equal(t, 200, call("GET", "/v1/leases/"+id+"?wait=30s", "", &l))
-	require.Equal(t, lease.LeaseBound, l.Phase)
+	require.Equal(t, api.LeaseBound, l.Phase)
 	assert.Contains(t, l.Kubeconfig, "kind: Config")
 	first := runID(t, tmp.Client, id)
 
@@ -115,7 +115,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW, desc.GetWorkflowExecutionInfo().GetStatus())
 
 	require.Equal(t, 200, call("GET", "/v1/leases/"+id, "", &l))
-	assert.Equal(t, lease.LeaseBound, l.Phase, "the view comes from the current run")
+	assert.Equal(t, api.LeaseBound, l.Phase, "the view comes from the current run")
 	assert.Contains(t, l.Kubeconfig, "kind: Config")
 	var ext api.ExtendResponse
 	require.Equal(t, 200, call("PATCH", "/v1/leases/"+id, `{"extendTtl":"30m"}`, &ext))
@@ -126,7 +126,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 
 	var final lease.LeaseView
 	require.NoError(t, tmp.Client.GetWorkflow(ctx, id, "").Get(ctx, &final))
-	assert.Equal(t, lease.LeaseReleased, final.Phase)
+	assert.Equal(t, api.LeaseReleased, final.Phase)
 	assert.Equal(t, 1, final.Extensions)
 	assert.True(t, ext.ExpiresAt.Equal(final.ExpiresAt), "%s, %s", ext.ExpiresAt, final.ExpiresAt)
 	assert.Equal(t, 90*time.Minute, final.ExpiresAt.Sub(final.BoundAt))
@@ -154,7 +154,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	t.Logf("%d runs", runs)
 	row, err := st.GetLease(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, lease.LeaseReleased, row.Phase)
+	assert.Equal(t, api.LeaseReleased, row.Phase)
 }
 
 func runID(t *testing.T, c client.Client, id string) string {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/doctor"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
@@ -43,7 +45,7 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 	s := &server.Server{Store: st, Temporal: tmp.Client, TaskQueue: "hb", InsecureNoAuth: true, Policy: pol}
 	h := s.Handler()
 	for id, idle := range map[string]time.Duration{"lease-idle": 10 * time.Minute, "lease-plain": 0} {
-		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: lease.LeasePending, TTL: time.Hour}))
+		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: api.LeasePending, TTL: time.Hour}))
 		_, err := server.StartLease(ctx, tmp.Client, "hb", lease.LeaseInput{LeaseID: id, Pool: "hb", Principal: "anonymous",
 			TTL: time.Hour, MaxTTL: 2 * time.Hour, IdleTimeout: idle}, false)
 		require.NoError(t, err)

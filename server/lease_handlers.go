@@ -287,7 +287,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
 	if err := s.startLeaseSurely(ctx, in); err != nil {
 		// Nothing runs for this lease: record it Failed so that it does not hold quota.
-		admitted.Phase, admitted.Reason = lease.LeaseFailed, api.ReasonBackendError
+		admitted.Phase, admitted.Reason = api.LeaseFailed, api.ReasonBackendError
 		wctx := context.WithoutCancel(ctx)
 		if ferr := s.Store.InTx(wctx, func(tx store.Store) error {
 			if err := tx.UpsertLease(wctx, admitted); err != nil {
@@ -328,11 +328,11 @@ func (s *Server) storeView(l store.Lease) api.Lease {
 }
 
 // leaseCapabilities are the operations open to a lease's holder in a phase.
-func leaseCapabilities(phase string) []string {
+func leaseCapabilities(phase api.LeasePhase) []string {
 	switch phase {
-	case lease.LeasePending:
+	case api.LeasePending:
 		return []string{CapRelease}
-	case lease.LeaseBound:
+	case api.LeaseBound:
 		return []string{CapKubeconfig, CapExtend, CapRelease}
 	}
 	return []string{}
@@ -358,10 +358,10 @@ func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *lease.Lea
 	if lv != nil {
 		s.applyWorkflowView(&v, *lv)
 	}
-	if v.Phase == lease.LeasePending {
+	if v.Phase == api.LeasePending {
 		v.QueuePosition = s.queuePosition(ctx, l.Pool, l.ID)
 	}
-	if withKubeconfig && v.Phase == lease.LeaseBound {
+	if withKubeconfig && v.Phase == api.LeaseBound {
 		kc, err := s.kubeconfig(ctx, l.ID)
 		if err != nil {
 			return v, err
@@ -382,11 +382,7 @@ func (s *Server) applyWorkflowView(v *api.Lease, lv lease.LeaseView) {
 		v.ExpiresAt = &t
 	}
 	v.Capabilities = leaseCapabilities(v.Phase)
-	v.Conditions = make([]api.LeaseCondition, 0, len(lv.Conditions))
-	for _, c := range lv.Conditions {
-		v.Conditions = append(v.Conditions, api.LeaseCondition{Type: c.Type, Status: c.Status, Reason: c.Reason,
-			Message: c.Message, LastTransitionTime: c.LastTransitionTime})
-	}
+	v.Conditions = append([]api.LeaseCondition{}, lv.Conditions...)
 }
 
 func (s *Server) kubeconfig(ctx context.Context, leaseID string) (string, error) {
@@ -459,8 +455,8 @@ func (s *Server) ownLease(w http.ResponseWriter, r *http.Request) (store.Lease, 
 func newestActive(ls []store.Lease) store.Lease {
 	best := ls[0]
 	for _, l := range ls[1:] {
-		bestActive := best.Phase == lease.LeasePending || best.Phase == lease.LeaseBound
-		active := l.Phase == lease.LeasePending || l.Phase == lease.LeaseBound
+		bestActive := best.Phase == api.LeasePending || best.Phase == api.LeaseBound
+		active := l.Phase == api.LeasePending || l.Phase == api.LeaseBound
 		if (active && !bestActive) || (active == bestActive && l.CreatedAt.After(best.CreatedAt)) {
 			best = l
 		}
@@ -520,8 +516,8 @@ func (s *Server) handleLeaseKubeconfig(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "reading the lease", err)
 		return
 	}
-	if view.Phase != lease.LeaseBound {
-		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not bound", "the lease is "+view.Phase)
+	if view.Phase != api.LeaseBound {
+		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not bound", "the lease is "+string(view.Phase))
 		return
 	}
 	w.Header().Set("Content-Type", "application/yaml")
@@ -530,7 +526,7 @@ func (s *Server) handleLeaseKubeconfig(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleLeaseList(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
-	f := store.LeaseFilter{Principal: p.Name, Alias: r.URL.Query().Get("alias"), Phases: store.ActiveLeasePhases}
+	f := store.LeaseFilter{Principal: p.Name, Alias: r.URL.Query().Get("alias"), Phases: api.ActiveLeasePhases}
 	if r.URL.Query().Get("all") == "true" {
 		f.Phases = nil
 	}
@@ -564,8 +560,8 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, fmt.Sprintf("extendTtl: %q is not a positive duration (e.g. 30m)", raw))
 		return
 	}
-	if l.Phase != lease.LeasePending && l.Phase != lease.LeaseBound {
-		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not extendable", "the lease is "+l.Phase)
+	if l.Phase != api.LeasePending && l.Phase != api.LeaseBound {
+		writeError(w, http.StatusConflict, api.ReasonNotReady, "Lease not extendable", "the lease is "+string(l.Phase))
 		return
 	}
 	// The update cannot be taken back: its request is recorded first, its outcome after.
@@ -581,7 +577,7 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 	if reason, rejected := lease.IsExtendRejection(err); rejected {
 		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "refused", map[string]any{"reason": reason, "by": by.String()})
 		status := http.StatusConflict
-		if reason == lease.ReasonInvalidRequest {
+		if reason == api.ReasonInvalidRequest {
 			status = http.StatusBadRequest
 		}
 		writeError(w, status, reason, "Extension refused", extendDetail(reason))
@@ -600,16 +596,16 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.ExtendResponse{ExpiresAt: res.ExpiresAt})
 }
 
-func extendDetail(reason string) string {
+func extendDetail(reason api.ReasonCode) string {
 	switch reason {
-	case lease.ReasonExtensionBudgetExhausted:
+	case api.ReasonExtensionBudgetExhausted:
 		return "the lease has used all the extensions its pool and role allow"
-	case lease.ReasonMaxTTLCeiling:
+	case api.ReasonMaxTTLCeiling:
 		return "the extension would take the lease past maxTtl from its bind time"
-	case lease.ReasonNotReady:
+	case api.ReasonNotReady:
 		return "the lease is not Bound yet"
 	}
-	return reason
+	return string(reason)
 }
 
 func (s *Server) handleLeaseRelease(w http.ResponseWriter, r *http.Request) {
@@ -644,8 +640,8 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 		var lv lease.LeaseView
 		if resp.Get(&lv) == nil {
 			switch {
-			case lv.Phase != lease.LeasePending && lv.Phase != lease.LeaseBound:
-				writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+lv.Phase)
+			case lv.Phase != api.LeasePending && lv.Phase != api.LeaseBound:
+				writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+string(lv.Phase))
 				return
 			case lv.IdleTimeout == 0:
 				w.WriteHeader(http.StatusNoContent)
@@ -655,7 +651,7 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	err := s.Temporal.SignalWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.SignalHeartbeat, nil)
 	if isNotRunning(err) {
-		writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+l.Phase)
+		writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+string(l.Phase))
 		return
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/lease"
 
 	"github.com/stretchr/testify/assert"
@@ -95,7 +96,7 @@ func TestPoolViewFallsBackToTheStore(t *testing.T) {
 		require.NoError(t, st.UpsertInstance(ctx, store.Instance{ID: fmt.Sprintf("ci-%d", i), Pool: "ci", Backend: "local", Phase: phase}))
 	}
 	require.NoError(t, st.UpsertInstance(ctx, store.Instance{ID: "other-1", Pool: "other", Backend: "local", Phase: "Ready"}))
-	for i, phase := range []string{"Bound", "Pending", "Pending", "Released"} {
+	for i, phase := range []api.LeasePhase{"Bound", "Pending", "Pending", "Released"} {
 		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: fmt.Sprintf("lease-%d", i), Pool: "ci", Principal: "p", Phase: phase, TTL: time.Hour}))
 	}
 	s := &Server{Temporal: queryFailing{}, Store: st}

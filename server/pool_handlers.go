@@ -9,7 +9,6 @@ import (
 	"sort"
 
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"github.com/kunobi-ninja/kobe/api"
@@ -120,9 +119,9 @@ func storePoolCounts(ctx context.Context, st store.Store, pool string) poolCount
 			}
 		}
 	}
-	if ls, err := st.ListLeases(ctx, store.LeaseFilter{Pool: pool, Phases: []string{lease.LeasePending, lease.LeaseBound}}); err == nil {
+	if ls, err := st.ListLeases(ctx, store.LeaseFilter{Pool: pool, Phases: api.ActiveLeasePhases}); err == nil {
 		for _, l := range ls {
-			if l.Phase == lease.LeaseBound {
+			if l.Phase == api.LeaseBound {
 				c.Leased++
 			} else {
 				c.QueueDepth++
@@ -289,7 +288,7 @@ func (s *Server) handlePoolLeases(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "reading the pool", err)
 		return
 	}
-	f := store.LeaseFilter{Pool: name, Phases: store.ActiveLeasePhases}
+	f := store.LeaseFilter{Pool: name, Phases: api.ActiveLeasePhases}
 	if r.URL.Query().Get("all") == "true" {
 		f.Phases = nil
 	}

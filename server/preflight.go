@@ -32,8 +32,12 @@ func (s *Server) preflight(ctx context.Context, pol pools.Policy) (string, error
 	if _, ok := f.Prototype.(backends.Preflighter); !ok {
 		return "", nil
 	}
-	in := instance.PreflightInput{Backend: pol.Backend, Spec: backends.InstanceSpec{
-		ID: pol.Name + "-preflight", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions}}
+	spec := backends.InstanceSpec{ID: pol.Name + "-preflight", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion,
+		Options: pol.BackendOptions}
+	if scoper, ok := f.Prototype.(backends.PreflightScoper); ok && !scoper.NeedsPreflight(spec) {
+		return "", nil
+	}
+	in := instance.PreflightInput{Backend: pol.Backend, Spec: spec}
 	ctx, cancel := context.WithTimeout(ctx, instance.PreflightTimeout+5*time.Second)
 	defer cancel()
 	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{

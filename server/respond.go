@@ -15,6 +15,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, reason, msg, detail string) {
+func writeError(w http.ResponseWriter, status int, reason api.ReasonCode, msg, detail string) {
 	writeJSON(w, status, api.ErrorBody{Error: msg, Detail: detail, Reason: reason})
 }

@@ -148,7 +148,7 @@ func (e *env) getJSON(token, method, path, body string, want int, out any) {
 func (e *env) reason(raw []byte) string {
 	var eb api.ErrorBody
 	require.NoError(e.t, json.Unmarshal(raw, &eb), "an error envelope: %s", raw)
-	return eb.Reason
+	return string(eb.Reason)
 }
 
 func (e *env) pool(name string) {
@@ -318,7 +318,7 @@ func TestLeaseShowsConditions(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	_, err = e.tc.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.LeaseWorkflowID("lease-c1"), TaskQueue: stubQueue},
 		lease.LeaseWorkflowName, lease.LeaseView{ID: "lease-c1", Pool: "ci-a", Phase: "Bound", InstanceID: "ci-a-1",
-			Conditions: []lease.LeaseCondition{{Type: lease.ConditionInstanceHealthy, Status: "False", Reason: pool.ReasonHealthFailed,
+			Conditions: []api.LeaseCondition{{Type: lease.ConditionInstanceHealthy, Status: "False", Reason: pool.ReasonHealthFailed,
 				Message: "3 failed checks: connection refused", LastTransitionTime: at}}})
 	require.NoError(t, err)
 	var l map[string]any

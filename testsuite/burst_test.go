@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -96,8 +98,8 @@ spec:
 			for {
 				v, err := tmp.Client.QueryWorkflow(ctx, id, "", lease.QueryLease)
 				var lv lease.LeaseView
-				if err == nil && v.Get(&lv) == nil && lv.Phase != lease.LeasePending {
-					if lv.Phase == lease.LeaseBound {
+				if err == nil && v.Get(&lv) == nil && lv.Phase != api.LeasePending {
+					if lv.Phase == api.LeaseBound {
 						time.Sleep(time.Second)
 						_ = tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil)
 					}
@@ -117,13 +119,13 @@ spec:
 	released, exhausted := 0, 0
 	for _, v := range views {
 		switch {
-		case v.Phase == lease.LeaseReleased && v.InstanceID != "":
+		case v.Phase == api.LeaseReleased && v.InstanceID != "":
 			released++
 			other, twice := bound[v.InstanceID]
 			assert.False(t, twice, "instance %s bound to %s and %s", v.InstanceID, other, v.ID)
 			bound[v.InstanceID] = v.ID
 			served = append(served, v)
-		case v.Phase == lease.LeaseFailed && v.Reason == lease.ReasonPoolExhausted:
+		case v.Phase == api.LeaseFailed && v.Reason == api.ReasonPoolExhausted:
 			exhausted++
 		default:
 			t.Errorf("lease %s ended %s (%s)", v.ID, v.Phase, v.Reason)

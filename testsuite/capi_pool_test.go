@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -108,7 +110,7 @@ spec:
 			TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
 	require.NoError(t, err)
 	var lv lease.LeaseView
-	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-capi"); return lv.Phase == lease.LeaseBound },
+	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-capi"); return lv.Phase == api.LeaseBound },
 		2*time.Minute, 50*time.Millisecond)
 	member := lv.InstanceID
 	t.Logf("lease bound to %s", member)
@@ -137,12 +139,12 @@ spec:
 	st, err := b.WaitReady(ctx, member, nil)
 	require.NoError(t, err)
 	assert.Equal(t, backends.PhaseReady, st.Phase)
-	assert.Equal(t, lease.LeaseBound, leaseView(t, tmp.Client, "lease-capi").Phase, "the lease is still bound")
+	assert.Equal(t, api.LeaseBound, leaseView(t, tmp.Client, "lease-capi").Phase, "the lease is still bound")
 
 	// The lease ends cleanly: revoked, torn down, verified gone.
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-capi", "", lease.SignalReleaseLease, nil))
 	require.NoError(t, run.Get(ctx, &lv))
-	assert.Equal(t, lease.LeaseReleased, lv.Phase)
+	assert.Equal(t, api.LeaseReleased, lv.Phase)
 	require.Eventually(t, func() bool {
 		_, err := b.Status(ctx, member)
 		return errors.Is(err, backends.ErrNotFound)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -50,12 +52,12 @@ spec:
 			lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: id, Pool: "again", Principal: "alice",
 				TTL: time.Minute, MaxTTL: time.Hour, MaxExtensions: 1})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return leaseView(t, tmp.Client, id).Phase == lease.LeaseBound },
+		require.Eventually(t, func() bool { return leaseView(t, tmp.Client, id).Phase == api.LeaseBound },
 			2*time.Minute, 50*time.Millisecond, "lease %s binds", id)
 		require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil))
 		var lv lease.LeaseView
 		require.NoError(t, run.Get(ctx, &lv))
-		assert.Equal(t, lease.LeaseReleased, lv.Phase)
+		assert.Equal(t, api.LeaseReleased, lv.Phase)
 	}
 	drain := func() {
 		require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("again"), "", pool.SignalDeletePool, nil))

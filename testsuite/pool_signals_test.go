@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
@@ -107,7 +109,7 @@ spec:
 				errs <- fmt.Errorf("%s: %w", id, err)
 				return
 			}
-			if lv.Phase != lease.LeaseReleased && lv.Phase != lease.LeaseExpired {
+			if lv.Phase != api.LeaseReleased && lv.Phase != api.LeaseExpired {
 				errs <- fmt.Errorf("%s ended %s (%s)", id, lv.Phase, lv.Reason)
 			}
 		}()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -89,7 +91,7 @@ spec:
 			TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
 	require.NoError(t, err)
 	var lv lease.LeaseView
-	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-abc"); return lv.Phase == lease.LeaseBound },
+	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-abc"); return lv.Phase == api.LeaseBound },
 		time.Minute, 10*time.Millisecond)
 	t.Logf("bound in %s to %s", time.Since(t0).Round(time.Millisecond), lv.InstanceID)
 
@@ -107,7 +109,7 @@ spec:
 	require.NoError(t, err)
 	row, err := s.GetLease(ctx, "lease-abc")
 	require.NoError(t, err)
-	assert.Equal(t, lease.LeaseBound, row.Phase)
+	assert.Equal(t, api.LeaseBound, row.Phase)
 
 	// Extend within budget works; past the ceiling it is refused with the reason code.
 	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-abc", UpdateName: lease.UpdateExtend,
@@ -123,12 +125,12 @@ spec:
 	}
 	reason, ok := lease.IsExtendRejection(err)
 	require.True(t, ok, "%v", err)
-	assert.Equal(t, lease.ReasonMaxTTLCeiling, reason)
+	assert.Equal(t, api.ReasonMaxTTLCeiling, reason)
 
 	// Release: revoked, torn down, verified gone; the pool refills.
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-abc", "", lease.SignalReleaseLease, nil))
 	require.NoError(t, run.Get(ctx, &lv))
-	assert.Equal(t, lease.LeaseReleased, lv.Phase)
+	assert.Equal(t, api.LeaseReleased, lv.Phase)
 	_, err = kube.CoreV1().Namespaces().Get(ctx, "mine", metav1.GetOptions{})
 	assert.Error(t, err, "the credential no longer works")
 	require.Eventually(t, func() bool {
@@ -143,7 +145,7 @@ spec:
 	assert.Error(t, err, "its store row is gone")
 	row, err = s.GetLease(ctx, "lease-abc")
 	require.NoError(t, err)
-	assert.Equal(t, lease.LeaseReleased, row.Phase)
+	assert.Equal(t, api.LeaseReleased, row.Phase)
 	_, err = s.GetLeaseCredential(ctx, "lease-abc")
 	assert.Error(t, err, "the sealed kubeconfig is forgotten")
 
@@ -153,7 +155,7 @@ spec:
 			TTL: 3 * time.Second, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, &lv))
-	assert.Equal(t, lease.LeaseExpired, lv.Phase)
+	assert.Equal(t, api.LeaseExpired, lv.Phase)
 	assert.Equal(t, 3*time.Second, lv.ExpiresAt.Sub(lv.BoundAt))
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(filepath.Join(stateDir, "local", "instances", lv.InstanceID))
@@ -161,5 +163,5 @@ spec:
 	}, time.Minute, 100*time.Millisecond, "the expired lease's instance is gone")
 	row, err = s.GetLease(ctx, "lease-short")
 	require.NoError(t, err)
-	assert.Equal(t, lease.LeaseExpired, row.Phase)
+	assert.Equal(t, api.LeaseExpired, row.Phase)
 }

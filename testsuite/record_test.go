@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/doctor"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/lease"
@@ -86,7 +88,7 @@ spec:
 		WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
 	require.NoError(t, wait.Get(ctx, nil))
-	require.Equal(t, lease.LeaseBound, leaseView(t, tmp.Client, "lease-rec").Phase)
+	require.Equal(t, api.LeaseBound, leaseView(t, tmp.Client, "lease-rec").Phase)
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", lease.SignalHeartbeat, nil))
 	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: lease.UpdateExtend,
 		Args: []any{lease.ExtendRequest{By: time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/worker"
@@ -46,7 +47,7 @@ func TestProjectionsAuditOrNothing(t *testing.T) {
 			assert.ErrorContains(t, a.Pool().ForgetPool(ctx, "old"), kobetest.AuditDownMessage)
 			l, err := s.GetLease(ctx, "lease-1")
 			require.NoError(t, err)
-			assert.Equal(t, "Pending", l.Phase, "a lease transition whose audit event failed is not recorded")
+			assert.Equal(t, api.LeasePending, l.Phase, "a lease transition whose audit event failed is not recorded")
 			in, err := s.GetInstance(ctx, "dev-1")
 			require.NoError(t, err)
 			assert.Equal(t, "Creating", in.Phase, "an instance transition whose audit event failed is not recorded")
@@ -63,7 +64,7 @@ func TestProjectionsAuditOrNothing(t *testing.T) {
 			require.NoError(t, a.Pool().ForgetPool(ctx, "old"))
 			l, err = s.GetLease(ctx, "lease-1")
 			require.NoError(t, err)
-			assert.Equal(t, "Bound", l.Phase)
+			assert.Equal(t, api.LeaseBound, l.Phase)
 			assert.Equal(t, 1, events("lease.bound", "lease-1"), "lease.bound events")
 			assert.Equal(t, 1, events("instance.Ready", "dev-1"), "instance.Ready events")
 			assert.Equal(t, 1, events("pool.deleted", "old"), "pool.deleted events")

@@ -103,6 +103,13 @@ func (b *Backend) server(secretRef, secretKey string) (*datastore.Server, error)
 
 // Preflight implements backends.Preflighter: with a datastore, the secret is read and the
 // server asked whether it answers (and, for NATS, has JetStream); nothing is created.
+// NeedsPreflight: only a spec with a shared datastore has an environment to judge; any other
+// spec is judged by Validate alone.
+func (b *Backend) NeedsPreflight(spec backends.InstanceSpec) bool {
+	o, err := ParseOptions(spec.Options)
+	return err != nil || o.Datastore != nil
+}
+
 func (b *Backend) Preflight(ctx context.Context, spec backends.InstanceSpec) error {
 	if err := b.Validate(spec); err != nil {
 		return backends.InvalidSpec(err)

@@ -89,7 +89,7 @@ func TestLeaseAPIOnDev(t *testing.T) {
 	// No token, a bad token: 401.
 	status, eb, _ := apiCaller{t, p.APIURL, ""}.do("GET", "/v1/leases", nil, nil)
 	assert.Equal(t, 401, status)
-	assert.Equal(t, "unauthorized", eb.Reason)
+	assert.Equal(t, api.ReasonCode("unauthorized"), eb.Reason)
 	status, _, _ = apiCaller{t, p.APIURL, "kobe_nonsense"}.do("POST", "/v1/leases", `{"profile":"dev"}`, nil)
 	assert.Equal(t, 401, status)
 
@@ -107,7 +107,7 @@ func TestLeaseAPIOnDev(t *testing.T) {
 	assert.Contains(t, eb.Detail, `role: "root" is not a role`)
 	status, eb, _ = restricted.do("POST", "/v1/leases", `{"profile":"dev"}`, nil)
 	assert.Equal(t, 403, status)
-	assert.Equal(t, "forbidden", eb.Reason)
+	assert.Equal(t, api.ReasonCode("forbidden"), eb.Reason)
 	assert.Contains(t, eb.Detail, "ci-*")
 	status, eb, _ = auditor.do("POST", "/v1/leases", `{"profile":"dev"}`, nil)
 	assert.Equal(t, 403, status)
@@ -117,7 +117,7 @@ func TestLeaseAPIOnDev(t *testing.T) {
 		`{"profile":"dev","bogus":1}`, `not json`, `{"profile":"dev","alias":"Not A Label"}`} {
 		status, eb, _ = alice.do("POST", "/v1/leases", body, nil)
 		assert.Equal(t, 400, status, body)
-		assert.Equal(t, "invalid_request", eb.Reason, body)
+		assert.Equal(t, api.ReasonCode("invalid_request"), eb.Reason, body)
 	}
 	status, eb, _ = alice.do("POST", "/v1/leases", `{"profile":"nope"}`, nil)
 	assert.Equal(t, 404, status)
@@ -126,7 +126,7 @@ func TestLeaseAPIOnDev(t *testing.T) {
 	var lease api.Lease
 	status, _, _ = alice.do("POST", "/v1/leases", `{"profile": "dev", "ttl": "1h"}`, &lease)
 	require.Equal(t, 202, status)
-	assert.Equal(t, "Pending", lease.Phase)
+	assert.Equal(t, api.LeasePending, lease.Phase)
 	assert.Equal(t, "Cluster", lease.ResourceKind)
 	assert.Equal(t, "dev", lease.Profile)
 	assert.Equal(t, "1h0m0s", lease.EffectiveTTL)
@@ -136,7 +136,7 @@ func TestLeaseAPIOnDev(t *testing.T) {
 		status, _, _ = alice.do("GET", "/v1/leases/"+lease.ID+"?wait=20s", nil, &lease)
 		require.Equal(t, 200, status)
 	}
-	require.Equal(t, "Bound", lease.Phase)
+	require.Equal(t, api.LeaseBound, lease.Phase)
 	require.NotEmpty(t, lease.Kubeconfig)
 	require.NotNil(t, lease.ExpiresAt)
 	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(lease.Kubeconfig))
@@ -170,7 +170,7 @@ func TestLeaseAPIOnDev(t *testing.T) {
 	assert.Equal(t, lease.ExpiresAt.Add(10*time.Minute).Unix(), ext.ExpiresAt.Unix())
 	status, eb, _ = alice.do("PATCH", "/v1/leases/"+lease.ID, `{"extendTtl":"10m"}`, nil)
 	assert.Equal(t, 409, status)
-	assert.Equal(t, "extension_budget_exhausted", eb.Reason)
+	assert.Equal(t, api.ReasonCode("extension_budget_exhausted"), eb.Reason)
 
 	// Idempotency: the same key and body → the same lease (200); another body → 409.
 	var first, again api.Lease
@@ -182,7 +182,7 @@ func TestLeaseAPIOnDev(t *testing.T) {
 	assert.Equal(t, first.ID, again.ID)
 	status, eb, _ = alice.do("POST", "/v1/leases", `{"profile":"dev","idempotencyKey":"job-42","ttl":"5m"}`, nil)
 	assert.Equal(t, 409, status)
-	assert.Equal(t, "idempotency_conflict", eb.Reason)
+	assert.Equal(t, api.ReasonCode("idempotency_conflict"), eb.Reason)
 	// Alias lookup, and alice's quota (2 at once) is used up.
 	var byAlias api.Lease
 	status, _, _ = alice.do("GET", "/v1/leases/job", nil, &byAlias)
@@ -190,7 +190,7 @@ func TestLeaseAPIOnDev(t *testing.T) {
 	assert.Equal(t, first.ID, byAlias.ID)
 	status, eb, _ = alice.do("POST", "/v1/leases", `{"profile":"dev"}`, nil)
 	assert.Equal(t, 429, status)
-	assert.Equal(t, "quota_exhausted", eb.Reason)
+	assert.Equal(t, api.ReasonCode("quota_exhausted"), eb.Reason)
 	assert.Contains(t, eb.Detail, "2 of 2")
 
 	// Release: 204, again 204; the lease ends Released.
@@ -293,7 +293,7 @@ spec:
 					var l api.Lease
 					var eb api.ErrorBody
 					codes[i], eb, _ = ci.do("POST", "/v1/leases", `{"profile":"burst","ttl":"10m"}`, &l)
-					reasons[i], ids[i] = eb.Reason, l.ID
+					reasons[i], ids[i] = string(eb.Reason), l.ID
 				}()
 			}
 			wg.Wait()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -62,7 +64,7 @@ func (p *Process) Down(ctx context.Context, out io.Writer) error {
 	}
 	st, c := p.Store, p.Temporal
 
-	leases, err := st.ListLeases(ctx, store.LeaseFilter{Phases: []string{lease.LeasePending, lease.LeaseBound}})
+	leases, err := st.ListLeases(ctx, store.LeaseFilter{Phases: api.ActiveLeasePhases})
 	if err != nil {
 		return fmt.Errorf("listing leases: %w", err)
 	}

@@ -398,7 +398,7 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	var lv lease.LeaseView
 	require.Eventually(t, func() bool {
 		v, err := p.Temporal.QueryWorkflow(ctx, "lease-metrics", "", lease.QueryLease)
-		return err == nil && v.Get(&lv) == nil && lv.Phase == lease.LeaseBound
+		return err == nil && v.Get(&lv) == nil && lv.Phase == api.LeaseBound
 	}, time.Minute, 50*time.Millisecond)
 	findLease := func(query string) bool {
 		resp, err := p.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})

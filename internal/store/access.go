@@ -9,6 +9,8 @@ import (
 	"hash/fnv"
 	"slices"
 	"time"
+
+	"github.com/kunobi-ninja/kobe/api"
 )
 
 // Token is an API bearer token as stored: the secret itself is never kept, only its hash.
@@ -49,9 +51,6 @@ var (
 	ErrIdempotencyConflict = errors.New("the idempotency key was used with a different request")
 	ErrAliasTaken          = errors.New("the alias is held by another active lease")
 )
-
-// ActiveLeasePhases are the phases that count toward quotas.
-var ActiveLeasePhases = []string{"Pending", "Bound"}
 
 // AdmitLease checks the limits and records the lease (phase Pending) in one transaction, so
 // that concurrent requests cannot both pass a check that only one of them fits: writers are
@@ -132,7 +131,7 @@ func (s *sqlStore) admit(ctx context.Context, req AdmitRequest) (Lease, bool, er
 		meta = b
 	}
 	t := now()
-	l.Phase, l.CreatedAt, l.UpdatedAt = "Pending", t, t
+	l.Phase, l.CreatedAt, l.UpdatedAt = api.LeasePending, t, t
 	if _, err := s.exec(ctx, `INSERT INTO leases (id, pool, principal, phase, instance_id, alias, idempotency_key,
 			ttl_ms, expires_at, metadata, reason, role, request_hash, created_at, updated_at)
 		VALUES (?, ?, ?, ?, '', ?, ?, ?, NULL, ?, '', ?, ?, ?, ?)`,

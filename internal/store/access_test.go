@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	kobetest "github.com/kunobi-ninja/kobe/testsuite/dbtest"
 )
@@ -50,7 +51,7 @@ func testAdmission(t *testing.T, s store.Store) {
 	l, replayed, err := admit("lease-a1", "ann", "web", "k1", "body1")
 	require.NoError(t, err)
 	assert.False(t, replayed)
-	assert.Equal(t, "Pending", l.Phase)
+	assert.Equal(t, api.LeasePending, l.Phase)
 	// Same key, same body: the same lease. Same key, other body: a conflict.
 	again, replayed, err := admit("lease-a1-retry", "ann", "web", "k1", "body1")
 	require.NoError(t, err)
@@ -120,7 +121,7 @@ func testAdmissionBurst(t *testing.T, s store.Store) {
 	require.Empty(t, other)
 	assert.Equal(t, 5, admitted)
 	assert.Equal(t, 195, refused)
-	active, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "matrix", Phases: store.ActiveLeasePhases})
+	active, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "matrix", Phases: api.ActiveLeasePhases})
 	require.NoError(t, err)
 	assert.Len(t, active, 5)
 }
@@ -135,7 +136,7 @@ func testAdmissionBurstTwoRoles(t *testing.T, s store.Store) {
 	for round := range rounds {
 		principal := fmt.Sprintf("both-roles-%d", round)
 		admitted, refused := admissionBurst(t, s, principal, n, limit)
-		active, err := s.ListLeases(context.Background(), store.LeaseFilter{Principal: principal, Phases: store.ActiveLeasePhases})
+		active, err := s.ListLeases(context.Background(), store.LeaseFilter{Principal: principal, Phases: api.ActiveLeasePhases})
 		require.NoError(t, err)
 		assert.Len(t, active, admitted, "%s: admitted leases are active", principal)
 		assert.Equal(t, n, admitted+refused)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite"
 )
@@ -38,7 +39,7 @@ func BenchmarkStore(b *testing.B) {
 			})
 			b.Run("ListActiveLeases", func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
-					_, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "ci", Phases: []string{"Pending", "Bound"}})
+					_, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "ci", Phases: api.ActiveLeasePhases})
 					require.NoError(b, err)
 				}
 			})

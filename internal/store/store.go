@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/kunobi-ninja/kobe/api"
 )
 
 // ErrNotFound is returned by Get* and Delete* for an id that does not exist.
@@ -60,7 +62,7 @@ type Lease struct {
 	ID             string
 	Pool           string
 	Principal      string
-	Phase          string
+	Phase          api.LeasePhase
 	InstanceID     string
 	Alias          string
 	IdempotencyKey string
@@ -69,7 +71,7 @@ type Lease struct {
 	ExpiresAt time.Time
 	Metadata  map[string]string
 	// Reason is the reason code of a failed or ended lease (e.g. pool_exhausted).
-	Reason string
+	Reason api.ReasonCode
 	// Role is the role of the principal that created it (aggregate quotas count by role).
 	Role string
 	// RequestHash identifies the creating request's body, for idempotent replays.
@@ -123,7 +125,7 @@ type LeaseFilter struct {
 	Pool      string
 	Principal string
 	Alias     string
-	Phases    []string
+	Phases    []api.LeasePhase
 }
 
 // EventFilter selects audit events, oldest first; empty fields match everything.

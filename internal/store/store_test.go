@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/testsuite"
 )
@@ -191,13 +192,13 @@ func testLeases(t *testing.T, s store.Store) {
 	require.NoError(t, s.UpsertLease(ctx, l))
 	got, err = s.GetLease(ctx, "lease-a")
 	require.NoError(t, err)
-	assert.Equal(t, "Bound", got.Phase)
+	assert.Equal(t, api.LeaseBound, got.Phase)
 	assert.True(t, got.ExpiresAt.Equal(exp), "expiry round-trips: %v vs %v", got.ExpiresAt, exp)
 
 	require.NoError(t, s.UpsertLease(ctx, store.Lease{ID: "lease-b", Pool: "dev", Principal: "bob", Phase: "Released", Reason: "released"}))
 	require.NoError(t, s.UpsertLease(ctx, store.Lease{ID: "lease-c", Pool: "ci", Principal: "alice", Phase: "Pending"}))
 
-	active, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "alice", Phases: []string{"Pending", "Bound"}})
+	active, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "alice", Phases: api.ActiveLeasePhases})
 	require.NoError(t, err)
 	assert.Len(t, active, 2)
 	byAlias, err := s.ListLeases(ctx, store.LeaseFilter{Alias: "mine"})

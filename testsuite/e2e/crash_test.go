@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
@@ -120,7 +122,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			e.waitFor(t, "every lease Bound or ended", crashRecovery, 100*time.Millisecond, func() bool {
 				for _, id := range leaseIDs {
 					lv, ok := e.leaseView(id)
-					if !ok || lv.Phase == lease.LeasePending || lv.Phase == "" {
+					if !ok || lv.Phase == api.LeasePending || lv.Phase == "" {
 						return false
 					}
 					views[id] = lv
@@ -131,7 +133,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			instances := map[string]string{}
 			for _, id := range leaseIDs {
 				lv := views[id]
-				if lv.Phase != lease.LeaseBound {
+				if lv.Phase != api.LeaseBound {
 					assert.NotEmpty(t, lv.Reason, "lease %s ended %s without a reason", id, lv.Phase)
 					continue
 				}
@@ -145,7 +147,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 				// The lease projects its phase into the store right after it changed it.
 				e.waitFor(t, "lease "+id+" Bound in the store", time.Minute, 50*time.Millisecond, func() bool {
 					row, err := e.s.GetLease(ctx, id)
-					return err == nil && row.Phase == lease.LeaseBound && row.InstanceID == lv.InstanceID
+					return err == nil && row.Phase == api.LeaseBound && row.InstanceID == lv.InstanceID
 				})
 			}
 			st := e.settle(t, crashWarm, len(instances), crashRecovery)
@@ -226,8 +228,8 @@ func runCrashScenarios(t *testing.T, v victim) {
 func requireTerminal(t *testing.T, lv lease.LeaseView) {
 	t.Helper()
 	switch lv.Phase {
-	case lease.LeaseReleased, lease.LeaseExpired:
-	case lease.LeaseFailed:
+	case api.LeaseReleased, api.LeaseExpired:
+	case api.LeaseFailed:
 		require.NotEmpty(t, lv.Reason, "lease %s failed without a reason code", lv.ID)
 	default:
 		require.Failf(t, "lease not terminal", "lease %s ended in phase %q", lv.ID, lv.Phase)
@@ -426,7 +428,7 @@ func (e *crashEnv) leaseRows(t *testing.T, ids []string) string {
 			out = append(out, id+"=(none)")
 			continue
 		}
-		out = append(out, id+"="+row.Phase)
+		out = append(out, id+"="+string(row.Phase))
 	}
 	return strings.Join(out, " ")
 }

@@ -108,7 +108,7 @@ func TestDevDownDeletesEveryCluster(t *testing.T) {
 	require.Equal(t, 0, code, "lease create: %s\n%s", out, errOut)
 	var lease api.Lease
 	require.NoError(t, json.Unmarshal([]byte(out), &lease), out)
-	require.Equal(t, "Bound", lease.Phase)
+	require.Equal(t, api.LeaseBound, lease.Phase)
 	// Settled: the pool refilled its warm capacity and creates nothing more.
 	require.Eventually(t, func() bool { pv := pool(); return pv.Ready == 2 && pv.Leased == 1 && pv.Creating == 0 },
 		4*time.Minute, time.Second, "the pool refills after the lease")
@@ -155,5 +155,5 @@ func TestDevDownDeletesEveryCluster(t *testing.T) {
 	assert.Empty(t, pools, "the pool is deleted")
 	l, err := s.GetLease(ctx, lease.ID)
 	require.NoError(t, err)
-	assert.Equal(t, "Released", l.Phase)
+	assert.Equal(t, api.LeaseReleased, l.Phase)
 }

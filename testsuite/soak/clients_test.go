@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/lease"
 )
 
 // answer is one HTTP exchange as the harness saw it.
@@ -27,7 +26,7 @@ type answer struct {
 	Sent     time.Time
 	Answered time.Time
 	Status   int // 0: no answer (connection refused, reset, timeout)
-	Reason   string
+	Reason   api.ReasonCode
 	Err      string
 }
 
@@ -39,8 +38,8 @@ type leaseRecord struct {
 	Bound     bool
 	Instance  string
 	Endpoint  string
-	Final     string // terminal phase, "" if never seen terminal
-	Reason    string
+	Final     api.LeasePhase // terminal phase, "" if never seen terminal
+	Reason    api.ReasonCode
 	// Created is when its first create was sent; Ended when the terminal phase was seen.
 	Created time.Time
 	Ended   time.Time
@@ -56,9 +55,9 @@ type traffic struct {
 	mu      sync.Mutex
 	answers []answer
 	leases  []*leaseRecord
-	invalid map[string]int // invalid request kind → sent
-	wrong   []string       // invalid requests answered with something else than the expected refusal
-	refused map[string]int // valid creates refused with a reason (quota_exhausted…)
+	invalid map[string]int         // invalid request kind → sent
+	wrong   []string               // invalid requests answered with something else than the expected refusal
+	refused map[api.ReasonCode]int // valid creates refused with a reason (quota_exhausted…)
 	// poolMissing are valid creates answered 404: the pool was deleted (judged with the
 	// recreate-pool fault windows).
 	poolMissing []answer
@@ -67,7 +66,7 @@ type traffic struct {
 }
 
 func newTraffic() *traffic {
-	return &traffic{invalid: map[string]int{}, refused: map[string]int{}, extendRef: map[string]int{}}
+	return &traffic{invalid: map[string]int{}, refused: map[api.ReasonCode]int{}, extendRef: map[string]int{}}
 }
 
 func (tr *traffic) record(a answer) {
@@ -142,7 +141,7 @@ func (e *env) runClient(idx int, tr *traffic, rng *rand.Rand, stop <-chan struct
 	}
 }
 
-var terminal = map[string]bool{lease.LeaseReleased: true, lease.LeaseExpired: true, lease.LeaseFailed: true}
+var terminal = map[api.LeasePhase]bool{api.LeaseReleased: true, api.LeaseExpired: true, api.LeaseFailed: true}
 
 // lifecycle: create (retrying lost answers with the same idempotency key) → wait for Bound →
 // use the kubeconfig → maybe extend → release (or let it expire, or cancel it while pending)
@@ -223,7 +222,7 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 			rec.Final, rec.Reason, rec.Ended = l.Phase, l.Reason, time.Now()
 			return
 		}
-		if l.Phase == lease.LeaseBound && l.Kubeconfig != "" {
+		if l.Phase == api.LeaseBound && l.Kubeconfig != "" {
 			rec.Bound, rec.Instance, rec.Endpoint = true, l.ClusterName, l.Endpoint
 			rec.secrets = kubeconfigSecrets(l.Kubeconfig)
 			rec.KubeconfigErr, rec.KubeconfigAt = useKubeconfig(l.Kubeconfig), time.Now()

@@ -271,7 +271,7 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 		case "Expired":
 			r.Leases.Expired++
 		case "Failed":
-			r.Leases.Failed[l.Reason]++
+			r.Leases.Failed[string(l.Reason)]++
 			if l.Reason == "" {
 				r.violate("lease %s failed without a reason", l.ID)
 			}
@@ -286,7 +286,7 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 			r.violate("lease %s was left to expire but ended %s", l.ID, l.Final)
 		}
 	}
-	r.Leases.RefusedQuota = tr.refused["quota_exhausted"]
+	r.Leases.RefusedQuota = tr.refused[api.ReasonQuotaExhausted]
 	r.Leases.Extensions = tr.extendRef
 	r.Quota = quotaSummary{MaxPerPrincipal: smp.MaxPerPrincipal, PerPrincipalLimit: perPrincipal, MaxRole: smp.MaxRole, RoleQuota: e.cfg.Quota, Samples: smp.N}
 	r.MaxMembers = smp.MaxMembers
@@ -310,7 +310,7 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 	}
 	r.Leases.StoreRows = len(storePhase)
 	for _, l := range tr.leases {
-		if p := storePhase[l.ID]; l.Final != "" && p != l.Final {
+		if p := storePhase[l.ID]; l.Final != "" && p != string(l.Final) {
 			r.violate("lease %s: the API said %s, the store says %q", l.ID, l.Final, p)
 		}
 	}

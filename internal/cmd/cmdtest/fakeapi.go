@@ -53,7 +53,7 @@ type API struct {
 	PendingPolls  int
 	QueuePosition int
 	// FailReason, when set, makes a Pending lease end Failed with this reason instead of binding.
-	FailReason string
+	FailReason api.ReasonCode
 	// Quota is the most active leases the caller may hold (0: no limit).
 	Quota int
 	// MaxExtensions is the extension budget (default 2); MaxTTL the ceiling from bind time.
@@ -71,7 +71,7 @@ type API struct {
 // Failure is a scripted error answer.
 type Failure struct {
 	Status     int
-	Reason     string
+	Reason     api.ReasonCode
 	Detail     string
 	RetryAfter string
 }
@@ -153,7 +153,7 @@ func (a *API) IdempotencyKey(leaseID string) string {
 	return a.IdempotencyKeys[leaseID]
 }
 
-func fail(w http.ResponseWriter, status int, reason, msg, detail string) {
+func fail(w http.ResponseWriter, status int, reason api.ReasonCode, msg, detail string) {
 	writeJSON(w, status, api.ErrorBody{Error: msg, Reason: reason, Detail: detail})
 }
 

@@ -35,7 +35,7 @@ func TestReport(t *testing.T) {
 }
 
 func TestHints(t *testing.T) {
-	apiErr := func(status int, reason string) error {
+	apiErr := func(status int, reason api.ReasonCode) error {
 		return &api.Error{StatusCode: status, Body: api.ErrorBody{Error: "x", Reason: reason}}
 	}
 	for _, tc := range []struct {

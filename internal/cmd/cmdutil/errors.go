@@ -71,7 +71,7 @@ func Hint(err error) string {
 	return ""
 }
 
-func reasonHint(reason, detail string, retryAfter float64) string {
+func reasonHint(reason api.ReasonCode, detail string, retryAfter float64) string {
 	switch reason {
 	case api.ReasonQuotaExhausted:
 		h := "your role's quota is used up"

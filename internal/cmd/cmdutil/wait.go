@@ -12,19 +12,10 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
 )
 
-// Lease phases.
-const (
-	PhasePending = "Pending"
-	PhaseBound   = "Bound"
-)
-
-// Final reports whether a lease phase is final: it will never become Bound.
-func Final(phase string) bool {
-	switch phase {
-	case "Released", "Expired", "Failed", "Recycling", "Quarantined":
-		return true
-	}
-	return false
+// Final reports whether a lease phase is final: it will never become Bound. Besides kobe's
+// ended phases, upstream's Recycling and Quarantined are final for a waiting client.
+func Final(phase api.LeasePhase) bool {
+	return phase.Ended() || phase == "Recycling" || phase == "Quarantined"
 }
 
 // LeaseEndedError is a lease that reached a final phase instead of Bound.
@@ -33,7 +24,7 @@ type LeaseEndedError struct{ Lease api.Lease }
 func (e *LeaseEndedError) Error() string {
 	msg := fmt.Sprintf("lease %s is %s", e.Lease.ID, e.Lease.Phase)
 	if e.Lease.Reason != "" {
-		msg += " (reason " + e.Lease.Reason + ")"
+		msg += " (reason " + string(e.Lease.Reason) + ")"
 	}
 	return msg
 }
@@ -81,7 +72,7 @@ func WaitForLease(ctx context.Context, c *api.Client, l api.Lease, o WaitOptions
 	defer p.Stop()
 	for {
 		switch {
-		case l.Phase == PhaseBound:
+		case l.Phase == api.LeaseBound:
 			return l, nil
 		case Final(l.Phase):
 			return l, &LeaseEndedError{Lease: l}
@@ -106,7 +97,7 @@ func WaitForLease(ctx context.Context, c *api.Client, l api.Lease, o WaitOptions
 			l = next
 		}
 		// A server that does not hold the request (or an error) must not make this a busy loop.
-		if l.Phase != PhaseBound && !Final(l.Phase) {
+		if l.Phase != api.LeaseBound && !Final(l.Phase) {
 			if pause := o.MinInterval - time.Since(t0); pause > 0 {
 				select {
 				case <-ctx.Done():

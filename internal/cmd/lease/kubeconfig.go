@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdutil"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 )
@@ -48,8 +49,8 @@ func kubeconfigRun(ctx context.Context, opts *KubeconfigOptions) error {
 	if err != nil {
 		return err
 	}
-	if l.Phase != cmdutil.PhaseBound || l.Kubeconfig == "" {
-		if l.Phase == cmdutil.PhasePending {
+	if l.Phase != api.LeaseBound || l.Kubeconfig == "" {
+		if l.Phase == api.LeasePending {
 			return fmt.Errorf("lease %s is Pending (%s): no kubeconfig yet; wait for it with `kobe lease get %s --wait`", l.ID, cmdutil.Waiting(l), l.ID)
 		}
 		return fmt.Errorf("lease %s is %s: it has no kubeconfig", l.ID, l.Phase)

@@ -62,12 +62,12 @@ func describe(w io.Writer, l api.Lease, tty bool, now time.Time, kubeconfigNote 
 	row("ID", l.ID)
 	row("Name", l.Alias)
 	row("Pool", poolOf(l))
-	phase := l.Phase
+	phase := string(l.Phase)
 	switch {
-	case l.Phase == cmdutil.PhasePending:
+	case l.Phase == api.LeasePending:
 		phase += " (" + cmdutil.Waiting(l) + ")"
 	case l.Reason != "":
-		phase += " (reason " + l.Reason + ")"
+		phase += " (reason " + string(l.Reason) + ")"
 	}
 	row("Phase", phase)
 	if l.ClusterName != "" || l.Endpoint != "" {
@@ -100,7 +100,7 @@ func describe(w io.Writer, l api.Lease, tty bool, now time.Time, kubeconfigNote 
 		// A condition that is not True is what the holder needs to see: "InstanceHealthy=False".
 		v := c.Type + "=" + c.Status
 		if c.Reason != "" {
-			v += " (" + c.Reason + ")"
+			v += " (" + string(c.Reason) + ")"
 		}
 		if c.Message != "" {
 			v += ": " + c.Message
@@ -111,7 +111,7 @@ func describe(w io.Writer, l api.Lease, tty bool, now time.Time, kubeconfigNote 
 		}
 		row("Condition", v)
 	}
-	if kubeconfigNote == "" && l.Phase == cmdutil.PhaseBound {
+	if kubeconfigNote == "" && l.Phase == api.LeaseBound {
 		kubeconfigNote = "kobe lease kubeconfig " + l.ID
 	}
 	row("Kubeconfig", kubeconfigNote)
@@ -127,10 +127,10 @@ func poolOf(l api.Lease) string {
 
 func detail(l api.Lease) string {
 	switch {
-	case l.Phase == cmdutil.PhasePending && l.QueuePosition > 0:
+	case l.Phase == api.LeasePending && l.QueuePosition > 0:
 		return fmt.Sprintf("queued #%d", l.QueuePosition)
 	case l.Reason != "":
-		return l.Reason
+		return string(l.Reason)
 	case l.ClusterName != "":
 		return "cluster " + l.ClusterName
 	}

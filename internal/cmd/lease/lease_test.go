@@ -167,7 +167,7 @@ func TestCreateWaitsUntilBoundAndWritesTheKubeconfig(t *testing.T) {
 
 	var got api.Lease
 	require.NoError(t, json.Unmarshal([]byte(e.out()), &got))
-	assert.Equal(t, "Bound", got.Phase)
+	assert.Equal(t, api.LeaseBound, got.Phase)
 	data, err := os.ReadFile(kc)
 	require.NoError(t, err)
 	assert.Equal(t, cmdtest.Kubeconfig(got.ID), string(data))
@@ -195,7 +195,7 @@ func TestCreateYAMLAndTTYDescribe(t *testing.T) {
 	require.NoError(t, e.create("ci", "--wait", "-o", "yaml"))
 	var got api.Lease
 	require.NoError(t, yaml.Unmarshal([]byte(e.out()), &got))
-	assert.Equal(t, "Bound", got.Phase)
+	assert.Equal(t, api.LeaseBound, got.Phase)
 	assert.Contains(t, e.out(), "effective_ttl: 1h0m0s", "YAML keeps the wire names")
 
 	e = newEnv(t)
@@ -223,7 +223,7 @@ func TestCreateWaitTimeout(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lease lease-0001 is still Pending after --wait-timeout 50ms (queued #")
 	assert.Contains(t, err.Error(), "kobe lease release lease-0001")
-	assert.Equal(t, "Pending", e.api.OnlyLease(t).Phase, "the lease stays queued")
+	assert.Equal(t, api.LeasePending, e.api.OnlyLease(t).Phase, "the lease stays queued")
 }
 
 func TestCreateErrorsCarryReasonAndHint(t *testing.T) {
@@ -327,8 +327,8 @@ func TestListGetExtendReleaseKubeconfig(t *testing.T) {
 	out, err = run(NewCmdRelease(e.f, nil), "lease-0001", "lease-0002")
 	require.NoError(t, err)
 	assert.Equal(t, "released lease-0001\nreleased lease-0002\n", out)
-	assert.Equal(t, "Released", e.api.Lease("lease-0001").Phase)
-	assert.Equal(t, "Released", e.api.Lease("lease-0002").Phase)
+	assert.Equal(t, api.LeaseReleased, e.api.Lease("lease-0001").Phase)
+	assert.Equal(t, api.LeaseReleased, e.api.Lease("lease-0002").Phase)
 	_, err = run(NewCmdKubeconfig(e.f, nil), "lease-0001")
 	require.ErrorContains(t, err, "lease lease-0001 is Released: it has no kubeconfig")
 
@@ -348,6 +348,6 @@ func TestGetWait(t *testing.T) {
 	require.NoError(t, cmdtest.Run(cmd, "lease-0001", "--wait", "-o", "json"))
 	var l api.Lease
 	require.NoError(t, json.Unmarshal([]byte(e.out()[strings.Index(e.out(), "{"):]), &l))
-	assert.Equal(t, "Bound", l.Phase)
+	assert.Equal(t, api.LeaseBound, l.Phase)
 	assert.Equal(t, cmdtest.Kubeconfig("lease-0001"), l.Kubeconfig)
 }

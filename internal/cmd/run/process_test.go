@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdtest"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdutil"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
@@ -77,7 +78,7 @@ func TestProcessSIGINTWhileCMDRuns(t *testing.T) {
 	waitForFile(t, started)
 	require.NoError(t, p.Process.Signal(syscall.SIGINT))
 	assert.Equal(t, 130, exitStatus(t, p), stderr.String())
-	assert.Equal(t, "Released", a.OnlyLease(t).Phase)
+	assert.Equal(t, api.LeaseReleased, a.OnlyLease(t).Phase)
 	path, err := os.ReadFile(started + ".path")
 	require.NoError(t, err)
 	_, err = os.Stat(string(bytes.TrimSpace(path)))
@@ -88,7 +89,7 @@ func TestProcessExitCodeAndSIGTERMWhileQueued(t *testing.T) {
 	a := cmdtest.New(t)
 	p, stderr := startKobeRun(t, a, "ci", "--", "sh", "-c", "exit 3")
 	assert.Equal(t, 3, exitStatus(t, p), stderr.String())
-	assert.Equal(t, "Released", a.OnlyLease(t).Phase)
+	assert.Equal(t, api.LeaseReleased, a.OnlyLease(t).Phase)
 
 	b := cmdtest.New(t)
 	b.Mu.Lock()
@@ -98,7 +99,7 @@ func TestProcessExitCodeAndSIGTERMWhileQueued(t *testing.T) {
 	require.Eventually(t, func() bool { return len(b.Seen()) >= 2 }, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, p.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 143, exitStatus(t, p), stderr.String())
-	assert.Equal(t, "Released", b.OnlyLease(t).Phase)
+	assert.Equal(t, api.LeaseReleased, b.OnlyLease(t).Phase)
 	assert.Contains(t, stderr.String(), "interrupted")
 
 	c := cmdtest.New(t)

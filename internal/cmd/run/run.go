@@ -242,7 +242,7 @@ func runRun(ctx context.Context, opts *Options) error {
 				// idempotency key finds that lease (or makes one, released at once).
 				l, _, _ = c.CreateLease(cctx, req)
 			}
-			if l.ID != "" && (l.Phase == "" || l.Phase == cmdutil.PhasePending || l.Phase == cmdutil.PhaseBound) {
+			if l.ID != "" && (l.Phase == "" || l.Phase == api.LeasePending || l.Phase == api.LeaseBound) {
 				if rerr := c.ReleaseLease(cctx, l.ID); rerr != nil {
 					warn("could not release lease %s: %v", l.ID, rerr)
 				} else {

@@ -127,7 +127,7 @@ func TestRunPassesTheExitCodeReleasesAndCleansUp(t *testing.T) {
 	assert.True(t, filepath.IsAbs(kubeconfig), kubeconfig)
 	l := e.api.OnlyLease(t)
 	assert.Equal(t, cmdtest.Kubeconfig(l.ID)+"id="+l.ID+" pool=ci\n600\n", lines[1])
-	assert.Equal(t, "Released", l.Phase)
+	assert.Equal(t, api.LeaseReleased, l.Phase)
 	assert.Equal(t, "30m0s", l.EffectiveTTL)
 	assert.True(t, strings.HasPrefix(e.api.IdempotencyKey(l.ID), "run-"), "kobe run always sends an idempotency key")
 	_, err = os.Stat(kubeconfig)
@@ -141,7 +141,7 @@ func TestRunPassesTheExitCodeReleasesAndCleansUp(t *testing.T) {
 func TestRunSuccessAndQuiet(t *testing.T) {
 	e := newEnv(t)
 	require.NoError(t, e.run(nil, "-q", "ci", "true"))
-	assert.Equal(t, "Released", e.api.OnlyLease(t).Phase)
+	assert.Equal(t, api.LeaseReleased, e.api.OnlyLease(t).Phase)
 	assert.Empty(t, e.errOut())
 }
 
@@ -149,7 +149,7 @@ func TestRunCommandKilledBySignal(t *testing.T) {
 	e := newEnv(t)
 	err := e.run(nil, "ci", "--", "sh", "-c", `kill -TERM $$`)
 	assert.Equal(t, 143, exitCode(t, err))
-	assert.Equal(t, "Released", e.api.OnlyLease(t).Phase)
+	assert.Equal(t, api.LeaseReleased, e.api.OnlyLease(t).Phase)
 }
 
 func TestRunWithoutALeaseDoesNotRunTheCommand(t *testing.T) {
@@ -173,7 +173,7 @@ func TestRunWithoutALeaseDoesNotRunTheCommand(t *testing.T) {
 	err = e.run(nil, "--wait-timeout", "50ms", "ci", "--", "touch", marker)
 	assert.Equal(t, ExitLeaseFailed, exitCode(t, err))
 	assert.Contains(t, err.Error(), "still Pending after --wait-timeout 50ms")
-	assert.Equal(t, "Released", e.api.OnlyLease(t).Phase, "a lease that did not bind in time is released")
+	assert.Equal(t, api.LeaseReleased, e.api.OnlyLease(t).Phase, "a lease that did not bind in time is released")
 
 	_, err = os.Stat(marker)
 	assert.True(t, os.IsNotExist(err), "CMD never ran")
@@ -209,7 +209,7 @@ func TestRunSIGINTIsPassedOnThenTheLeaseReleased(t *testing.T) {
 		t.Fatal("kobe run did not end after SIGINT")
 	}
 	l := e.api.OnlyLease(t)
-	assert.Equal(t, "Released", l.Phase)
+	assert.Equal(t, api.LeaseReleased, l.Phase)
 	kc, err := os.ReadFile(started + ".kc")
 	require.NoError(t, err)
 	assert.Equal(t, cmdtest.Kubeconfig(l.ID), string(kc))
@@ -229,7 +229,7 @@ func TestRunSIGINTIsPassedOnThenTheLeaseReleased(t *testing.T) {
 		t.Fatal("kobe run did not end after SIGTERM")
 	}
 	assert.Contains(t, e.out(), "trapped")
-	assert.Equal(t, "Released", e.api.OnlyLease(t).Phase)
+	assert.Equal(t, api.LeaseReleased, e.api.OnlyLease(t).Phase)
 }
 
 func TestRunSIGINTWhileQueuedReleasesTheLease(t *testing.T) {
@@ -247,7 +247,7 @@ func TestRunSIGINTWhileQueuedReleasesTheLease(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("kobe run did not end after SIGINT")
 	}
-	assert.Equal(t, "Released", e.api.OnlyLease(t).Phase)
+	assert.Equal(t, api.LeaseReleased, e.api.OnlyLease(t).Phase)
 	_, err := os.Stat(marker)
 	assert.True(t, os.IsNotExist(err))
 }
@@ -262,7 +262,7 @@ func TestRunKeepsTheLeaseAlive(t *testing.T) {
 	require.NoError(t, err)
 	l := e.api.OnlyLease(t)
 	assert.Equal(t, 1, l.Extensions, "extended once, within the budget")
-	assert.Equal(t, "Released", l.Phase)
+	assert.Equal(t, api.LeaseReleased, l.Phase)
 	e.api.Mu.Lock()
 	beats := e.api.Heartbeats[l.ID]
 	e.api.Mu.Unlock()

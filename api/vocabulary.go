@@ -1,0 +1,69 @@
+package api
+
+// kobe's vocabulary: the phases of a lease and the reason codes, defined once here and used by
+// the store, the workflows, the API server and the CLI. This package imports nothing of kobe,
+// so every layer can use them (docs/architecture.md, "The import graph").
+
+// LeasePhase is where a lease is in its life (upstream's names).
+type LeasePhase string
+
+const (
+	LeasePending  LeasePhase = "Pending"
+	LeaseBound    LeasePhase = "Bound"
+	LeaseReleased LeasePhase = "Released"
+	LeaseExpired  LeasePhase = "Expired"
+	LeaseFailed   LeasePhase = "Failed"
+)
+
+// ActiveLeasePhases are the phases of a lease that holds, or waits for, an instance: they count
+// against quotas, and an alias is taken while its lease is in one.
+var ActiveLeasePhases = []LeasePhase{LeasePending, LeaseBound}
+
+// Active says whether the lease holds, or waits for, an instance.
+func (p LeasePhase) Active() bool { return p == LeasePending || p == LeaseBound }
+
+// Ended says whether the lease is over (it never changes again).
+func (p LeasePhase) Ended() bool { return p == LeaseReleased || p == LeaseExpired || p == LeaseFailed }
+
+// ReasonCode says why a request was refused, or why a lease ended or changed. Reason codes are
+// part of the API contract: clients branch on them, so they never change (docs/api.md).
+type ReasonCode string
+
+// Refusals of any request.
+const (
+	ReasonInvalidRequest ReasonCode = "invalid_request"
+	ReasonNotFound       ReasonCode = "not_found"
+	ReasonNotReady       ReasonCode = "not_ready"
+	ReasonBackendError   ReasonCode = "backend_error"
+	ReasonDegraded       ReasonCode = "degraded"
+	ReasonInternal       ReasonCode = "internal"
+	ReasonUnauthorized   ReasonCode = "unauthorized"
+	ReasonForbidden      ReasonCode = "forbidden"
+	ReasonRateLimited    ReasonCode = "rate_limited"
+)
+
+// Refusals of a lease, and why a lease ended or changed.
+const (
+	ReasonQuotaExhausted           ReasonCode = "quota_exhausted"
+	ReasonPoolExhausted            ReasonCode = "pool_exhausted"
+	ReasonExtensionBudgetExhausted ReasonCode = "extension_budget_exhausted"
+	ReasonMaxTTLCeiling            ReasonCode = "max_ttl_ceiling"
+	ReasonIdempotencyConflict      ReasonCode = "idempotency_conflict"
+	ReasonAliasTaken               ReasonCode = "alias_taken"
+	ReasonExpired                  ReasonCode = "expired"
+	// ReasonIdleTimeout ends a lease whose heartbeats stopped for its idle timeout.
+	ReasonIdleTimeout ReasonCode = "idle_timeout"
+	// ReasonHealthFailed: a member failed its pool's health checks failureThreshold times in a
+	// row; it is recycled, and a lease bound to it carries a condition with this reason.
+	ReasonHealthFailed ReasonCode = "health_failed"
+)
+
+// Refusals of pool and instance actions.
+const (
+	// ReasonNotQuarantined refuses an instance action (retry-teardown, forget) on an instance
+	// that is not Quarantined.
+	ReasonNotQuarantined ReasonCode = "not_quarantined"
+	// ReasonPoolChanged refuses a delete of a pool that was applied again while the delete ran
+	// (no workflow held it): nothing was deleted; delete it again if that is still wanted.
+	ReasonPoolChanged ReasonCode = "pool_changed"
+)
