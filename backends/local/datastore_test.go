@@ -151,37 +151,41 @@ func readLog(state, id, component string) string {
 	return string(data)
 }
 
-// TestConformanceOnPostgres runs the whole conformance suite for the local backend on a shared
-// PostgreSQL (sleep/resume and certificate rotation restart kine on the instance's database).
-// The other two drivers get TestLocalOnEachDatastore's shorter check: the suite takes ~30 s a
-// driver here, and what it adds over that check is the backend's, not the datastore's.
-func TestConformanceOnPostgres(t *testing.T) {
+// TestConformanceOnEachDatastore runs the whole conformance suite for the local backend on a
+// shared PostgreSQL, MariaDB and NATS (sleep/resume and certificate rotation restart kine on the
+// instance's database; delete checks that nothing is left in the server). ~15 s a driver here.
+func TestConformanceOnEachDatastore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real kube-apiserver processes; skipped with -short")
 	}
-	admin := dbtest.PostgresAdminURL(t)
 	e := newDatastoreEnv(t)
-	e.secret(t, "shared-pg", admin)
-	conformance.Run(t, conformance.Subject{
-		Backend: e.b,
-		Spec:    func(id string) backends.InstanceSpec { return datastoreSpec(id, "shared-pg") },
-		InvalidSpecs: []backends.InstanceSpec{
-			datastoreSpec("conf-nosecret", "no-such-secret"),
-			spec("conf-nosecretref", `{"datastore":{}}`),
-			spec("conf-golden", `{"datastore":{"secretRef":"shared-pg","goldenTemplates":true}}`),
-		},
-		ReadyWithin: 90 * time.Second,
-		Leftovers: func(id string) error {
-			dir := filepath.Join(e.state, "local", "instances", id)
-			if _, err := os.Stat(dir); !os.IsNotExist(err) {
-				return fmt.Errorf("%s remains", dir)
-			}
-			if left := leftovers(t, admin, id); len(left) > 0 {
-				return fmt.Errorf("left in PostgreSQL: %v", left)
-			}
-			return nil
-		},
-	})
+	for _, driver := range []datastore.Driver{datastore.Postgres, datastore.MySQL, datastore.NATS} {
+		t.Run(string(driver), func(t *testing.T) {
+			admin := adminURL(t, driver)
+			ref := "conf-" + string(driver)
+			e.secret(t, ref, admin)
+			conformance.Run(t, conformance.Subject{
+				Backend: e.b,
+				Spec:    func(id string) backends.InstanceSpec { return datastoreSpec(id, ref) },
+				InvalidSpecs: []backends.InstanceSpec{
+					datastoreSpec("conf-nosecret", "no-such-secret"),
+					spec("conf-nosecretref", `{"datastore":{}}`),
+					spec("conf-golden", fmt.Sprintf(`{"datastore":{"secretRef":%q,"goldenTemplates":true}}`, ref)),
+				},
+				ReadyWithin: 90 * time.Second,
+				Leftovers: func(id string) error {
+					dir := filepath.Join(e.state, "local", "instances", id)
+					if _, err := os.Stat(dir); !os.IsNotExist(err) {
+						return fmt.Errorf("%s remains", dir)
+					}
+					if left := leftovers(t, admin, id); len(left) > 0 {
+						return fmt.Errorf("left in %s: %v", driver, left)
+					}
+					return nil
+				},
+			})
+		})
+	}
 }
 
 // TestDatastoreBadInput: a missing secret or key, a bad scheme and an unreachable server are
