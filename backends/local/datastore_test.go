@@ -117,7 +117,19 @@ func TestLocalOnEachDatastore(t *testing.T) {
 			require.NoError(t, err)
 			assertNotInAnyCommandLine(t, id, string(dsn))
 
-			require.NoError(t, e.b.Delete(ctx, id))
+			// kobe restarts: a new Backend on the same state finds kine (by its environment:
+			// its command line does not name the instance) and the API server, and its Delete
+			// stops them and drops the database.
+			dir := filepath.Join(e.state, "local", "instances", id)
+			require.Len(t, processesOf(t, dir), 2, "kine and kube-apiserver carry the instance dir in their environment")
+			b2, err := local.New(local.Config{StateDir: e.state, HostID: "test-host", ToolsDir: local.DefaultToolsDir(), SecretsDir: e.secrets})
+			require.NoError(t, err)
+			st, err := b2.Status(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, backends.PhaseReady, st.Phase, "adopted with every process: %s", st.Message)
+
+			require.NoError(t, b2.Delete(ctx, id))
+			assert.Empty(t, processesOf(t, dir), "no process of the instance is left")
 			assert.Empty(t, leftovers(t, admin, id), "nothing of the instance is left in the server")
 			require.NoError(t, e.b.Delete(ctx, id), "twice is fine")
 		})
@@ -141,6 +153,26 @@ func assertNotInAnyCommandLine(t *testing.T, id, dsn string) {
 		}
 		assert.NotContains(t, string(data), secret, "pid %s's command line holds the DSN of %s", en.Name(), id)
 	}
+}
+
+// processesOf lists the pids whose environment names the instance directory.
+func processesOf(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, en := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", en.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(data), "\x00") {
+			if kv == "KOBE_LOCAL_INSTANCE_DIR="+dir {
+				out = append(out, en.Name())
+			}
+		}
+	}
+	return out
 }
 
 func readLog(state, id, component string) string {
