@@ -116,6 +116,12 @@ func TestLocalOnEachDatastore(t *testing.T) {
 			dsn, err := os.ReadFile(filepath.Join(e.state, "local", "instances", id, "datastore.dsn"))
 			require.NoError(t, err)
 			assertNotInAnyCommandLine(t, id, string(dsn))
+			if pw := password(string(dsn)); pw != "" {
+				for _, c := range []string{"kine", "apiserver"} {
+					log, _ := os.ReadFile(filepath.Join(e.state, "local", "instances", id, "logs", c+".log"))
+					assert.NotContains(t, string(log), pw, "%s's log holds the instance's password", c)
+				}
+			}
 
 			// kobe restarts: a new Backend on the same state finds kine (by its environment:
 			// its command line does not name the instance) and the API server, and its Delete
@@ -153,6 +159,17 @@ func assertNotInAnyCommandLine(t *testing.T, id, dsn string) {
 		}
 		assert.NotContains(t, string(data), secret, "pid %s's command line holds the DSN of %s", en.Name(), id)
 	}
+}
+
+// password is the password of a user:password@ URL, or "".
+func password(dsn string) string {
+	_, rest, _ := strings.Cut(dsn, "://")
+	userinfo, _, ok := strings.Cut(rest, "@")
+	if !ok {
+		return ""
+	}
+	_, pw, _ := strings.Cut(userinfo, ":")
+	return pw
 }
 
 // processesOf lists the pids whose environment names the instance directory.
