@@ -81,6 +81,17 @@ func (d DSN) MarshalJSON() ([]byte, error) { return []byte(fmt.Sprintf("%q", d.r
 // MarshalText implements encoding.TextMarshaler, redacted as MarshalJSON.
 func (d DSN) MarshalText() ([]byte, error) { return []byte(d.redacted), nil }
 
+// Scrub returns s with this DSN's password (or token) replaced by "xxxxx": for text that may
+// quote it, such as the last lines of a kine log.
+func (d DSN) Scrub(s string) string {
+	for _, secret := range secretsOf(d.value) {
+		for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
+			s = strings.ReplaceAll(s, form, "xxxxx")
+		}
+	}
+	return s
+}
+
 // LogValue implements slog.LogValuer.
 func (d DSN) LogValue() slog.Value { return slog.StringValue(d.redacted) }
 

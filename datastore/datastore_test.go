@@ -85,3 +85,9 @@ func TestParseRefusesWhatItCannotProvision(t *testing.T) {
 	assert.Equal(t, MySQL, s.Driver())
 	assert.NotContains(t, s.String(), "pw@")
 }
+
+func TestScrubRemovesTheDSNsPasswordFromText(t *testing.T) {
+	d := NewDSN("postgres://kobe_x:0123abcd@127.0.0.1:5432/kobe_x")
+	assert.Equal(t, "kine: login kobe_x/xxxxx failed", d.Scrub("kine: login kobe_x/0123abcd failed"))
+	assert.Equal(t, "nothing secret", d.Scrub("nothing secret"))
+}

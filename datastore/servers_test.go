@@ -16,9 +16,12 @@ import (
 	"github.com/kunobi-ninja/kobe/testsuite/dbtest"
 )
 
-// sqlServers are the SQL servers of this machine, each with how to open an instance's DSN.
+// sqlServer is a datastore server of this machine, checked to answer.
 func sqlServer(t *testing.T, driver datastore.Driver) *datastore.Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("talks to the machine's datastore servers; skipped with -short")
+	}
 	var admin string
 	switch driver {
 	case datastore.Postgres:

@@ -72,6 +72,9 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 	}); err != nil {
 		return backends.Credential{}, fmt.Errorf("binding %s: %w", user, err)
 	}
+	if err := in.waitAuthorized(ctx, user); err != nil {
+		return backends.Credential{}, err
+	}
 	cred, err := ca.IssueClient(user, []string{LeaseGroup}, req.TTL)
 	if err != nil {
 		return backends.Credential{}, err
@@ -81,6 +84,44 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 }
 
 func bindingName(user string) string { return "kobe-lease-" + user }
+
+// waitAuthorized returns once the API server's authorizer allows user what the binding grants.
+// The authorizer learns of a new binding through a watch, some time after the write returns
+// (tens of milliseconds on SQLite, up to a second or more on kine over MySQL or PostgreSQL): a
+// credential handed out before would be refused (403) on its first requests.
+func (in *instance) waitAuthorized(ctx context.Context, user string) error {
+	review := map[string]any{
+		"apiVersion": "authorization.k8s.io/v1",
+		"kind":       "SubjectAccessReview",
+		"spec": map[string]any{
+			"user":               user,
+			"groups":             []string{LeaseGroup},
+			"resourceAttributes": map[string]string{"verb": "get", "resource": "namespaces"},
+		},
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, body, err := in.do(ctx, http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+		if err == nil && status == http.StatusCreated {
+			var r struct {
+				Status struct {
+					Allowed bool `json:"allowed"`
+				} `json:"status"`
+			}
+			if json.Unmarshal([]byte(body), &r) == nil && r.Status.Allowed {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("binding %s: the API server does not authorize it after 30s (last answer: HTTP %d %s %v)", user, status, body, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
 
 // RevokeCredentials implements backends.RuntimeBackend.
 func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error {

@@ -164,3 +164,16 @@ func (in *instance) readDSN() (string, error) {
 	}
 	return string(data), nil
 }
+
+// scrub removes the instance's datastore password from a message that quotes a log (the
+// message goes into the instance's status, and from there into workflow history).
+func (in *instance) scrub(msg string) string {
+	if in.rec.Datastore == nil {
+		return msg
+	}
+	dsn, err := in.readDSN()
+	if err != nil {
+		return msg
+	}
+	return datastore.NewDSN(dsn).Scrub(msg)
+}

@@ -116,8 +116,26 @@ func TestLocalOnEachDatastore(t *testing.T) {
 			dsn, err := os.ReadFile(filepath.Join(e.state, "local", "instances", id, "datastore.dsn"))
 			require.NoError(t, err)
 			assertNotInAnyCommandLine(t, id, string(dsn))
+			if pw := password(string(dsn)); pw != "" {
+				for _, c := range []string{"kine", "apiserver"} {
+					log, _ := os.ReadFile(filepath.Join(e.state, "local", "instances", id, "logs", c+".log"))
+					assert.NotContains(t, string(log), pw, "%s's log holds the instance's password", c)
+				}
+			}
 
-			require.NoError(t, e.b.Delete(ctx, id))
+			// kobe restarts: a new Backend on the same state finds kine (by its environment:
+			// its command line does not name the instance) and the API server, and its Delete
+			// stops them and drops the database.
+			dir := filepath.Join(e.state, "local", "instances", id)
+			require.Len(t, processesOf(t, dir), 2, "kine and kube-apiserver carry the instance dir in their environment")
+			b2, err := local.New(local.Config{StateDir: e.state, HostID: "test-host", ToolsDir: local.DefaultToolsDir(), SecretsDir: e.secrets})
+			require.NoError(t, err)
+			st, err := b2.Status(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, backends.PhaseReady, st.Phase, "adopted with every process: %s", st.Message)
+
+			require.NoError(t, b2.Delete(ctx, id))
+			assert.Empty(t, processesOf(t, dir), "no process of the instance is left")
 			assert.Empty(t, leftovers(t, admin, id), "nothing of the instance is left in the server")
 			require.NoError(t, e.b.Delete(ctx, id), "twice is fine")
 		})
@@ -143,6 +161,37 @@ func assertNotInAnyCommandLine(t *testing.T, id, dsn string) {
 	}
 }
 
+// password is the password of a user:password@ URL, or "".
+func password(dsn string) string {
+	_, rest, _ := strings.Cut(dsn, "://")
+	userinfo, _, ok := strings.Cut(rest, "@")
+	if !ok {
+		return ""
+	}
+	_, pw, _ := strings.Cut(userinfo, ":")
+	return pw
+}
+
+// processesOf lists the pids whose environment names the instance directory.
+func processesOf(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, en := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", en.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(data), "\x00") {
+			if kv == "KOBE_LOCAL_INSTANCE_DIR="+dir {
+				out = append(out, en.Name())
+			}
+		}
+	}
+	return out
+}
+
 func readLog(state, id, component string) string {
 	data, _ := os.ReadFile(filepath.Join(state, "local", "instances", id, "logs", component+".log"))
 	if len(data) > 2000 {
@@ -151,37 +200,41 @@ func readLog(state, id, component string) string {
 	return string(data)
 }
 
-// TestConformanceOnPostgres runs the whole conformance suite for the local backend on a shared
-// PostgreSQL (sleep/resume and certificate rotation restart kine on the instance's database).
-// The other two drivers get TestLocalOnEachDatastore's shorter check: the suite takes ~30 s a
-// driver here, and what it adds over that check is the backend's, not the datastore's.
-func TestConformanceOnPostgres(t *testing.T) {
+// TestConformanceOnEachDatastore runs the whole conformance suite for the local backend on a
+// shared PostgreSQL, MariaDB and NATS (sleep/resume and certificate rotation restart kine on the
+// instance's database; delete checks that nothing is left in the server). ~15 s a driver here.
+func TestConformanceOnEachDatastore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real kube-apiserver processes; skipped with -short")
 	}
-	admin := dbtest.PostgresAdminURL(t)
 	e := newDatastoreEnv(t)
-	e.secret(t, "shared-pg", admin)
-	conformance.Run(t, conformance.Subject{
-		Backend: e.b,
-		Spec:    func(id string) backends.InstanceSpec { return datastoreSpec(id, "shared-pg") },
-		InvalidSpecs: []backends.InstanceSpec{
-			datastoreSpec("conf-nosecret", "no-such-secret"),
-			spec("conf-nosecretref", `{"datastore":{}}`),
-			spec("conf-golden", `{"datastore":{"secretRef":"shared-pg","goldenTemplates":true}}`),
-		},
-		ReadyWithin: 90 * time.Second,
-		Leftovers: func(id string) error {
-			dir := filepath.Join(e.state, "local", "instances", id)
-			if _, err := os.Stat(dir); !os.IsNotExist(err) {
-				return fmt.Errorf("%s remains", dir)
-			}
-			if left := leftovers(t, admin, id); len(left) > 0 {
-				return fmt.Errorf("left in PostgreSQL: %v", left)
-			}
-			return nil
-		},
-	})
+	for _, driver := range []datastore.Driver{datastore.Postgres, datastore.MySQL, datastore.NATS} {
+		t.Run(string(driver), func(t *testing.T) {
+			admin := adminURL(t, driver)
+			ref := "conf-" + string(driver)
+			e.secret(t, ref, admin)
+			conformance.Run(t, conformance.Subject{
+				Backend: e.b,
+				Spec:    func(id string) backends.InstanceSpec { return datastoreSpec(id, ref) },
+				InvalidSpecs: []backends.InstanceSpec{
+					datastoreSpec("conf-nosecret", "no-such-secret"),
+					spec("conf-nosecretref", `{"datastore":{}}`),
+					spec("conf-golden", fmt.Sprintf(`{"datastore":{"secretRef":%q,"goldenTemplates":true}}`, ref)),
+				},
+				ReadyWithin: 90 * time.Second,
+				Leftovers: func(id string) error {
+					dir := filepath.Join(e.state, "local", "instances", id)
+					if _, err := os.Stat(dir); !os.IsNotExist(err) {
+						return fmt.Errorf("%s remains", dir)
+					}
+					if left := leftovers(t, admin, id); len(left) > 0 {
+						return fmt.Errorf("left in %s: %v", driver, left)
+					}
+					return nil
+				},
+			})
+		})
+	}
 }
 
 // TestDatastoreBadInput: a missing secret or key, a bad scheme and an unreachable server are

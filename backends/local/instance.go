@@ -442,7 +442,7 @@ func (in *instance) deadProcessLocked() string {
 			running[p.name] = true
 			continue
 		}
-		return fmt.Sprintf("%s (pid %d) %s; last log lines: %s", p.name, p.pid, p.exitMessage(), tail(in.path("logs", p.name+".log"), 3))
+		return in.scrub(fmt.Sprintf("%s (pid %d) %s; last log lines: %s", p.name, p.pid, p.exitMessage(), tail(in.path("logs", p.name+".log"), 3)))
 	}
 	if in.rec.ReadyOnce && !in.starting {
 		for _, c := range in.processOrder() {
