@@ -72,9 +72,17 @@ func TestOnHostCluster(t *testing.T) {
 	})
 
 	t.Run("lifecycle on the host: objects, pods, readiness waits for the API, delete leaves nothing", func(t *testing.T) {
-		const id = "k0s-life"
-		st, err := b.Create(ctx, spec(id, `{"cluster":{"persistence":{"storageType":"pvc"}}}`))
+		const id, withPVC = "k0s-life", "k0s-pvc"
+		st, err := b.Create(ctx, spec(id, `{}`))
 		require.NoError(t, err)
+		// A server with a claim: this host has no storage provisioner, so the claim stays
+		// unbound and the pod unscheduled; Delete must still take the claim.
+		_, err = b.Create(ctx, spec(withPVC, `{"cluster":{"persistence":{"storageType":"pvc","storageRequestSize":"1Gi"}}}`))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			pvcs, err := c.Client.CoreV1().PersistentVolumeClaims("default").List(ctx, metav1.ListOptions{LabelSelector: hosted.LabelInstance + "=" + withPVC})
+			return err == nil && len(pvcs.Items) == 1
+		}, time.Minute, 300*time.Millisecond, "the server's claim")
 		assert.Equal(t, backends.PhaseCreating, st.Phase)
 		cm, err := c.Client.CoreV1().ConfigMaps("default").Get(ctx, id+"-config", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -95,10 +103,15 @@ func TestOnHostCluster(t *testing.T) {
 		assert.Equal(t, backends.PhaseCreating, st.Phase)
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		require.NoError(t, b.Delete(dctx, id))
-		left, err := b.Leftovers(ctx, id)
+		st, err = b.Status(ctx, withPVC)
 		require.NoError(t, err)
-		assert.Empty(t, left)
+		assert.Contains(t, st.Message, "k0s_servers_starting: 0/1 server pods Ready")
+		for _, each := range []string{id, withPVC} {
+			require.NoError(t, b.Delete(dctx, each))
+			left, err := b.Leftovers(ctx, each)
+			require.NoError(t, err)
+			assert.Empty(t, left, "nothing of %s, its claim included", each)
+		}
 		_, err = b.Status(ctx, id)
 		assert.ErrorIs(t, err, backends.ErrNotFound)
 		require.NoError(t, b.Delete(dctx, id), "twice is fine")

@@ -147,6 +147,22 @@ func TestOnRealHostCluster(t *testing.T) {
 		assert.Empty(t, left)
 	})
 
+	t.Run("the host accepts agents, claims, a NodePort and resources (server-side dry-run)", func(t *testing.T) {
+		s := spec("dry", map[string]any{
+			"agents":      2,
+			"persistence": map[string]any{"storageType": "pvc", "storageClassName": "standard", "storageRequestSize": "5Gi"},
+			"expose":      map[string]any{"exposeType": "NodePort", "nodePort": 31443},
+		})
+		var opts map[string]any
+		require.NoError(t, json.Unmarshal(s.Options, &opts))
+		opts["resources"] = map[string]any{"requests": map[string]string{"cpu": "250m", "memory": "512Mi"}, "limits": map[string]string{"memory": "1Gi"}}
+		s.Options, _ = json.Marshal(opts)
+		require.NoError(t, b.Preflight(ctx, s))
+		left, err := b.Leftovers(ctx, "dry")
+		require.NoError(t, err)
+		assert.Empty(t, left, "a dry-run keeps nothing")
+	})
+
 	t.Run("create to ready, 10 runs (KOBE_K3S_MEASURE=1)", func(t *testing.T) {
 		if os.Getenv("KOBE_K3S_MEASURE") == "" {
 			t.Skip("a figure, not a check: set KOBE_K3S_MEASURE=1 to measure create→ready over 10 runs")
