@@ -135,9 +135,10 @@ func (b *Backend) Validate(spec backends.InstanceSpec) error {
 func (b *Backend) section() string { return "spec.backend." + b.distro.Name }
 
 func (b *Backend) validate(spec backends.InstanceSpec) (Parsed, string, error) {
-	// Objects are named <id>-server-<n>, <id>-agent…: the id must leave room in a DNS label.
-	if !dnsLabel.MatchString(spec.ID) || len(spec.ID) > 40 {
-		return Parsed{}, "", backends.InvalidSpec(fmt.Errorf("instance id %q: must be a DNS label of at most 40 characters", spec.ID))
+	// The Service is named <id> (a DNS-1035 label: it starts with a letter), the StatefulSets
+	// <id>-server and <id>-agent (at most 52 characters, so that their pods' revision label fits).
+	if !dnsLabel.MatchString(spec.ID) || len(spec.ID) > MaxIDLength || spec.ID[0] < 'a' || spec.ID[0] > 'z' {
+		return Parsed{}, "", backends.InvalidSpec(fmt.Errorf("instance id %q: must be a DNS label of at most %d characters starting with a letter (it names the instance's Service; pool names that start with a digit cannot run on %s)", spec.ID, MaxIDLength, b.distro.Name))
 	}
 	image, err := b.distro.Image(spec.KubernetesVersion)
 	if err != nil {
@@ -357,6 +358,9 @@ func (b *Backend) createCA(ctx context.Context, spec backends.InstanceSpec, p Pa
 	}
 	return got, nil
 }
+
+// MaxIDLength of an instance id: <id>-server is a StatefulSet name, at most 52 characters.
+const MaxIDLength = 45
 
 // caValidity of an instance's CA; instances are ephemeral, but a pool member may wait warm
 // for long.
