@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/internal/hosted"
@@ -161,6 +163,27 @@ func TestOnRealHostCluster(t *testing.T) {
 		left, err := b.Leftovers(ctx, "dry")
 		require.NoError(t, err)
 		assert.Empty(t, left, "a dry-run keeps nothing")
+	})
+
+	t.Run("exposed as a NodePort: the kubeconfig reaches the API through the node", func(t *testing.T) {
+		const id = "nodeport"
+		_, err := b.Create(ctx, spec(id, map[string]any{"expose": map[string]any{"exposeType": "NodePort"}}))
+		require.NoError(t, err)
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		st, err := b.WaitReady(wctx, id, nil)
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(st.Endpoint, "https://"+c.NodeIP+":"), "the node's address: %s", st.Endpoint)
+		cred, err := b.Credentials(ctx, id, backends.CredentialRequest{})
+		require.NoError(t, err)
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(cred.Kubeconfig)
+		require.NoError(t, err)
+		client, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		v, err := client.Discovery().ServerVersion()
+		require.NoError(t, err)
+		assert.Equal(t, version, v.GitVersion)
+		require.NoError(t, b.Delete(wctx, id))
 	})
 
 	t.Run("create to ready, 10 runs (KOBE_K3S_MEASURE=1)", func(t *testing.T) {
