@@ -76,6 +76,8 @@ type Backend struct {
 	Local     json.RawMessage `json:"local,omitempty"`
 	Datastore json.RawMessage `json:"datastore,omitempty"`
 	CAPI      json.RawMessage `json:"capi,omitempty"`
+	K3s       json.RawMessage `json:"k3s,omitempty"`
+	K0s       json.RawMessage `json:"k0s,omitempty"`
 	VCluster  json.RawMessage `json:"vcluster,omitempty"`
 	VKobe     json.RawMessage `json:"vkobe,omitempty"`
 }
@@ -325,9 +327,15 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 	sections := []struct {
 		backend string
 		raw     json.RawMessage
-	}{{"local", s.Backend.Local}, {"capi", s.Backend.CAPI}, {"vcluster", s.Backend.VCluster}}
+	}{{"local", s.Backend.Local}, {"capi", s.Backend.CAPI}, {"vcluster", s.Backend.VCluster}, {"k3s", s.Backend.K3s}, {"k0s", s.Backend.K0s}}
 	for _, sec := range sections {
 		switch {
+		case sec.backend == pol.Backend && hostedBackends[sec.backend]:
+			opts, err := hostedOptions(sec.backend, sec.raw, s)
+			if err != nil {
+				return pol, err
+			}
+			pol.BackendOptions = opts
 		case sec.backend == pol.Backend:
 			pol.BackendOptions = sec.raw
 		case len(sec.raw) > 0 && refuse:
@@ -339,7 +347,7 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		return pol, errors.New("spec.cluster.version: required")
 	}
 	if refuse {
-		if err := refuseUnsupported(s); err != nil {
+		if err := refuseUnsupported(s, hostedBackends[pol.Backend]); err != nil {
 			return pol, err
 		}
 	}
@@ -516,21 +524,23 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 // refuseUnsupported refuses the fields this version parses (they are in the upstream shape)
 // but does not act on: a manifest means what it says, so a field that would be ignored is an
 // error naming it, until kobe implements it.
-func refuseUnsupported(s Spec) error {
+// hosted says whether the backend reads spec.cluster's shape, spec.resources and
+// spec.backend.datastore itself (hostedOptions passes them on); for the others they are refused.
+func refuseUnsupported(s Spec, hosted bool) error {
 	for _, f := range []struct {
 		field string
 		set   bool
 	}{
-		{"spec.resources", s.Resources != nil},
+		{"spec.resources", s.Resources != nil && !hosted},
 		{"spec.diagnostics", len(s.Diagnostics) > 0},
 		{"spec.snapshot", len(s.Snapshot) > 0},
-		{"spec.backend.datastore", len(s.Backend.Datastore) > 0},
+		{"spec.backend.datastore", len(s.Backend.Datastore) > 0 && !hosted},
 		{"spec.backend.vkobe", len(s.Backend.VKobe) > 0},
-		{"spec.cluster.servers", s.Cluster.Servers != nil},
-		{"spec.cluster.agents", s.Cluster.Agents != nil},
-		{"spec.cluster.serverArgs", len(s.Cluster.ServerArgs) > 0},
-		{"spec.cluster.persistence", len(s.Cluster.Persistence) > 0},
-		{"spec.cluster.expose", len(s.Cluster.Expose) > 0},
+		{"spec.cluster.servers", s.Cluster.Servers != nil && !hosted},
+		{"spec.cluster.agents", s.Cluster.Agents != nil && !hosted},
+		{"spec.cluster.serverArgs", len(s.Cluster.ServerArgs) > 0 && !hosted},
+		{"spec.cluster.persistence", len(s.Cluster.Persistence) > 0 && !hosted},
+		{"spec.cluster.expose", len(s.Cluster.Expose) > 0 && !hosted},
 	} {
 		if f.set {
 			return fmt.Errorf("%s is not supported by this version of kobe", f.field)
@@ -551,4 +561,62 @@ func parseDuration(field string, v Duration, def time.Duration) (time.Duration, 
 		return 0, fmt.Errorf("%s: %q is not a duration (use e.g. 30s, 5m, 2h)", field, string(v))
 	}
 	return d, nil
+}
+
+// hostedBackends run each member as pods of a host cluster (backends/internal/hosted): they read
+// the shape of spec.cluster, spec.resources and spec.backend.datastore, which hostedOptions
+// passes them beside their own section.
+var hostedBackends = map[string]bool{"k3s": true, "k0s": true}
+
+// hostedOptions is the options of a hosted backend: its section spec.backend.<type> (an
+// object) plus, under the keys cluster, resources and datastore, the parts of the spec that
+// shape a member. The JSON is canonical (sorted keys), so that drift is a change of any of it.
+func hostedOptions(backend string, section json.RawMessage, s Spec) (json.RawMessage, error) {
+	field := "spec.backend." + backend
+	out := map[string]json.RawMessage{}
+	if len(section) > 0 && string(section) != "null" {
+		if err := json.Unmarshal(section, &out); err != nil {
+			return nil, fmt.Errorf("%s: must be an object", field)
+		}
+	}
+	for _, reserved := range []string{"cluster", "resources", "datastore"} {
+		if _, ok := out[reserved]; ok {
+			return nil, fmt.Errorf("%s.%s: not a field of %s (give it as spec.%s)", field, reserved, field, map[string]string{
+				"cluster": "cluster", "resources": "resources", "datastore": "backend.datastore"}[reserved])
+		}
+	}
+	c := s.Cluster
+	shape := map[string]any{}
+	if c.Servers != nil {
+		shape["servers"] = *c.Servers
+	}
+	if c.Agents != nil {
+		shape["agents"] = *c.Agents
+	}
+	if len(c.ServerArgs) > 0 {
+		shape["serverArgs"] = c.ServerArgs
+	}
+	if len(c.Persistence) > 0 {
+		shape["persistence"] = c.Persistence
+	}
+	if len(c.Expose) > 0 {
+		shape["expose"] = c.Expose
+	}
+	if len(shape) > 0 {
+		out["cluster"], _ = json.Marshal(shape)
+	}
+	if s.Resources != nil {
+		out["resources"], _ = json.Marshal(s.Resources)
+	}
+	if len(s.Backend.Datastore) > 0 {
+		out["datastore"] = s.Backend.Datastore
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", field, err)
+	}
+	return raw, nil
 }

@@ -6,6 +6,8 @@ import (
 
 	// Backends compiled into this binary register themselves.
 	_ "github.com/kunobi-ninja/kobe/backends/capi"
+	_ "github.com/kunobi-ninja/kobe/backends/k0s"
+	_ "github.com/kunobi-ninja/kobe/backends/k3s"
 	_ "github.com/kunobi-ninja/kobe/backends/local"
 	_ "github.com/kunobi-ninja/kobe/backends/vcluster"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdutil"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -38,8 +39,11 @@ func VClusterKubernetesName(kubernetesVersion string) string {
 // CoreDNSName is the CoreDNS image of a CoreDNS version (e.g. v1.15.0).
 func CoreDNSName(version string) string { return "registry.k8s.io/coredns/coredns:" + version }
 
-// K3sName is the rancher/k3s image of a k3s version (v1.32.0+k3s1 → rancher/k3s:v1.32.0-k3s1).
-func K3sName(version string) string { return "rancher/k3s:" + strings.ReplaceAll(version, "+", "-") }
+// K3sName is the rancher/k3s image of a k3s version (v1.32.0+k3s1 → rancher/k3s:v1.32.0-k3s1), under
+// the full name containerd resolves "rancher/k3s:…" to.
+func K3sName(version string) string {
+	return "docker.io/rancher/k3s:" + strings.ReplaceAll(version, "+", "-")
+}
 
 // Package paths of the programs built into images.
 const (
@@ -173,7 +177,13 @@ func K3s(version, k3sBinary, busyboxBinary string) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	files := []File{{Path: "/bin/k3s", Source: k3sBinary, Mode: 0o755}}
+	// The locally built k3s links glibc dynamically (cgo: kine's SQLite); upstream links it
+	// statically against musl. The image carries the libraries it names, as this machine has them.
+	libs, err := SharedLibraries(k3sBinary)
+	if err != nil {
+		return Image{}, err
+	}
+	files := append([]File{{Path: "/bin/k3s", Source: k3sBinary, Mode: 0o755}}, libs...)
 	for _, f := range bb.Files {
 		switch f.Path {
 		case "/bin/kubectl", "/bin/crictl", "/bin/ctr":
@@ -245,4 +255,42 @@ func NodeImages(in Inputs) ([]Image, error) {
 		out = append(out, k3s)
 	}
 	return out, nil
+}
+
+// SharedLibraries are the files a dynamically linked binary needs at run time (its ELF
+// interpreter and the libraries ldd resolves), at the paths it looks for them, copied from this
+// machine; none for a static binary.
+func SharedLibraries(binary string) ([]File, error) {
+	out, err := exec.Command("ldd", binary).CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "not a dynamic executable") {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("ldd %s: %v: %s", binary, err, strings.TrimSpace(string(out)))
+	}
+	var files []File
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or "/lib64/ld-linux-x86-64.so.2 (0x…)"
+		f := strings.Fields(line)
+		var path string
+		switch {
+		case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
+			path = f[2]
+		case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
+			path = f[0]
+		default:
+			continue // linux-vdso.so.1: in the kernel
+		}
+		if seen[path] {
+			continue
+		}
+		seen[path] = true
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s needs %s: %w", binary, path, err)
+		}
+		files = append(files, File{Path: filepath.Clean(path), Source: real, Mode: 0o755})
+	}
+	return files, nil
 }

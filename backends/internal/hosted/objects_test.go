@@ -1,0 +1,63 @@
+package hosted
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var testDistro = Distro{
+	Name: "k3s", DataDir: "/var/lib/rancher/k3s",
+	Image:   func(v string) (string, error) { return "rancher/k3s:" + strings.ReplaceAll(v, "+", "-"), nil },
+	CAFiles: [][2]string{{"server/tls/server-ca.crt", "server/tls/server-ca.key"}},
+	ServerCommand: func(in ServerInput) []string {
+		return append([]string{"k3s", "server"}, in.Options.Cluster.ServerArgs...)
+	},
+	AgentCommand: func(in ServerInput) []string { return []string{"k3s", "agent", "--server=" + in.ServerURL} },
+}
+
+func TestParseOptionsDefaults(t *testing.T) {
+	p, err := ParseOptions("spec.backend.k3s", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "default", p.Namespace)
+	assert.Equal(t, 1, p.Servers)
+	assert.Equal(t, 0, p.Agents)
+	assert.Equal(t, StorageEmptyDir, p.StorageType)
+	assert.Equal(t, ExposeClusterIP, p.ExposeType)
+
+	p, err = ParseOptions("spec.backend.k3s", json.RawMessage(`{"cluster":{"persistence":{"storageType":"pvc"}}}`))
+	require.NoError(t, err)
+	assert.Equal(t, "10Gi", p.StorageSize.String(), "default claim size")
+}
+
+// The shapes that only multi-server instances have (refused until a shared datastore exists)
+// are rendered as they will be created: a PodDisruptionBudget keeping all but one server.
+func TestRenderedObjects(t *testing.T) {
+	p := Parsed{Options: Options{Namespace: "ns", Cluster: Cluster{ServerArgs: []string{"--disable-agent"}}}, Servers: 3, Agents: 2,
+		StorageType: StorageEmptyDir, ExposeType: ExposeClusterIP}
+	in := ServerInput{ID: "i1", Namespace: "ns", SANs: sans("i1", "ns", "10.0.0.7", nil), ServerURL: "https://i1.ns.svc:6443", Options: p}
+
+	pdb := renderPDB(testDistro, "i1", "pool", p)
+	require.NotNil(t, pdb)
+	assert.Equal(t, int32(1), pdb.Spec.MaxUnavailable.IntVal)
+	p1 := p
+	p1.Servers = 1
+	assert.Nil(t, renderPDB(testDistro, "i1", "pool", p1), "no PDB for one server")
+
+	set := renderServers(testDistro, "i1", "pool", "rancher/k3s:v1.32.0-k3s1", in)
+	assert.Equal(t, int32(3), *set.Spec.Replicas)
+	assert.Equal(t, []string{"k3s", "server", "--disable-agent"}, set.Spec.Template.Spec.Containers[0].Command)
+	init := set.Spec.Template.Spec.InitContainers[0]
+	assert.Contains(t, init.Command[2], "cp /var/lib/kobe/ca/tls.crt /var/lib/rancher/k3s/server/tls/server-ca.crt")
+	assert.Equal(t, "i1", set.Spec.Template.Labels[LabelInstance])
+
+	agents := renderAgents(testDistro, "i1", "pool", "rancher/k3s:v1.32.0-k3s1", in)
+	require.NotNil(t, agents)
+	assert.Equal(t, int32(2), *agents.Spec.Replicas)
+	assert.Equal(t, []string{"k3s", "agent", "--server=https://i1.ns.svc:6443"}, agents.Spec.Template.Spec.Containers[0].Command)
+
+	assert.Equal(t, []string{"10.0.0.7", "i1", "i1.ns", "i1.ns.svc", "i1.ns.svc.cluster.local"}, in.SANs)
+}

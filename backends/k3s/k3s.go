@@ -1,0 +1,87 @@
+// Package k3s is kobe's k3s backend: an instance is a k3s cluster whose servers (and agents)
+// are pods of a host Kubernetes cluster, running the rancher/k3s image of the pool's
+// spec.cluster.version. The host-cluster side (objects, readiness, credentials, deletion) is
+// shared with the k0s backend in backends/internal/hosted; this package says what is k3s's.
+//
+// The worker reaches its host cluster through $KOBE_HOST_KUBECONFIG, or its in-cluster config.
+package k3s
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/internal/hosted"
+)
+
+// Name is spec.backend.type for this backend.
+const Name = "k3s"
+
+// MinMinor is the oldest Kubernetes minor kobe's k3s backend runs (k3s takes a CA it finds in
+// its data directory; kobe's flags are those of current releases).
+const MinMinor = 28
+
+func init() {
+	backends.Register(backends.Factory{
+		Name:        Name,
+		Description: "k3s: a k3s cluster whose servers and agents are pods of a host cluster ($KOBE_HOST_KUBECONFIG or in-cluster)",
+		New: func(backends.Environment) (backends.RuntimeBackend, error) {
+			cfg, why := hosted.HostConfig()
+			return hosted.New(Distro, hosted.Config{REST: cfg, Unavailable: why})
+		},
+		Prototype: hosted.Prototype(Distro),
+	})
+}
+
+var versionPattern = regexp.MustCompile(`^v1\.(\d+)\.(\d+)\+k3s(\d+)$`)
+
+// Image is the rancher/k3s image of a k3s version: the tag is the version with + replaced by -
+// (v1.32.0+k3s1 → rancher/k3s:v1.32.0-k3s1), as k3s publishes it.
+func Image(version string) (string, error) {
+	m := versionPattern.FindStringSubmatch(version)
+	if m == nil {
+		return "", fmt.Errorf("spec.cluster.version: %q is not a k3s version such as v1.32.0+k3s1", version)
+	}
+	if minor, _ := strconv.Atoi(m[1]); minor < MinMinor {
+		return "", fmt.Errorf("spec.cluster.version: %s is older than the oldest k3s kobe runs (v1.%d)", version, MinMinor)
+	}
+	return "rancher/k3s:" + strings.ReplaceAll(version, "+", "-"), nil
+}
+
+// DataDir of a k3s server in its pod.
+const DataDir = "/var/lib/rancher/k3s"
+
+// Distro is what makes the hosted backend k3s.
+var Distro = hosted.Distro{
+	Name:    Name,
+	Image:   Image,
+	DataDir: DataDir,
+	// k3s takes the CAs it finds in server/tls at first start instead of generating them
+	// ("custom CA certificates"); kobe's CA serves as both the server and the client CA.
+	CAFiles: [][2]string{
+		{"server/tls/server-ca.crt", "server/tls/server-ca.key"},
+		{"server/tls/client-ca.crt", "server/tls/client-ca.key"},
+	},
+	ServerCommand: func(in hosted.ServerInput) []string {
+		cmd := []string{"/bin/k3s", "server",
+			"--data-dir=" + DataDir,
+			"--token-file=" + in.TokenFile,
+			fmt.Sprintf("--https-listen-port=%d", hosted.APIPort),
+			"--service-cidr=10.43.0.0/16",
+			"--cluster-cidr=10.42.0.0/16",
+			// The pod's own address: k3s would pick the address of the default route's
+			// interface, and a pod network need not give pods a default route.
+			"--advertise-address=$(POD_IP)",
+			"--node-ip=$(POD_IP)",
+		}
+		for _, san := range in.SANs {
+			cmd = append(cmd, "--tls-san="+san)
+		}
+		return append(cmd, in.Options.Cluster.ServerArgs...)
+	},
+	AgentCommand: func(in hosted.ServerInput) []string {
+		return []string{"/bin/k3s", "agent", "--server=" + in.ServerURL, "--token-file=" + in.TokenFile}
+	},
+}

@@ -1,0 +1,83 @@
+package pools_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	_ "github.com/kunobi-ninja/kobe/backends/k0s"
+	_ "github.com/kunobi-ninja/kobe/backends/k3s"
+	"github.com/kunobi-ninja/kobe/pools"
+)
+
+const k3sPool = `apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: ci-k3s}
+spec:
+  backend:
+    type: k3s
+    k3s: {namespace: tenants}
+  cluster:
+    version: v1.32.0+k3s1
+    servers: 1
+    agents: 2
+    serverArgs: [--disable=traefik]
+    persistence: {storageType: pvc, storageRequestSize: 5Gi}
+    expose: {exposeType: NodePort}
+  resources:
+    limits: {memory: 2Gi}
+`
+
+// The k3s and k0s backends get their section plus spec.cluster's shape and spec.resources
+// (the backend checks them); the JSON is canonical, so an unchanged manifest is no drift.
+func TestHostedBackendsGetTheClusterShape(t *testing.T) {
+	p, err := pools.Parse([]byte(k3sPool))
+	require.NoError(t, err)
+	pol, err := p.Validate()
+	require.NoError(t, err)
+	assert.Equal(t, "k3s", pol.Backend)
+	var opts map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(pol.BackendOptions, &opts))
+	assert.JSONEq(t, `"tenants"`, string(opts["namespace"]))
+	assert.JSONEq(t, `{"servers":1,"agents":2,"serverArgs":["--disable=traefik"],"persistence":{"storageType":"pvc","storageRequestSize":"5Gi"},"expose":{"exposeType":"NodePort"}}`, string(opts["cluster"]))
+	assert.JSONEq(t, `{"limits":{"memory":"2Gi"}}`, string(opts["resources"]))
+	again, err := p.Validate()
+	require.NoError(t, err)
+	assert.Equal(t, string(pol.BackendOptions), string(again.BackendOptions))
+
+	f, err := backends.Resolve("k3s")
+	require.NoError(t, err)
+	spec := backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions}
+	require.NoError(t, f.Prototype.Validate(spec), "the backend reads what pools passes")
+}
+
+func TestHostedBackendRefusals(t *testing.T) {
+	for name, tc := range map[string]struct{ from, to, want string }{
+		"section key reserved":  {"k3s: {namespace: tenants}", "k3s: {cluster: {servers: 1}}", "spec.backend.k3s.cluster: not a field of spec.backend.k3s (give it as spec.cluster)"},
+		"section of the other":  {"k3s: {namespace: tenants}", "k0s: {}", "spec.backend.k0s is not supported by the k3s backend"},
+		"unknown section field": {"k3s: {namespace: tenants}", "k3s: {replicas: 3}", `spec.backend.k3s: unknown field "replicas"`},
+		"bad persistence field": {"{storageType: pvc, storageRequestSize: 5Gi}", "{size: 5Gi}", `spec.cluster: unknown field "size"`},
+		"servers without store": {"servers: 1", "servers: 3", "spec.cluster.servers: 3 servers need a shared datastore"},
+		"k3s version":           {"v1.32.0+k3s1", "v1.32.0", `spec.cluster.version: "v1.32.0" is not a k3s version`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := strings.Replace(k3sPool, tc.from, tc.to, 1)
+			require.NotEqual(t, k3sPool, m)
+			p, err := pools.Parse([]byte(m))
+			if err == nil {
+				var pol pools.Policy
+				pol, err = p.Validate()
+				if err == nil {
+					f, _ := backends.Resolve(pol.Backend)
+					err = f.Prototype.Validate(backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions})
+				}
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
