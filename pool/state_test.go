@@ -3,6 +3,8 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"strings"
 	"testing"
 	"time"
@@ -445,5 +447,15 @@ func TestDecisions(t *testing.T) {
 				c.check(t, s)
 			}
 		})
+	}
+}
+
+// The decisions stay free of Temporal: what they do outside their state goes through an
+// Executor, so that they can be tested (and reasoned about) as plain code.
+func TestDecisionsDoNotImportTemporal(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "state.go", nil, parser.ImportsOnly)
+	require.NoError(t, err)
+	for _, imp := range f.Imports {
+		require.NotContains(t, imp.Path.Value, "go.temporal.io", "state.go imports %s", imp.Path.Value)
 	}
 }
