@@ -341,6 +341,12 @@ func (s *State) Delete(d PoolDeletion) {
 	s.Draining, s.DeleteGeneration = true, d.Generation
 }
 
+// KeptByTheStore: the drained pool's store row was applied again after its delete (it has a
+// newer generation), so the pool lives on; the apply's own signal, if not read yet, comes next.
+func (s *State) KeptByTheStore() {
+	s.Draining, s.DeleteGeneration = false, 0
+}
+
 // MemberQuarantined: the member's teardown kept failing. It stays, visible and counted as
 // quarantined, until an operator retries the teardown or forgets it.
 func (s *State) MemberQuarantined(r instance.MemberReport, now time.Time) {

@@ -287,9 +287,7 @@ func Pool(ctx workflow.Context, st PoolState) error {
 				return err
 			}
 			if !forgotten {
-				// Applied again after the delete: the row is newer, the pool lives on (its
-				// apply signal, if not read yet, comes next).
-				s.Draining, s.DeleteGeneration = false, 0
+				s.KeptByTheStore()
 				continue
 			}
 			if p.endForgotten(handlers) {
