@@ -139,6 +139,81 @@ func (CountRecycle) action()     {}
 func (CountHealthCheck) action() {}
 func (RecordInstance) action()   {}
 
+// Pool phases (upstream names).
+const (
+	PoolHealthy     = "Healthy"
+	PoolScalingUp   = "ScalingUp"
+	PoolScalingDown = "ScalingDown"
+	PoolBackoff     = "Backoff"
+	PoolFailing     = "Failing"
+	PoolIdle        = "Idle"
+	// PoolDraining: deleted, tearing its members down (leased ones when their leases end).
+	PoolDraining = "Draining"
+)
+
+// PoolStatus answers QueryPoolStatus (upstream field names).
+type PoolStatus struct {
+	Name     string `json:"name"`
+	Phase    string `json:"phase"`
+	Ready    int    `json:"ready"`
+	Leased   int    `json:"leased"`
+	Creating int    `json:"creating"`
+	Deleting int    `json:"deleting"`
+	// Unhealthy counts Ready or Leased members whose last health check failed.
+	Unhealthy int `json:"unhealthy"`
+	// Quarantined counts members whose teardown kept failing.
+	Quarantined int `json:"quarantined"`
+	// Outdated counts Ready members made from an older spec, waiting to be rolled.
+	Outdated   int   `json:"outdated"`
+	Generation int64 `json:"generation"`
+	// OldestPendingSince and OldestCreatingSince are zero when nothing waits or creates.
+	OldestPendingSince  time.Time       `json:"oldestPendingSince,omitempty"`
+	OldestCreatingSince time.Time       `json:"oldestCreatingSince,omitempty"`
+	QueueDepth          int             `json:"queueDepth"`
+	Queue               []string        `json:"queue"` // lease ids in service order
+	WarmTarget          int             `json:"warmTarget"`
+	MaxClusters         int             `json:"maxClusters"`
+	ConsecutiveFailures int             `json:"consecutiveFailures"`
+	NextAttemptAt       time.Time       `json:"nextAttemptAt,omitempty"`
+	LastFailureReason   string          `json:"lastFailureReason,omitempty"`
+	Members             []MemberSummary `json:"members"`
+}
+
+// MemberSummary is one member in PoolStatus.
+type MemberSummary struct {
+	ID         string `json:"id"`
+	Phase      string `json:"phase"`
+	LeaseID    string `json:"leaseId,omitempty"`
+	Host       string `json:"host,omitempty"`
+	Generation int64  `json:"generation"`
+	Reason     string `json:"reason,omitempty"`
+	// HealthFailures and HealthMessage: see Member.
+	HealthFailures int    `json:"healthFailures,omitempty"`
+	HealthMessage  string `json:"healthMessage,omitempty"`
+}
+
+// failingAfter consecutive failures the pool reports Failing (upstream: ≥ 3).
+const failingAfter = 3
+
+// assignedWindow is how long an assignment is remembered after its lease is no longer
+// Leased: a claim retried within it is recognised and not served again.
+const assignedWindow = 15 * time.Minute
+
+// creatingGrace is how long past creatingTimeout the pool waits for a member's own Provision
+// to give up (its activities are bounded by creatingTimeout) before it cancels the creation.
+const creatingGrace = time.Minute
+
+// Recycle reasons (label of kobe_instance_recycles_total, upstream names where they exist).
+const (
+	RecycleLeaseReleased   = "lease_released"
+	RecycleSpecDrift       = "spec_drift"
+	RecycleScaleDown       = "scale_down"
+	RecycleCreatingTimeout = "creating_timeout"
+	RecycleLeaseGone       = "lease_gone"
+	RecyclePoolDeleted     = "pool_deleted"
+	RecycleManual          = "manual" // an operator retried a quarantined member's teardown
+)
+
 // Member phases inside the pool.
 const (
 	MemberCreating = "Creating"
