@@ -46,12 +46,13 @@ const (
 	evTime
 	evContinueAsNew
 	evTerminate
+	evHealthDone
 	evKinds
 )
 
 var eventNames = [...]string{"claim", "retry-claim", "cancel", "release", "retry-release", "member-ready", "member-failed",
-	"member-gone", "member-quarantined", "retry-teardown", "forget-member", "health-check", "apply", "delete", "time",
-	"continue-as-new", "lease-terminated"}
+	"member-gone", "member-quarantined", "retry-teardown", "forget-member", "health-check-start", "apply", "delete", "time",
+	"continue-as-new", "lease-terminated", "health-check-done"}
 
 // event is one step of a sequence. Which lease or member it concerns is pick modulo those that
 // qualify when it happens, and seed decides the outcomes of the actions it leads to, so that a
@@ -81,7 +82,7 @@ func randomEvent(r *rand.Rand) event {
 	// Weights: claims and member reports are the common case.
 	weights := [evKinds]int{evClaim: 14, evRetryClaim: 4, evCancel: 5, evRelease: 10, evRetryRelease: 2, evReady: 14, evFail: 4,
 		evGone: 10, evQuarantined: 2, evRetryTeardown: 2, evForget: 2, evHealth: 5, evApply: 4, evDelete: 1, evTime: 12,
-		evContinueAsNew: 3, evTerminate: 2}
+		evContinueAsNew: 3, evTerminate: 2, evHealthDone: 5}
 	total := 0
 	for _, w := range weights {
 		total += w
@@ -158,6 +159,8 @@ type world struct {
 	ended    bool // the drained pool ended
 	// fx is the executor the state is given (the world itself, or a tracer in front of it).
 	fx Executor
+	// checks are the health checks in flight.
+	checks []CheckHealth
 	// stats counts what happened, across sequences (nil: not counted).
 	stats map[string]int
 	// violation is the first invariant broken, with the action that broke it.
@@ -442,7 +445,17 @@ func (w *world) step(e event) {
 			s.ForgetMember(MemberAction{InstanceID: id, Actor: "op"})
 		}
 	case evHealth:
-		for _, c := range s.HealthChecksDue(w.now, nil) {
+		// The checks that are due start; they finish in a later event (evHealthDone), while the
+		// pool goes on, as the workflow's checks do.
+		inFlight := map[string]bool{}
+		for _, c := range w.checks {
+			inFlight[c.Queue] = true
+		}
+		w.checks = append(w.checks, s.HealthChecksDue(w.now, inFlight)...)
+	case evHealthDone:
+		if i := e.pick; len(w.checks) > 0 {
+			c := w.checks[i%len(w.checks)]
+			w.checks = slices.Delete(w.checks, i%len(w.checks), i%len(w.checks)+1)
 			var results []instance.HealthResult
 			if w.rng.IntN(10) == 0 {
 				results = HealthCheckFailed(c, errWorkflowGone)
@@ -451,7 +464,6 @@ func (w *world) step(e event) {
 					results = append(results, instance.HealthResult{InstanceID: id, Healthy: w.rng.IntN(3) > 0, Message: "sick"})
 				}
 			}
-			w.now = w.now.Add(time.Second)
 			s.HealthChecked(results, fx)
 		}
 	case evApply:
@@ -473,6 +485,7 @@ func (w *world) step(e event) {
 			return
 		}
 		w.s = NewState(next, s.Versions)
+		w.checks = nil // checks in flight are dropped; the next run checks again
 	}
 	w.s.Reconcile(fx)
 	if w.s.Draining && w.s.Drained() {
