@@ -291,8 +291,8 @@ func (w *world) carryOut(a Action) error {
 			}
 			l.ended = true
 		case HealthReport:
-			if l.member != arg.InstanceID {
-				w.violate("lease %s told about %s, which is not its member", a.LeaseID, arg.InstanceID)
+			if w.granted[arg.InstanceID] != a.LeaseID {
+				w.violate("lease %s told about %s, which was not granted to it", a.LeaseID, arg.InstanceID)
 			}
 			if l.ended {
 				return errWorkflowGone
@@ -365,15 +365,6 @@ func (w *world) step(e event) {
 	if fx == nil {
 		fx = w
 	}
-	// Assignments on their way reach their leases after this event, unless it ends them.
-	defer func() {
-		for _, l := range w.leases {
-			if l.inflight != "" && !l.ended {
-				l.member, l.holds = l.inflight, true
-			}
-			l.inflight = ""
-		}
-	}()
 	switch e.kind {
 	case evClaim:
 		l := &leaseModel{id: fmt.Sprintf("lease-%d", len(w.leases)+1)}
@@ -487,6 +478,13 @@ func (w *world) step(e event) {
 		w.s = NewState(next, s.Versions)
 		w.checks = nil // checks in flight are dropped; the next run checks again
 	}
+	// Assignments sent in an earlier step reach their leases now, unless this event ended them.
+	for _, l := range w.leases {
+		if l.inflight != "" && !l.ended {
+			l.member, l.holds = l.inflight, true
+		}
+		l.inflight = ""
+	}
 	w.s.Reconcile(fx)
 	if w.s.Draining && w.s.Drained() {
 		if e.n%5 == 0 {
@@ -559,6 +557,9 @@ func (w *world) check() string {
 			leasedTo[m.LeaseID] = id
 			if s.Assigned[m.LeaseID] != id {
 				return fmt.Sprintf("member %s Leased to %s, but the pool remembers %q assigned to it", id, m.LeaseID, s.Assigned[m.LeaseID])
+			}
+			if l := w.byID[m.LeaseID]; l != nil && l.ended && !l.terminated {
+				return fmt.Sprintf("member %s still Leased to %s, which ended and told the pool", id, m.LeaseID)
 			}
 			if w.granted[id] != m.LeaseID {
 				return fmt.Sprintf("member %s Leased to %s, but it was granted to %q", id, m.LeaseID, w.granted[id])
