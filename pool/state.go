@@ -38,8 +38,8 @@ type Versions struct {
 	ForgetsUnchanged bool
 }
 
-// CurrentVersions are the behaviours of a pool started by this kobe.
-var CurrentVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true}
+// latestVersions are the behaviours of a pool started by this kobe (what the tests play).
+var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true}
 
 // State is a pool's state as its decisions see it.
 type State struct {

@@ -601,7 +601,7 @@ func (w *world) check() string {
 // play runs a sequence from a fresh pool; it returns the index of the step after which an
 // invariant broke and what broke, or -1.
 func play(events []event, stats map[string]int) (int, string) {
-	w := newWorld(CurrentVersions)
+	w := newWorld(latestVersions)
 	w.stats = stats
 	if msg := w.check(); msg != "" {
 		return -1, "initial state: " + msg
@@ -700,7 +700,7 @@ func TestPoolDecisionsHoldTheirInvariants(t *testing.T) {
 // trace replays a sequence and writes each step with the actions it led to and the pool after it.
 func trace(events []event) string {
 	var b strings.Builder
-	w := newWorld(CurrentVersions)
+	w := newWorld(latestVersions)
 	rec := &tracer{w: w}
 	for i, e := range events {
 		rec.log = nil

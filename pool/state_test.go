@@ -437,7 +437,7 @@ func TestDecisions(t *testing.T) {
 			}
 			v := c.versions
 			if c.versions == (Versions{}) && !strings.HasPrefix(c.name, "before ") {
-				v = CurrentVersions
+				v = latestVersions
 			}
 			s := stateWith(v, pol, c.members...)
 			fx := &recorder{now: t0, fail: c.fail}
