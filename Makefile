@@ -44,6 +44,9 @@ TIMED := hack/timed.sh
 
 test: postgres-check tools
 	KOBE_TEST_REQUIRE_POSTGRES=1 $(TIMED) "test: go test ./..." $(GO) test $(TEST_FLAGS) ./...
+	# The pool's property test at its full count, 100,000 random sequences (under -race above it
+	# plays 10,000: the race detector makes it ten times slower).
+	$(TIMED) "test: pool property" $(GO) test -count=1 -run TestPoolDecisionsHoldTheirInvariants ./pool/
 	# The 50-lease burst on real clusters, without the race detector (it skips itself under -race).
 	KOBE_TEST_REQUIRE_POSTGRES=1 $(TIMED) "test: burst" $(GO) test -count=1 -timeout 30m -run TestBurstOfLeasesOnASmallPool ./testsuite/
 	$(TIMED) "test: fuzz" $(MAKE) fuzz

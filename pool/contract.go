@@ -1,9 +1,14 @@
 package pool
 
-import "time"
+import (
+	"time"
 
-// The messages between the pool, its leases and the API that the hardening of pools and leases
-// added: health reports and quarantine actions. The lease's conditions are in lease/.
+	"github.com/kunobi-ninja/kobe/instance"
+)
+
+// The messages between the pool, its leases and the API: claims, releases, assignments, claim
+// failures, health reports and quarantine actions. The lease's conditions are in lease/; the
+// members' reports are in instance/.
 
 // Signals the pool receives from the API about a Quarantined member.
 const (
@@ -51,4 +56,52 @@ const (
 // delete saw (0 from an older kobe: forget whatever row there is).
 type PoolDeletion struct {
 	Generation int64 `json:"generation"`
+}
+
+// Signals the pool receives, and the query it answers.
+const (
+	SignalClaim       = "claim"        // ClaimRequest, from a lease
+	SignalCancelClaim = "cancel-claim" // lease id, from a lease that no longer waits
+	SignalRelease     = "release"      // ReleaseRequest, from a lease done with its instance
+	SignalApply       = "apply"        // pools.Policy: a new spec
+	SignalDeletePool  = "delete"       // drain and forget the pool
+	QueryPoolStatus   = "status"
+)
+
+// Signals a lease receives from its pool.
+const (
+	SignalAssigned    = "assigned"     // Assignment
+	SignalClaimFailed = "claim-failed" // ClaimFailure
+)
+
+// ClaimRequest is a lease asking for an instance.
+type ClaimRequest struct {
+	LeaseID  string    `json:"leaseId"`
+	Priority int       `json:"priority"`
+	At       time.Time `json:"at"`
+}
+
+// ReleaseRequest hands an instance back; the pool tears it down (never reused).
+type ReleaseRequest struct {
+	LeaseID    string `json:"leaseId"`
+	InstanceID string `json:"instanceId"`
+	Reason     string `json:"reason"`
+}
+
+// Assignment tells a lease which instance is its own.
+type Assignment struct {
+	// Seq numbers the pool's assignments in the order it made them.
+	Seq        int64                   `json:"seq"`
+	InstanceID string                  `json:"instanceId"`
+	Backend    string                  `json:"backend"`
+	Placement  instance.HostAssignment `json:"placement"`
+	Endpoint   string                  `json:"endpoint"`
+	// Queued is false when a Ready member was there for the claim the moment it arrived.
+	Queued bool `json:"queued,omitempty"`
+}
+
+// ClaimFailure tells a lease it will not get an instance.
+type ClaimFailure struct {
+	Reason string `json:"reason"` // pool_exhausted, pool_deleted
+	Detail string `json:"detail"`
 }
