@@ -88,13 +88,15 @@ bench: build tools
 bench-go: postgres-check tools
 	$(GO) test $(BENCH_FLAGS) ./...
 
-# gofmt, go vet, staticcheck (its defaults, staticcheck.conf) and, on the workflow packages,
-# Temporal's workflowcheck (determinism); the linters are built once into $KOBE_TOOLS_DIR.
+# gofmt, go vet, staticcheck (its defaults, staticcheck.conf) and Temporal's workflowcheck
+# (determinism of every workflow: a map iterated where the order does not matter carries a
+# `//workflowcheck:ignore <why>` on the line before); the linters are built once into $KOBE_TOOLS_DIR.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	@hack/build-lint-tools.sh
-	@. "$${KOBE_TOOLS_DIR:-$(CURDIR)/.cache/tools}/lint.env" && echo "staticcheck ./..." && "$$STATICCHECK" ./...
+	@. "$${KOBE_TOOLS_DIR:-$(CURDIR)/.cache/tools}/lint.env" && echo "staticcheck ./..." && "$$STATICCHECK" ./... && \
+	  echo "workflowcheck ./..." && "$$WORKFLOWCHECK" ./...
 
 # The control-plane tools, then the parts of a real node (kubelet, kube-proxy, containerd, CoreDNS;
 # runc, CNI plugins and busybox come from Debian: see .ci/run).

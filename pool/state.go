@@ -285,6 +285,7 @@ type PoolState struct {
 // members outdated), as opposed to knobs such as TTL or pool size that apply to members as
 // they are.
 func templateChanged(a, b pools.Policy) bool {
+	//workflowcheck:ignore DeepEqual compares two values; nothing in it depends on the run
 	return a.Backend != b.Backend || a.KubernetesVersion != b.KubernetesVersion ||
 		string(a.BackendOptions) != string(b.BackendOptions) ||
 		!reflect.DeepEqual(a.Gates, b.Gates) || !reflect.DeepEqual(a.Addons, b.Addons)
@@ -292,6 +293,7 @@ func templateChanged(a, b pools.Policy) bool {
 
 func (s *State) count(phase string) int {
 	n := 0
+	//workflowcheck:ignore a count: the order of the members does not matter
 	for _, m := range s.Members {
 		if m.Phase == phase {
 			n++
@@ -398,6 +400,7 @@ func (s *State) MemberGone(r instance.MemberReport) {
 // generation); applying a deleted pool again keeps it.
 func (s *State) Apply(pol pools.Policy) {
 	if !s.Rolling {
+		//workflowcheck:ignore DeepEqual compares two values; nothing in it depends on the run
 		if !reflect.DeepEqual(pol, s.Policy) {
 			s.Policy = pol
 			s.Generation++
@@ -451,11 +454,13 @@ func (s *State) ForgetMember(a MemberAction) {
 // PruneAssigned keeps the assignments of live leases and the recent ones (at continue-as-new).
 func (s *State) PruneAssigned(now time.Time) {
 	live := map[string]bool{}
+	//workflowcheck:ignore builds a set: the order does not matter
 	for _, m := range s.Members {
 		if m.LeaseID != "" {
 			live[m.LeaseID] = true
 		}
 	}
+	//workflowcheck:ignore deletes what is stale: the order does not matter
 	for lease := range s.Assigned {
 		at, ok := s.AssignedAt[lease]
 		if live[lease] || (ok && now.Sub(at) < assignedWindow) {
@@ -464,6 +469,7 @@ func (s *State) PruneAssigned(now time.Time) {
 		delete(s.Assigned, lease)
 		delete(s.AssignedAt, lease)
 	}
+	//workflowcheck:ignore deletes what is stale: the order does not matter
 	for lease := range s.AssignedAt {
 		if _, ok := s.Assigned[lease]; !ok {
 			delete(s.AssignedAt, lease)
@@ -608,6 +614,7 @@ func (s *State) surgeRoom() int {
 
 func (s *State) outdatedHealthyReady() int {
 	n := 0
+	//workflowcheck:ignore a count: the order of the members does not matter
 	for _, m := range s.Members {
 		if m.Phase == MemberReady && m.HealthFailures == 0 && s.outdated(m) {
 			n++
@@ -659,6 +666,7 @@ func (s *State) Drained() bool {
 	if !s.Hardened {
 		return len(s.Members) == 0
 	}
+	//workflowcheck:ignore all members must be Quarantined: the order does not matter
 	for _, m := range s.Members {
 		if m.Phase != MemberQuarantined {
 			return false
@@ -671,6 +679,7 @@ func (s *State) outdated(m *Member) bool { return m.Generation < s.Generation }
 
 func (s *State) outdatedReady() int {
 	n := 0
+	//workflowcheck:ignore a count: the order of the members does not matter
 	for _, m := range s.Members {
 		if m.Phase == MemberReady && s.outdated(m) {
 			n++
@@ -690,6 +699,7 @@ func (s *State) rollOutdated(fx Executor) {
 		return // drift recycling paused
 	}
 	rolling := 0
+	//workflowcheck:ignore a count: the order of the members does not matter
 	for _, m := range s.Members {
 		if m.Phase == MemberDeleting && m.Reason == RecycleSpecDrift {
 			rolling++
@@ -737,6 +747,7 @@ func (s *State) recycleWedged(fx Executor) {
 
 func (s *State) sortedMembers() []*Member {
 	ms := make([]*Member, 0, len(s.Members))
+	//workflowcheck:ignore collects the members, sorted below by (Since, ID), a total order
 	for _, m := range s.Members {
 		ms = append(ms, m)
 	}
@@ -796,6 +807,7 @@ func (s *State) NextWake(now time.Time) time.Time {
 		earliest(s.NextAttemptAt)
 	}
 	if s.count(MemberReady) > pol.WarmTarget {
+		//workflowcheck:ignore the earliest deadline: the order does not matter
 		for _, m := range s.Members {
 			if m.Phase == MemberReady {
 				earliest(m.Since.Add(pol.ScaleDownAfter))
@@ -803,6 +815,7 @@ func (s *State) NextWake(now time.Time) time.Time {
 		}
 	}
 	if s.Rolling {
+		//workflowcheck:ignore the earliest deadline: the order does not matter
 		for _, m := range s.Members {
 			if m.Phase == MemberCreating && !m.CancelRequested {
 				earliest(m.Since.Add(pol.CreatingTimeout + creatingGrace))
@@ -810,6 +823,7 @@ func (s *State) NextWake(now time.Time) time.Time {
 		}
 	}
 	if s.Hardened {
+		//workflowcheck:ignore any checked member sets the same deadline: the order does not matter
 		for _, m := range s.Members {
 			if checked(m) {
 				earliest(s.NextHealthCheckAt)
@@ -1041,6 +1055,7 @@ func (s *State) quarantineBlocks() bool {
 // healthyReady counts the Ready members a claim may get: no failed health check.
 func (s *State) healthyReady() int {
 	n := 0
+	//workflowcheck:ignore a count: the order of the members does not matter
 	for _, m := range s.Members {
 		if m.Phase == MemberReady && m.HealthFailures == 0 {
 			n++
