@@ -32,9 +32,6 @@ const (
 	InstancePhaseQuarantined = "Quarantined"
 )
 
-// teardownVersionReportsQuarantine: Teardown signals member-quarantined when it gives up.
-const teardownVersionReportsQuarantine = "teardown-reports-quarantine"
-
 // InstanceWorkflowID is the workflow id of an instance's provisioning.
 func InstanceWorkflowID(instanceID string) string { return "instance-" + instanceID }
 
@@ -150,7 +147,7 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 // fails its gates never joins the pool. (Added after the first recorded histories, hence the
 // version marker.)
 func addonsAndGates(ctx workflow.Context, in ProvisionInput, placement HostAssignment) error {
-	if workflow.GetVersion(ctx, "addons-gates", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if workflow.GetVersion(ctx, provisionVersionAddonsGates, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
 	var a *Activities

@@ -30,35 +30,6 @@ func PoolWorkflowID(pool string) string { return "pool-" + pool }
 // maxHistoryBeforeContinue keeps the entity's history bounded.
 const maxHistoryBeforeContinue = 5000
 
-// Versions of the pool's behaviour (workflow.GetVersion) so that runs recorded before a change
-// replay as they ran.
-const (
-	poolVersionChange = "pool-drift-wedged-metrics"
-	// poolVersionRolling adds drift rolling, wedged-creation recycling and recycle metrics.
-	poolVersionRolling workflow.Version = 1
-
-	// poolVersionCancelChange: a claim cancelled after its assignment went out tears the
-	// assigned member down. Before it, a lease released while Pending could end before the
-	// assignment signal reached it; the member stayed Leased to a finished lease for good
-	// (found by the soak: an instance outlived its pool's deletion).
-	poolVersionCancelChange                    = "pool-cancel-reclaims"
-	poolVersionCancelReclaims workflow.Version = 1
-
-	// poolVersionHardenChange (issue 11): health checks of Ready and Leased members, nothing
-	// lost across continue-as-new (every channel drained, continue when suggested, Assigned
-	// pruned), Quarantined members, member ids unique across incarnations of a pool name,
-	// maxSurge honoured during a roll, member workflows that fail to start handled.
-	poolVersionHardenChange                  = "pool-hardening"
-	poolVersionHardened     workflow.Version = 1
-
-	// poolVersionForgetChange: a drained pool forgets its store row only if it was not applied
-	// again since its delete, and reads every signal that came meanwhile before it ends (an
-	// apply keeps it serving, a claim is refused): before, an apply landing as the drained pool
-	// ended was lost, leaving a pool row with no workflow, and a claim was never answered.
-	poolVersionForgetChange                      = "pool-forget-unchanged"
-	poolVersionForgetsUnchanged workflow.Version = 1
-)
-
 // Pool is the entity workflow of one pool: the single writer of assignment. It keeps the warm
 // target, provisions and tears down members (as separate workflows that report back by
 // signal, so that continue-as-new never orphans them), and serves claims in order. What it
@@ -293,10 +264,7 @@ func (p *poolRun) Send(a Action) func() error {
 		p.metrics().WithTags(map[string]string{"result": a.Result}).Counter(MetricHealthChecks).Inc(1)
 	case RecordInstance:
 		var acts *instance.Activities
-		ctx := workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: 30 * time.Second,
-			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
-		})
+		ctx := workflow.WithActivityOptions(p.ctx, recordInstanceOptions())
 		f := workflow.ExecuteActivity(ctx, acts.RecordInstance, a.Record)
 		return func() error { return f.Get(ctx, nil) }
 	default:
@@ -333,20 +301,14 @@ func (p *poolRun) startChild(id, name string, in any) func() error {
 // forget removes the drained pool from the store; the workflow then ends.
 func (p *poolRun) forget() error {
 	var a *Activities
-	ctx := workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-	})
+	ctx := workflow.WithActivityOptions(p.ctx, instance.StoreWriteOptions())
 	return workflow.ExecuteActivity(ctx, a.ForgetPool, p.s.Policy.Name).Get(ctx, nil)
 }
 
 // forgetUnchanged removes the drained pool's row unless it was applied again since the delete.
 func (p *poolRun) forgetUnchanged() (bool, error) {
 	var a *Activities
-	ctx := workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-	})
+	ctx := workflow.WithActivityOptions(p.ctx, instance.StoreWriteOptions())
 	var forgotten bool
 	err := workflow.ExecuteActivity(ctx, a.ForgetUnchangedPool, ForgetPoolInput{
 		Name: p.s.Policy.Name, Generation: p.s.DeleteGeneration}).Get(ctx, &forgotten)
@@ -390,11 +352,7 @@ func (p *poolRun) startHealthChecks() {
 	}
 	var a *instance.Activities
 	for _, c := range p.s.HealthChecksDue(p.Now(), inFlight) {
-		ctx := workflow.WithActivityOptions(p.ctx, workflow.ActivityOptions{
-			TaskQueue:              c.Queue,
-			ScheduleToCloseTimeout: c.Timeout,
-			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
+		ctx := workflow.WithActivityOptions(p.ctx, healthCheckOptions(c.Queue, c.Timeout))
 		f := workflow.ExecuteActivity(ctx, a.CheckHealth, c.Request)
 		p.checks = append(p.checks, &healthCheck{CheckHealth: c, future: f})
 	}

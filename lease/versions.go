@@ -1,0 +1,19 @@
+package lease
+
+// Versions of the lease workflow's behaviour.
+const (
+	leaseVersionChange = "lease-search-attributes"
+	// leaseVersionSearchAttributes keeps KobePhase current.
+	leaseVersionSearchAttributes = 1
+	// leaseVersionClaimFirst sends the claim before the Pending row is written.
+	leaseVersionClaimFirst = "lease-claim-first"
+	// leaseVersionPatientCredentials gives credential issuance 10 minutes instead of 2.
+	leaseVersionPatientCredentials = "lease-patient-credentials"
+	// leaseVersionAtomicExtend issues an extension's credential before it commits the new
+	// expiry: a failed extension changes nothing and spends no budget.
+	leaseVersionAtomicExtend = "lease-atomic-extend"
+	// leaseVersionBoundRuns holds a Bound lease in runs that continue as new (with every signal
+	// drained and every handler finished), records its instance's health as a condition, and
+	// re-arms its timers only when they fire, so that heartbeats do not grow its history.
+	leaseVersionBoundRuns = "lease-bound-runs"
+)

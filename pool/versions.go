@@ -1,0 +1,32 @@
+package pool
+
+import "go.temporal.io/sdk/workflow"
+
+// Versions of the pool's behaviour (workflow.GetVersion) so that runs recorded before a change
+// replay as they ran.
+const (
+	poolVersionChange = "pool-drift-wedged-metrics"
+	// poolVersionRolling adds drift rolling, wedged-creation recycling and recycle metrics.
+	poolVersionRolling workflow.Version = 1
+
+	// poolVersionCancelChange: a claim cancelled after its assignment went out tears the
+	// assigned member down. Before it, a lease released while Pending could end before the
+	// assignment signal reached it; the member stayed Leased to a finished lease for good
+	// (found by the soak: an instance outlived its pool's deletion).
+	poolVersionCancelChange                    = "pool-cancel-reclaims"
+	poolVersionCancelReclaims workflow.Version = 1
+
+	// poolVersionHardenChange (issue 11): health checks of Ready and Leased members, nothing
+	// lost across continue-as-new (every channel drained, continue when suggested, Assigned
+	// pruned), Quarantined members, member ids unique across incarnations of a pool name,
+	// maxSurge honoured during a roll, member workflows that fail to start handled.
+	poolVersionHardenChange                  = "pool-hardening"
+	poolVersionHardened     workflow.Version = 1
+
+	// poolVersionForgetChange: a drained pool forgets its store row only if it was not applied
+	// again since its delete, and reads every signal that came meanwhile before it ends (an
+	// apply keeps it serving, a claim is refused): before, an apply landing as the drained pool
+	// ended was lost, leaving a pool row with no workflow, and a claim was never answered.
+	poolVersionForgetChange                      = "pool-forget-unchanged"
+	poolVersionForgetsUnchanged workflow.Version = 1
+)
