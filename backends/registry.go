@@ -24,6 +24,10 @@ type Environment struct {
 	StateDir string
 	// HostID names this kobe host.
 	HostID string
+	// HostKubeconfig is the kubeconfig file of the host cluster of the backends that put their
+	// instances into one (k3s, k0s, vcluster): the worker's --host-kubeconfig. Empty: the
+	// backend looks at $KOBE_HOST_KUBECONFIG, then at its in-cluster config.
+	HostKubeconfig string
 }
 
 var (

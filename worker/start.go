@@ -27,6 +27,8 @@ type HostConfig struct {
 	StateDir string
 	// Secrets seals lease kubeconfigs; nil: this host cannot hand out lease credentials.
 	Secrets *secretbox.Box
+	// HostKubeconfig is the host cluster of the k3s, k0s and vcluster backends (--host-kubeconfig).
+	HostKubeconfig string
 }
 
 // Host is a started kobe host: every backend compiled in, built for this host, and two
@@ -51,7 +53,7 @@ func StartHost(cfg HostConfig) (*Host, error) {
 	acts.Secrets = cfg.Secrets
 	for _, name := range backends.Names() {
 		f, _ := backends.Lookup(name)
-		b, err := f.New(backends.Environment{StateDir: cfg.StateDir, HostID: hostID})
+		b, err := f.New(backends.Environment{StateDir: cfg.StateDir, HostID: hostID, HostKubeconfig: cfg.HostKubeconfig})
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", name, err)
 		}

@@ -30,9 +30,9 @@ const MinMinor = 28
 func init() {
 	backends.Register(backends.Factory{
 		Name:        Name,
-		Description: "k0s: a k0s cluster whose controller is a pod of a host cluster ($KOBE_HOST_KUBECONFIG or in-cluster)",
-		New: func(backends.Environment) (backends.RuntimeBackend, error) {
-			cfg, why := hosted.HostConfig()
+		Description: "k0s: a k0s cluster whose controller is a pod of a host cluster (--host-kubeconfig or in-cluster)",
+		New: func(env backends.Environment) (backends.RuntimeBackend, error) {
+			cfg, why := hosted.HostConfig(env)
 			return hosted.New(Distro, hosted.Config{REST: cfg, Unavailable: why})
 		},
 		Prototype: hosted.Prototype(Distro),

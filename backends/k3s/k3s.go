@@ -3,7 +3,7 @@
 // spec.cluster.version. The host-cluster side (objects, readiness, credentials, deletion) is
 // shared with the k0s backend in backends/internal/hosted; this package says what is k3s's.
 //
-// The worker reaches its host cluster through $KOBE_HOST_KUBECONFIG, or its in-cluster config.
+// The worker reaches its host cluster through its --host-kubeconfig ($KOBE_HOST_KUBECONFIG), or its in-cluster config.
 package k3s
 
 import (
@@ -26,9 +26,9 @@ const MinMinor = 28
 func init() {
 	backends.Register(backends.Factory{
 		Name:        Name,
-		Description: "k3s: a k3s cluster whose servers and agents are pods of a host cluster ($KOBE_HOST_KUBECONFIG or in-cluster)",
-		New: func(backends.Environment) (backends.RuntimeBackend, error) {
-			cfg, why := hosted.HostConfig()
+		Description: "k3s: a k3s cluster whose servers and agents are pods of a host cluster (--host-kubeconfig or in-cluster)",
+		New: func(env backends.Environment) (backends.RuntimeBackend, error) {
+			cfg, why := hosted.HostConfig(env)
 			return hosted.New(Distro, hosted.Config{REST: cfg, Unavailable: why})
 		},
 		Prototype: hosted.Prototype(Distro),

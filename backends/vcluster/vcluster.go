@@ -1,6 +1,6 @@
 // Package vcluster is kobe's density backend: an instance is a vcluster (the upstream chart
 // and syncer of github.com/loft-sh/vcluster) installed with the Helm Go SDK into a namespace
-// of its own in a host cluster (a worker's $KOBE_VCLUSTER_KUBECONFIG, or the in-cluster
+// of its own in a host cluster (a worker's --host-kubeconfig, or the in-cluster
 // config of a worker running in it). The virtual cluster's API server, controller manager
 // and datastore run in one pod; its pods are synced into the namespace and run on the host's
 // nodes.
@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/backends/internal/hosted"
+
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
@@ -49,9 +51,6 @@ const Name = "vcluster"
 
 // Environment of the workers that run the backend.
 const (
-	// KubeconfigEnv names the host cluster's kubeconfig; without it (and outside a cluster)
-	// the backend refuses every spec, saying why.
-	KubeconfigEnv = "KOBE_VCLUSTER_KUBECONFIG"
 	// ChartEnv is the operator's chart source (default: the chart `make tools` put in
 	// $KOBE_TOOLS_DIR); ChartVersionEnv its pinned version.
 	ChartEnv        = "KOBE_VCLUSTER_CHART"
@@ -82,7 +81,7 @@ func init() {
 		Name:        Name,
 		Description: "vcluster: the upstream chart and syncer, one namespace per instance in a host cluster (Helm SDK)",
 		New: func(env backends.Environment) (backends.RuntimeBackend, error) {
-			cfg, why := hostConfig()
+			cfg, why := hosted.HostConfig(env)
 			if cfg == nil {
 				return &Backend{unavailable: why}, nil
 			}
@@ -94,21 +93,6 @@ func init() {
 		},
 		Prototype: &Backend{},
 	})
-}
-
-// hostConfig finds the host cluster: $KOBE_VCLUSTER_KUBECONFIG, else in-cluster.
-func hostConfig() (*rest.Config, string) {
-	if path := os.Getenv(KubeconfigEnv); path != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, fmt.Sprintf("$%s: %v", KubeconfigEnv, err)
-		}
-		return cfg, ""
-	}
-	if cfg, err := rest.InClusterConfig(); err == nil {
-		return cfg, ""
-	}
-	return nil, fmt.Sprintf("this worker has no host cluster (set $%s to its kubeconfig, or run the worker in it)", KubeconfigEnv)
 }
 
 // Config configures the backend.

@@ -39,6 +39,9 @@ type Config struct {
 	// NoWorker makes `kobe dev` run the embedded Temporal, the API and the store but no worker:
 	// a separate `kobe worker` against its Temporal port and store file does the work (dev only).
 	NoWorker bool
+	// HostKubeconfig is the kubeconfig of the host cluster the k3s, k0s and vcluster backends
+	// put their instances in (dev and worker); empty: the in-cluster config, if any.
+	HostKubeconfig string
 	// SecretKeyFile holds the base64 AES-256 key that seals lease kubeconfigs in the store.
 	// The API server and every worker must share it. Dev mode keeps one in --state-dir.
 	SecretKeyFile string
@@ -128,6 +131,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		fs.BoolVar(&c.NoDefaultPool, "no-default-pool", c.NoDefaultPool, `do not start the default "dev" pool (two warm local clusters)`)
 		c.addAccessFlags(fs, "admin token file (default <state-dir>/admin-token)")
 		fs.BoolVar(&c.NoWorker, "no-worker", c.NoWorker, `run no worker in this process: a separate "kobe worker" against --temporal-port and the same store does the work`)
+		c.addHostFlags(fs)
 	case ModeServer, ModeWorker:
 		if mode == ModeServer {
 			fs.StringVar(&c.APIAddress, "api-address", c.APIAddress, "address of the kobe API server")
@@ -135,6 +139,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		} else {
 			fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "address serving /metrics and /healthz of this worker")
 			fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for this host's identity and its local clusters' data")
+			c.addHostFlags(fs)
 		}
 		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN: postgres://user@host/db or sqlite:///path/kobe.db (required)")
 		fs.StringVar(&c.SecretKeyFile, "secret-key-file", c.SecretKeyFile, "file with the base64 key sealing lease kubeconfigs (shared by server and workers; created if missing)")
@@ -146,6 +151,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		fs.StringVar(&c.Temporal.TLSCAFile, "temporal-tls-ca", "", "CA bundle that signs the Temporal server certificate (PEM)")
 		fs.StringVar(&c.Temporal.TLSServerName, "temporal-tls-server-name", "", "server name to verify in the Temporal certificate")
 	}
+}
+
+// addHostFlags registers what the backends of a worker's host need.
+func (c *Config) addHostFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.HostKubeconfig, "host-kubeconfig", c.HostKubeconfig,
+		"kubeconfig of the host cluster the k3s, k0s and vcluster backends create instances in (default: the in-cluster config)")
 }
 
 func (c *Config) addAccessFlags(fs *pflag.FlagSet, adminTokenHelp string) {
@@ -201,6 +212,11 @@ func (c *Config) Validate(mode Mode) error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("--log-level %q: must be one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.HostKubeconfig != "" && mode != ModeServer {
+		if _, err := os.Stat(c.HostKubeconfig); err != nil {
+			return fmt.Errorf("--host-kubeconfig: %v", err)
+		}
 	}
 	switch mode {
 	case ModeDev:

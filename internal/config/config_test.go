@@ -33,6 +33,11 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 		{"no-worker with an in-memory store", ModeDev, func(c *Config) { c.NoWorker = true; c.Ephemeral = true }, "--no-worker"},
 		{"no-worker with an explicit in-memory store", ModeDev, func(c *Config) { c.NoWorker = true; c.Store = "sqlite://:memory:" }, "--no-worker"},
 		{"no-worker outside dev", ModeWorker, func(c *Config) { c.Store = "sqlite:///tmp/x.db"; c.NoWorker = true }, "--no-worker"},
+		{"host kubeconfig missing", ModeWorker, func(c *Config) {
+			c.Store = "sqlite:///tmp/x.db"
+			c.HostKubeconfig = "/definitely/missing/host.kubeconfig"
+		}, "--host-kubeconfig"},
+		{"host kubeconfig missing in dev", ModeDev, func(c *Config) { c.HostKubeconfig = "/definitely/missing/host.kubeconfig" }, "--host-kubeconfig"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,6 +107,10 @@ func TestFlagsPerMode(t *testing.T) {
 	assert.True(t, has(ModeDev, "no-worker"))
 	assert.False(t, has(ModeWorker, "no-worker"))
 	assert.False(t, has(ModeServer, "no-worker"))
+	// The host cluster is the workers' (where the backends run), not the API server's.
+	assert.True(t, has(ModeDev, "host-kubeconfig"))
+	assert.True(t, has(ModeWorker, "host-kubeconfig"))
+	assert.False(t, has(ModeServer, "host-kubeconfig"))
 }
 
 func TestDevStoreDSN(t *testing.T) {

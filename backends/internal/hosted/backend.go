@@ -27,25 +27,29 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
 
-// HostKubeconfigEnv names the host cluster's kubeconfig file for the workers that run the k3s
-// and k0s backends; without it a worker uses its in-cluster config, and without either it
-// refuses every spec of these backends, saying why.
+// HostKubeconfigEnv is the environment variable of a worker's --host-kubeconfig (the flag wins;
+// the test harness, which starts workers without flags, sets the variable).
 const HostKubeconfigEnv = "KOBE_HOST_KUBECONFIG"
 
-// HostConfig finds the host cluster: $KOBE_HOST_KUBECONFIG, else in-cluster. The string says
-// why there is none.
-func HostConfig() (*rest.Config, string) {
-	if path := os.Getenv(HostKubeconfigEnv); path != "" {
+// HostConfig finds the host cluster of the k3s, k0s and vcluster backends: the worker's
+// --host-kubeconfig, else $KOBE_HOST_KUBECONFIG, else the in-cluster config. Without any, the
+// string says why, and the backends refuse every spec with it.
+func HostConfig(env backends.Environment) (*rest.Config, string) {
+	path, from := env.HostKubeconfig, "--host-kubeconfig"
+	if path == "" {
+		path, from = os.Getenv(HostKubeconfigEnv), "$"+HostKubeconfigEnv
+	}
+	if path != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {
-			return nil, fmt.Sprintf("$%s: %v", HostKubeconfigEnv, err)
+			return nil, fmt.Sprintf("%s: %v", from, err)
 		}
 		return cfg, ""
 	}
 	if cfg, err := rest.InClusterConfig(); err == nil {
 		return cfg, ""
 	}
-	return nil, fmt.Sprintf("this worker has no host cluster (set $%s to its kubeconfig, or run the worker in it)", HostKubeconfigEnv)
+	return nil, "this worker has no host cluster (start it with --host-kubeconfig, or run it in the host cluster)"
 }
 
 // Config of a hosted backend.
