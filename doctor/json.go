@@ -1,0 +1,16 @@
+package doctor
+
+import "github.com/kunobi-ninja/kobe/internal/jsonduration"
+
+// The workflow payloads of this package with durations write them as strings ("10m0s"), so that
+// the Temporal Web UI shows them readably, and read the nanoseconds of older histories too.
+
+func (v DoctorInput) MarshalJSON() ([]byte, error) {
+	type plain DoctorInput
+	return jsonduration.Marshal(plain(v))
+}
+
+func (v *DoctorInput) UnmarshalJSON(b []byte) error {
+	type plain DoctorInput
+	return jsonduration.Unmarshal(b, (*plain)(v))
+}
