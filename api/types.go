@@ -108,7 +108,7 @@ type PoolView struct {
 	// BackendCapabilities are the optional features of the pool's backend (sleep, snapshot,
 	// certRotation, migration), whether or not kobe uses them yet.
 	BackendCapabilities []string   `json:"backendCapabilities"`
-	Phase               string     `json:"phase,omitempty"`
+	Phase               PoolPhase  `json:"phase,omitempty"`
 	Ready               int        `json:"ready"`
 	Leased              int        `json:"leased"`
 	Creating            int        `json:"creating"`
@@ -174,12 +174,12 @@ type (
 // Instance is a cluster as kobe's store records it (GET /v1/instances[/{id}]): what an operator
 // needs to find and clean up a member whose teardown kept failing (phase Quarantined).
 type Instance struct {
-	ID       string `json:"id"`
-	Pool     string `json:"pool"`
-	Backend  string `json:"backend"`
-	Host     string `json:"host,omitempty"`
-	Phase    string `json:"phase"` // Creating, Ready, Deleting, Quarantined
-	Endpoint string `json:"endpoint,omitempty"`
+	ID       string        `json:"id"`
+	Pool     string        `json:"pool"`
+	Backend  string        `json:"backend"`
+	Host     string        `json:"host,omitempty"`
+	Phase    InstancePhase `json:"phase"`
+	Endpoint string        `json:"endpoint,omitempty"`
 	// Message is the last thing kobe noted about the instance, e.g. why its teardown failed.
 	Message   string    `json:"message,omitempty"`
 	CreatedAt time.Time `json:"created_at"`

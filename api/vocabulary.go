@@ -25,6 +25,35 @@ func (p LeasePhase) Active() bool { return p == LeasePending || p == LeaseBound 
 // Ended says whether the lease is over (it never changes again).
 func (p LeasePhase) Ended() bool { return p == LeaseReleased || p == LeaseExpired || p == LeaseFailed }
 
+// InstancePhase is where one cluster instance is, as kobe's store records it.
+type InstancePhase string
+
+const (
+	InstanceCreating InstancePhase = "Creating"
+	InstanceReady    InstancePhase = "Ready"
+	InstanceDeleting InstancePhase = "Deleting"
+	// InstanceUnhealthy: the instance failed its pool's health checks.
+	InstanceUnhealthy InstancePhase = "Unhealthy"
+	// InstanceQuarantined: its teardown kept failing; it stays visible until an operator acts.
+	InstanceQuarantined InstancePhase = "Quarantined"
+)
+
+// PoolPhase is a pool's state as a whole (upstream's names).
+type PoolPhase string
+
+const (
+	PoolHealthy     PoolPhase = "Healthy"
+	PoolScalingUp   PoolPhase = "ScalingUp"
+	PoolScalingDown PoolPhase = "ScalingDown"
+	PoolBackoff     PoolPhase = "Backoff"
+	PoolFailing     PoolPhase = "Failing"
+	PoolIdle        PoolPhase = "Idle"
+	// PoolDraining: deleted, tearing its members down (leased ones when their leases end).
+	PoolDraining PoolPhase = "Draining"
+	// PoolUnknown: the API could not ask the pool's workflow (it shows the store's counts).
+	PoolUnknown PoolPhase = "Unknown"
+)
+
 // ReasonCode says why a request was refused, or why a lease ended or changed. Reason codes are
 // part of the API contract: clients branch on them, so they never change (docs/api.md).
 type ReasonCode string

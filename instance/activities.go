@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -30,13 +32,13 @@ type BackendRequest struct {
 
 // InstanceRecord is what a workflow asks to write into the store.
 type InstanceRecord struct {
-	ID       string `json:"id"`
-	Pool     string `json:"pool"`
-	Backend  string `json:"backend"`
-	Host     string `json:"host"`
-	Phase    string `json:"phase"`
-	Endpoint string `json:"endpoint,omitempty"`
-	Message  string `json:"message,omitempty"`
+	ID       string            `json:"id"`
+	Pool     string            `json:"pool"`
+	Backend  string            `json:"backend"`
+	Host     string            `json:"host"`
+	Phase    api.InstancePhase `json:"phase"`
+	Endpoint string            `json:"endpoint,omitempty"`
+	Message  string            `json:"message,omitempty"`
 }
 
 // ErrBackendUnavailable is the non-retryable error type of a backend this worker does not run.
@@ -180,7 +182,7 @@ func (a *Activities) RecordInstance(ctx context.Context, r InstanceRecord) error
 		}); err != nil {
 			return err
 		}
-		_, err := tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance." + r.Phase, Target: r.ID, Pool: r.Pool,
+		_, err := tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance." + string(r.Phase), Target: r.ID, Pool: r.Pool,
 			Result: "ok", Detail: data})
 		return err
 	})

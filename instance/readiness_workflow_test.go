@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 
 	"github.com/kunobi-ninja/kobe/instance"
@@ -73,7 +74,7 @@ func TestProvisionAppliesAddonsThenWaitsForGates(t *testing.T) {
 	assert.WithinDuration(t, start.Add(5*time.Minute), c.gates.Deadline, time.Minute, "default gates timeout is 5m")
 	row, err := s.GetInstance(context.Background(), "i1")
 	require.NoError(t, err)
-	assert.Equal(t, "Ready", row.Phase)
+	assert.Equal(t, api.InstanceReady, row.Phase)
 	assert.Equal(t, 0, fb.Deletes)
 }
 

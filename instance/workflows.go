@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/pools"
 	"go.temporal.io/sdk/workflow"
@@ -19,17 +21,6 @@ import (
 const (
 	ProvisionWorkflowName = "Provision"
 	TeardownWorkflowName  = "Teardown"
-)
-
-// Instance phases written to the store.
-const (
-	InstancePhaseCreating = "Creating"
-	InstancePhaseReady    = "Ready"
-	InstancePhaseDeleting = "Deleting"
-	// InstancePhaseUnhealthy marks an instance that failed its pool's health checks.
-	InstancePhaseUnhealthy = "Unhealthy"
-	// InstancePhaseQuarantined marks an instance whose teardown keeps failing: visible, not forgotten.
-	InstancePhaseQuarantined = "Quarantined"
 )
 
 // InstanceWorkflowID is the workflow id of an instance's provisioning.
@@ -104,7 +95,7 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 		return res, fmt.Errorf("no worker runs backend %s: %w", in.Backend, err)
 	}
 	req := BackendRequest{Backend: in.Backend, Spec: in.Spec}
-	record := func(phase, endpoint, msg string) error {
+	record := func(phase api.InstancePhase, endpoint, msg string) error {
 		return workflow.ExecuteActivity(short, a.RecordInstance, InstanceRecord{
 			ID: in.Spec.ID, Pool: in.Spec.Pool, Backend: in.Backend, Host: res.Placement.HostID,
 			Phase: phase, Endpoint: endpoint, Message: msg,
@@ -112,7 +103,7 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 	}
 	// Recorded before anything exists, so that a crash at any later point leaves a row that
 	// points at the instance: nothing can be created that the store does not know of.
-	if err := record(InstancePhaseCreating, "", ""); err != nil {
+	if err := record(api.InstanceCreating, "", ""); err != nil {
 		return res, err
 	}
 
@@ -128,7 +119,7 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 		if err := addonsAndGates(ctx, in, res.Placement); err != nil {
 			return err
 		}
-		return record(InstancePhaseReady, res.Status.Endpoint, "")
+		return record(api.InstanceReady, res.Status.Endpoint, "")
 	}()
 	if err == nil {
 		return res, nil
@@ -207,14 +198,14 @@ func teardown(ctx workflow.Context, backend string, spec backends.InstanceSpec, 
 	var a *Activities
 	short := workflow.WithActivityOptions(ctx, StoreWriteOptions())
 	rec := InstanceRecord{ID: spec.ID, Pool: spec.Pool, Backend: backend, Host: placement.HostID}
-	rec.Phase = InstancePhaseDeleting
+	rec.Phase = api.InstanceDeleting
 	if err := workflow.ExecuteActivity(short, a.RecordInstance, rec).Get(ctx, nil); err != nil {
 		return err
 	}
 	delCtx := workflow.WithActivityOptions(ctx, deleteOptions(placement.TaskQueue))
 	err := workflow.ExecuteActivity(delCtx, a.BackendDelete, BackendRequest{Backend: backend, Spec: spec}).Get(ctx, nil)
 	if err != nil {
-		rec.Phase, rec.Message = InstancePhaseQuarantined, err.Error()
+		rec.Phase, rec.Message = api.InstanceQuarantined, err.Error()
 		_ = workflow.ExecuteActivity(short, a.RecordInstance, rec).Get(ctx, nil)
 		return fmt.Errorf("deleting %s: %w", spec.ID, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 
 	"github.com/kunobi-ninja/kobe/instance"
@@ -46,7 +47,7 @@ func TestProvisionRecordsReadyInstance(t *testing.T) {
 	assert.Equal(t, "kobe-host-h1", res.Placement.TaskQueue, "a host-bound backend runs on its host's queue")
 	row, err := s.GetInstance(context.Background(), "i1")
 	require.NoError(t, err)
-	assert.Equal(t, "Ready", row.Phase)
+	assert.Equal(t, api.InstanceReady, row.Phase)
 	assert.Equal(t, "https://fake", row.Endpoint)
 	assert.Equal(t, 0, fb.Deletes)
 }
@@ -82,7 +83,7 @@ func TestTeardownThatKeepsFailingQuarantines(t *testing.T) {
 	assert.Greater(t, fb.Deletes, 3, "delete is retried")
 	row, err := s.GetInstance(context.Background(), "i1")
 	require.NoError(t, err)
-	assert.Equal(t, "Quarantined", row.Phase)
+	assert.Equal(t, api.InstanceQuarantined, row.Phase)
 	assert.Contains(t, string(row.Data), "process will not die")
 }
 

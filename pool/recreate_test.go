@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"github.com/stretchr/testify/assert"
@@ -37,7 +39,7 @@ func TestPoolAppliedAgainWhileForgettingLivesOn(t *testing.T) {
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError(), "the second delete drains and ends the pool")
 	assert.Equal(t, 2, forgets, "the first forget was followed by an apply: the pool lived on until the second delete")
-	assert.NotEqual(t, pool.PoolDraining, between.Phase, "between the deletes the pool serves")
+	assert.NotEqual(t, api.PoolDraining, between.Phase, "between the deletes the pool serves")
 }
 
 // A claim that arrives while the drained pool is being forgotten is refused with
@@ -86,5 +88,5 @@ func TestPoolKeptByTheStoreIsNotForgotten(t *testing.T) {
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, []int64{3, 4}, generations, "each forget names the generation its delete saw")
-	assert.NotEqual(t, pool.PoolDraining, between.Phase)
+	assert.NotEqual(t, api.PoolDraining, between.Phase)
 }

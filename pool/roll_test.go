@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -221,7 +223,7 @@ func TestPoolDeleteDrains(t *testing.T) {
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError(), "the drained pool's workflow ends")
 	assert.Equal(t, []string{"p"}, forgotten)
-	assert.Equal(t, pool.PoolDraining, draining.Phase)
+	assert.Equal(t, api.PoolDraining, draining.Phase)
 	assert.Equal(t, 1, draining.Leased, "the leased member stays until its lease ends")
 	assert.Equal(t, 1, draining.Deleting, "the Ready member is torn down at once")
 	var refused []string

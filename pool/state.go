@@ -7,6 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pools"
@@ -139,26 +141,14 @@ func (CountRecycle) action()     {}
 func (CountHealthCheck) action() {}
 func (RecordInstance) action()   {}
 
-// Pool phases (upstream names).
-const (
-	PoolHealthy     = "Healthy"
-	PoolScalingUp   = "ScalingUp"
-	PoolScalingDown = "ScalingDown"
-	PoolBackoff     = "Backoff"
-	PoolFailing     = "Failing"
-	PoolIdle        = "Idle"
-	// PoolDraining: deleted, tearing its members down (leased ones when their leases end).
-	PoolDraining = "Draining"
-)
-
 // PoolStatus answers QueryPoolStatus (upstream field names).
 type PoolStatus struct {
-	Name     string `json:"name"`
-	Phase    string `json:"phase"`
-	Ready    int    `json:"ready"`
-	Leased   int    `json:"leased"`
-	Creating int    `json:"creating"`
-	Deleting int    `json:"deleting"`
+	Name     string        `json:"name"`
+	Phase    api.PoolPhase `json:"phase"`
+	Ready    int           `json:"ready"`
+	Leased   int           `json:"leased"`
+	Creating int           `json:"creating"`
+	Deleting int           `json:"deleting"`
 	// Unhealthy counts Ready or Leased members whose last health check failed.
 	Unhealthy int `json:"unhealthy"`
 	// Quarantined counts members whose teardown kept failing.
@@ -914,19 +904,19 @@ func (s *State) Status(now time.Time) PoolStatus {
 	}
 	switch {
 	case s.Draining:
-		st.Phase = PoolDraining
+		st.Phase = api.PoolDraining
 	case s.ConsecutiveFailures >= failingAfter:
-		st.Phase = PoolFailing
+		st.Phase = api.PoolFailing
 	case now.Before(s.NextAttemptAt):
-		st.Phase = PoolBackoff
+		st.Phase = api.PoolBackoff
 	case st.Creating > 0:
-		st.Phase = PoolScalingUp
+		st.Phase = api.PoolScalingUp
 	case st.Ready > pol.WarmTarget:
-		st.Phase = PoolScalingDown
+		st.Phase = api.PoolScalingDown
 	case st.Ready+st.Leased+st.Creating == 0 && pol.WarmTarget == 0:
-		st.Phase = PoolIdle
+		st.Phase = api.PoolIdle
 	default:
-		st.Phase = PoolHealthy
+		st.Phase = api.PoolHealthy
 	}
 	return st
 }
@@ -1024,7 +1014,7 @@ func (s *State) HealthChecked(results []instance.HealthResult, fx Executor) {
 func (s *State) memberBroken(m *Member, fx Executor) {
 	msg := fmt.Sprintf("failed %d health checks in a row: %s", m.HealthFailures, m.HealthMessage)
 	rec := instance.InstanceRecord{ID: m.ID, Pool: s.Policy.Name, Backend: s.Policy.Backend, Host: m.Placement.HostID,
-		Phase: instance.InstancePhaseUnhealthy, Endpoint: m.Endpoint, Message: msg}
+		Phase: api.InstanceUnhealthy, Endpoint: m.Endpoint, Message: msg}
 	if m.LeaseID != "" && m.Phase == MemberLeased {
 		rec.Message = fmt.Sprintf("leased to %s: %s", m.LeaseID, msg)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/stretchr/testify/require"
@@ -277,7 +279,7 @@ func TestDecisions(t *testing.T) {
 			require.Empty(t, s.Members)
 			require.Equal(t, 1, s.ConsecutiveFailures)
 			require.Equal(t, t0.Add(time.Second+5*time.Second), s.NextAttemptAt, "backoff counts from the failure")
-			require.Equal(t, PoolBackoff, s.Status(t0.Add(2*time.Second)).Phase)
+			require.Equal(t, api.PoolBackoff, s.Status(t0.Add(2*time.Second)).Phase)
 		},
 	}, {
 		name:    "a Teardown that does not start quarantines the member",
@@ -330,7 +332,7 @@ func TestDecisions(t *testing.T) {
 			"do teardown m1 (pool_deleted) as teardown-m1"},
 		check: func(t *testing.T, s *State) {
 			require.False(t, s.Drained())
-			require.Equal(t, PoolDraining, s.Status(t0).Phase)
+			require.Equal(t, api.PoolDraining, s.Status(t0).Phase)
 			require.Equal(t, int64(7), s.DeleteGeneration)
 		},
 	}, {

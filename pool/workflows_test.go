@@ -85,7 +85,7 @@ func basePolicy() pools.Policy {
 func TestPoolBackoffGrowsToCapThenRecovers(t *testing.T) {
 	env, _ := poolEnv(t, basePolicy())
 	var waits []time.Duration
-	var phases []string
+	var phases []api.PoolPhase
 	failures := 0
 	for i := 1; i <= 300; i++ {
 		env.RegisterDelayedCallback(func() {
@@ -116,10 +116,10 @@ func TestPoolBackoffGrowsToCapThenRecovers(t *testing.T) {
 	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
 	require.Len(t, waits, 6)
 	assert.Equal(t, want, waits, "base 5s ×2, capped at 30s")
-	assert.Contains(t, phases, pool.PoolBackoff)
-	assert.Contains(t, phases, pool.PoolFailing)
+	assert.Contains(t, phases, api.PoolBackoff)
+	assert.Contains(t, phases, api.PoolFailing)
 	assert.Equal(t, 0, final.ConsecutiveFailures, "a success resets the count")
-	assert.Equal(t, pool.PoolHealthy, final.Phase)
+	assert.Equal(t, api.PoolHealthy, final.Phase)
 	assert.Equal(t, 1, final.Ready)
 	assert.Empty(t, final.LastFailureReason)
 }

@@ -34,7 +34,7 @@ func instanceView(in store.Instance) api.Instance {
 
 func (s *Server) handleInstanceList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	is, err := s.Store.ListInstances(r.Context(), store.InstanceFilter{Pool: q.Get("pool"), Phase: q.Get("phase"), Host: q.Get("host")})
+	is, err := s.Store.ListInstances(r.Context(), store.InstanceFilter{Pool: q.Get("pool"), Phase: api.InstancePhase(q.Get("phase")), Host: q.Get("host")})
 	if err != nil {
 		s.unavailable(w, r, "listing instances", err)
 		return
@@ -83,7 +83,7 @@ func (s *Server) handleInstanceRetryTeardown(w http.ResponseWriter, r *http.Requ
 	if !ok {
 		return
 	}
-	if in.Phase != instance.InstancePhaseQuarantined {
+	if in.Phase != api.InstanceQuarantined {
 		notQuarantined(w, in, "retried")
 		return
 	}
@@ -135,7 +135,7 @@ func (s *Server) handleInstanceForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	force := r.URL.Query().Get("force") == "true"
-	if in.Phase != instance.InstancePhaseQuarantined && !force {
+	if in.Phase != api.InstanceQuarantined && !force {
 		notQuarantined(w, in, "forgotten (force=true forgets it anyway)")
 		return
 	}

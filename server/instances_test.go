@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -19,7 +20,7 @@ import (
 	"go.temporal.io/sdk/converter"
 )
 
-func (e *env) instance(id, pool, phase, host, message string) {
+func (e *env) instance(id, pool string, phase api.InstancePhase, host, message string) {
 	e.t.Helper()
 	data, _ := json.Marshal(map[string]string{"message": message})
 	require.NoError(e.t, e.st.UpsertInstance(context.Background(), store.Instance{ID: id, Pool: pool, Backend: "local", Host: host,

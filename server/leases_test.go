@@ -92,7 +92,7 @@ func TestPoolViewFallsBackToTheStore(t *testing.T) {
 	st, err := store.Open(ctx, "sqlite://:memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	for i, phase := range []string{"Ready", "Ready", "Ready", "Creating", "Deleting", "Quarantined"} {
+	for i, phase := range []api.InstancePhase{"Ready", "Ready", "Ready", "Creating", "Deleting", "Quarantined"} {
 		require.NoError(t, st.UpsertInstance(ctx, store.Instance{ID: fmt.Sprintf("ci-%d", i), Pool: "ci", Backend: "local", Phase: phase}))
 	}
 	require.NoError(t, st.UpsertInstance(ctx, store.Instance{ID: "other-1", Pool: "other", Backend: "local", Phase: "Ready"}))
@@ -101,7 +101,7 @@ func TestPoolViewFallsBackToTheStore(t *testing.T) {
 	}
 	s := &Server{Temporal: queryFailing{}, Store: st}
 	v := s.poolView(ctx, store.Pool{Name: "ci", Backend: "local"}, access.Role{})
-	assert.Equal(t, "Unknown", v.Phase, "the live status is unknown")
+	assert.Equal(t, api.PoolUnknown, v.Phase, "the live status is unknown")
 	assert.Equal(t, 2, v.Ready, "3 Ready instances, 1 of them leased")
 	assert.Equal(t, 1, v.Leased)
 	assert.Equal(t, 1, v.Creating)

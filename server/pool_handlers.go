@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"github.com/kunobi-ninja/kobe/api"
@@ -108,13 +107,13 @@ func storePoolCounts(ctx context.Context, st store.Store, pool string) poolCount
 	if is, err := st.ListInstances(ctx, store.InstanceFilter{Pool: pool}); err == nil {
 		for _, in := range is {
 			switch in.Phase {
-			case instance.InstancePhaseCreating:
+			case api.InstanceCreating:
 				c.Creating++
-			case instance.InstancePhaseReady:
+			case api.InstanceReady:
 				ready++
-			case instance.InstancePhaseDeleting:
+			case api.InstanceDeleting:
 				c.Recycling++
-			case instance.InstancePhaseQuarantined:
+			case api.InstanceQuarantined:
 				c.Quarantined++
 			}
 		}

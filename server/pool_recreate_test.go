@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"github.com/kunobi-ninja/kobe/internal/access"
@@ -68,7 +70,7 @@ func TestPoolDeletedAndAppliedAgainAlwaysEndsServing(t *testing.T) {
 		if err := v.Get(&ps); err != nil {
 			return "query: " + err.Error()
 		}
-		if ps.Phase == pool.PoolDraining {
+		if ps.Phase == api.PoolDraining {
 			return "draining"
 		}
 		return ""

@@ -338,7 +338,7 @@ func TestPoolMetricsOnEveryScrape(t *testing.T) {
 	e.pool("ci-a")
 	e.pool("ci-gone")
 	e.startStubPool("ci-a", pool.PoolStatus{Name: "ci-a", Phase: "Healthy", Ready: 3, Leased: 1, Creating: 1, Deleting: 1, Unhealthy: 1, Quarantined: 2, QueueDepth: 4})
-	for i, phase := range []string{"Ready", "Ready", "Creating", "Quarantined"} {
+	for i, phase := range []api.InstancePhase{"Ready", "Ready", "Creating", "Quarantined"} {
 		require.NoError(t, e.st.UpsertInstance(ctx, store.Instance{ID: "ci-gone-" + string(rune('a'+i)), Pool: "ci-gone", Backend: "local", Phase: phase}))
 	}
 	require.NoError(t, e.st.UpsertLease(ctx, store.Lease{ID: "lease-q", Pool: "ci-gone", Principal: "p", Phase: "Pending", TTL: time.Hour}))

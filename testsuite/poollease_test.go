@@ -83,7 +83,7 @@ spec:
 		pool.PoolWorkflowName, pool.PoolState{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "warm").Ready == 2 }, 3*time.Minute, 200*time.Millisecond)
-	assert.Equal(t, pool.PoolHealthy, poolStatus(t, tmp.Client, "warm").Phase)
+	assert.Equal(t, api.PoolHealthy, poolStatus(t, tmp.Client, "warm").Phase)
 
 	t0 := time.Now()
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-abc", TaskQueue: "kobe"},

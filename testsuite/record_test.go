@@ -129,7 +129,7 @@ spec:
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalApply, pol))
 	require.Eventually(t, func() bool {
 		st := poolStatus(t, tmp.Client, "rec")
-		return st.Phase != pool.PoolDraining && st.Ready == 1 && st.Deleting == 0 && st.Creating == 0
+		return st.Phase != api.PoolDraining && st.Ready == 1 && st.Deleting == 0 && st.Creating == 0
 	}, 3*time.Minute, 100*time.Millisecond)
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalDeletePool, pool.PoolDeletion{Generation: 2}))
 	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.PoolWorkflowID("rec"), "").Get(ctx, nil), "the drained pool ends")

@@ -50,7 +50,7 @@ func TestProjectionsAuditOrNothing(t *testing.T) {
 			assert.Equal(t, api.LeasePending, l.Phase, "a lease transition whose audit event failed is not recorded")
 			in, err := s.GetInstance(ctx, "dev-1")
 			require.NoError(t, err)
-			assert.Equal(t, "Creating", in.Phase, "an instance transition whose audit event failed is not recorded")
+			assert.Equal(t, api.InstanceCreating, in.Phase, "an instance transition whose audit event failed is not recorded")
 			_, err = s.GetPool(ctx, "old")
 			assert.NoError(t, err, "a pool whose deletion could not be audited is still there")
 			restore()

@@ -195,7 +195,7 @@ func (p *Process) poolGone(ctx context.Context, name string) (bool, string, erro
 	}
 	phases := map[string]int{}
 	for _, in := range ins {
-		phases[in.Phase]++
+		phases[string(in.Phase)]++
 	}
 	var parts []string
 	for _, ph := range sortedKeys(phases) {

@@ -368,7 +368,7 @@ func TestDevStartsDefaultPool(t *testing.T) {
 		}
 		return v.Get(&st) == nil && st.Ready == 2
 	}, 3*time.Minute, 200*time.Millisecond)
-	assert.Equal(t, pool.PoolHealthy, st.Phase)
+	assert.Equal(t, api.PoolHealthy, st.Phase)
 	// Without a token the status lists no pools (upstream); with the admin token, the dev pool.
 	_, body := get(t, p.APIURL+"/v1/status")
 	assert.NotContains(t, body, `"name": "dev"`)

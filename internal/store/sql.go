@@ -282,7 +282,7 @@ func (s *sqlStore) GetInstance(ctx context.Context, id string) (Instance, error)
 func (s *sqlStore) ListInstances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
 	var where []string
 	var args []any
-	for col, v := range map[string]string{"pool": f.Pool, "phase": f.Phase, "host": f.Host} {
+	for col, v := range map[string]string{"pool": f.Pool, "phase": string(f.Phase), "host": f.Host} {
 		if v != "" {
 			where = append(where, col+" = ?")
 			args = append(args, v)

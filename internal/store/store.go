@@ -47,7 +47,7 @@ type Instance struct {
 	Backend string
 	// Host is the kobe worker host that owns the instance (for host-local backends).
 	Host    string
-	Phase   string
+	Phase   api.InstancePhase
 	LeaseID string
 	// Endpoint is the instance's API server URL. Credentials are never stored here.
 	Endpoint string
@@ -116,7 +116,7 @@ type Event struct {
 // InstanceFilter selects instances; empty fields match everything.
 type InstanceFilter struct {
 	Pool  string
-	Phase string
+	Phase api.InstancePhase
 	Host  string
 }
 

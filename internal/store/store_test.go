@@ -144,7 +144,7 @@ func testPools(t *testing.T, s store.Store) {
 
 func testInstances(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	for i, phase := range []string{"Creating", "Ready", "Ready"} {
+	for i, phase := range []api.InstancePhase{"Creating", "Ready", "Ready"} {
 		require.NoError(t, s.UpsertInstance(ctx, store.Instance{
 			ID: fmt.Sprintf("instance-%d", i), Pool: "dev", Backend: "local", Host: "h1", Phase: phase,
 			Data: json.RawMessage(`{"port":6443}`),
@@ -164,7 +164,7 @@ func testInstances(t *testing.T, s store.Store) {
 	require.NoError(t, s.UpsertInstance(ctx, in))
 	got, err := s.GetInstance(ctx, in.ID)
 	require.NoError(t, err)
-	assert.Equal(t, "Leased", got.Phase)
+	assert.Equal(t, api.InstancePhase("Leased"), got.Phase)
 	assert.Equal(t, "lease-1", got.LeaseID)
 	assert.JSONEq(t, `{"port":6443}`, string(got.Data))
 
@@ -294,7 +294,7 @@ func testConcurrent(t *testing.T, s store.Store) {
 			defer wg.Done()
 			for i := 0; i < 10; i++ {
 				id := fmt.Sprintf("c-%d", i) // the same 10 ids from every writer: contended upserts
-				if err := s.UpsertInstance(ctx, store.Instance{ID: id, Pool: "conc", Backend: "local", Phase: fmt.Sprintf("w%d", w)}); err != nil {
+				if err := s.UpsertInstance(ctx, store.Instance{ID: id, Pool: "conc", Backend: "local", Phase: api.InstancePhase(fmt.Sprintf("w%d", w))}); err != nil {
 					errs <- err
 				}
 				if _, err := s.AppendEvent(ctx, store.Event{Actor: fmt.Sprintf("w%d", w), Action: "conc"}); err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 
-	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -82,7 +81,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			e.waitFor(t, "a member with processes and a Creating row", 3*time.Minute, 10*time.Millisecond, func() bool {
 				l := e.count(t)
 				for id, phase := range l.Rows {
-					if phase == instance.InstancePhaseCreating && len(l.Processes[id]) > 0 {
+					if phase == string(api.InstanceCreating) && len(l.Processes[id]) > 0 {
 						creating = id
 						return true
 					}
@@ -171,7 +170,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			}
 			var deleting string
 			e.waitFor(t, "a released instance Deleting", 3*time.Minute, 5*time.Millisecond, func() bool {
-				rows, err := e.s.ListInstances(ctx, store.InstanceFilter{Pool: crashPool, Phase: instance.InstancePhaseDeleting})
+				rows, err := e.s.ListInstances(ctx, store.InstanceFilter{Pool: crashPool, Phase: api.InstanceDeleting})
 				if err == nil && len(rows) > 0 {
 					deleting = rows[0].ID
 					return true
@@ -470,7 +469,7 @@ func (e *crashEnv) settle(t *testing.T, ready, leased int, timeout time.Duration
 				if n, k := len(leaks.Named(ps, "kube-apiserver")), len(leaks.Named(ps, "kine")); n != 1 || k != 1 || len(ps) != 2 {
 					diff += fmt.Sprintf("; %s runs %v (want one kine, one kube-apiserver)", id, ps)
 				}
-				if ph := l.Rows[id]; ph != instance.InstancePhaseReady {
+				if ph := l.Rows[id]; ph != string(api.InstanceReady) {
 					diff += fmt.Sprintf("; %s's row is %q", id, ph)
 				}
 			}

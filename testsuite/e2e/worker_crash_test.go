@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/instance"
 
 	"github.com/stretchr/testify/assert"
@@ -62,7 +64,7 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 
 	row, err = s.GetInstance(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, instance.InstancePhaseReady, row.Phase)
+	assert.Equal(t, api.InstanceReady, row.Phase)
 	assert.Equal(t, res.Status.Endpoint, row.Endpoint)
 	assert.Equal(t, res.Placement.HostID, row.Host)
 	procs := leaks.ProcessesNaming(instDir + "/")

@@ -131,7 +131,7 @@ func CountLocalInstances(ctx context.Context, stateDir string, s store.Store, po
 		}
 		l.Rows = map[string]string{}
 		for _, r := range rows {
-			l.Rows[r.ID] = r.Phase
+			l.Rows[r.ID] = string(r.Phase)
 		}
 	}
 	return l, nil

@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kunobi-ninja/kobe/pool"
-
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
@@ -319,7 +317,7 @@ func (e *env) recreatePool(rng *rand.Rand) fault {
 	}
 	for time.Since(f.At) < recoveryBound {
 		st, err := e.poolStatus(3 * time.Second)
-		if err == nil && st.Phase != pool.PoolDraining && st.Ready+st.Leased > 0 {
+		if err == nil && st.Phase != api.PoolDraining && st.Ready+st.Leased > 0 {
 			f.Recovered = time.Now()
 			f.Recovery = f.Recovered.Sub(f.At)
 			return f

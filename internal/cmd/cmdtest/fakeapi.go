@@ -484,7 +484,7 @@ func (a *API) instances(w http.ResponseWriter, r *http.Request, rest []string) {
 	}
 	quarantined := func(what string) bool {
 		if in.Phase != "Quarantined" && !(what == "forgotten" && r.URL.Query().Get("force") == "true") {
-			fail(w, 409, api.ReasonNotQuarantined, "Instance not quarantined", "instance "+in.ID+" is "+in.Phase+"; only a Quarantined instance can be "+what)
+			fail(w, 409, api.ReasonNotQuarantined, "Instance not quarantined", "instance "+in.ID+" is "+string(in.Phase)+"; only a Quarantined instance can be "+what)
 			return false
 		}
 		return true
@@ -494,7 +494,7 @@ func (a *API) instances(w http.ResponseWriter, r *http.Request, rest []string) {
 		q := r.URL.Query()
 		items := []api.Instance{}
 		for _, in := range a.Instances {
-			if (q.Get("pool") == "" || q.Get("pool") == in.Pool) && (q.Get("phase") == "" || q.Get("phase") == in.Phase) &&
+			if (q.Get("pool") == "" || q.Get("pool") == in.Pool) && (q.Get("phase") == "" || q.Get("phase") == string(in.Phase)) &&
 				(q.Get("host") == "" || q.Get("host") == in.Host) {
 				items = append(items, *in)
 			}

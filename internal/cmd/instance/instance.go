@@ -148,12 +148,12 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 		row("Pool", in.Pool)
 		row("Backend", in.Backend)
 		row("Host", in.Host)
-		row("Phase", in.Phase)
+		row("Phase", string(in.Phase))
 		row("Endpoint", in.Endpoint)
 		row("Message", in.Message)
 		row("Created", cmdutil.FormatTime(&in.CreatedAt, tty, now))
 		row("Updated", cmdutil.FormatTime(&in.UpdatedAt, tty, now))
-		if in.Phase == "Quarantined" {
+		if in.Phase == api.InstanceQuarantined {
 			row("Next", "kobe instance retry "+in.ID+", or clean it up by hand and kobe instance forget "+in.ID)
 		}
 		return tw.Flush()

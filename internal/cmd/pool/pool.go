@@ -280,7 +280,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tBACKEND\tPHASE\tREADY\tLEASED\tCREATING\tQUEUE\tMODE\tTTL")
 		for _, p := range ps {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, p.Backend, dash(p.Phase), p.Ready, p.Leased, p.Creating,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, p.Backend, dash(string(p.Phase)), p.Ready, p.Leased, p.Creating,
 				p.QueueDepth, dash(p.Policy.Mode), dash(p.Policy.TTL))
 		}
 		return tw.Flush()
@@ -339,7 +339,7 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 			you = strings.Join(p.Capabilities, ", ")
 		}
 		row("You may", "%s", you)
-		row("Phase", "%s", dash(p.Phase))
+		row("Phase", "%s", dash(string(p.Phase)))
 		row("Members", "%d ready, %d leased, %d creating, %d recycling, %d unhealthy, %d quarantined, %d outdated",
 			p.Ready, p.Leased, p.Creating, p.Recycling, p.Unhealthy, p.Quarantined, p.Outdated)
 		row("Queue", "%d waiting", p.QueueDepth)
