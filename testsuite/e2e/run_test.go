@@ -88,7 +88,7 @@ func TestKobeRunAgainstDev(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	var after api.Lease
 	require.NoError(t, json.Unmarshal([]byte(out), &after))
-	assert.Contains(t, []string{"Released", "Bound"}, after.Phase) // Bound until the workflow handles the signal
+	assert.Contains(t, []api.LeasePhase{api.LeaseReleased, api.LeaseBound}, after.Phase) // Bound until the workflow handles the signal
 	require.Eventually(t, func() bool {
 		out, _, _ := kobeCLI(t, env, "lease", "get", held.ID, "-o", "json")
 		return json.Unmarshal([]byte(out), &after) == nil && after.Phase == "Released"
