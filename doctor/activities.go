@@ -17,14 +17,14 @@ type Activities struct {
 	Host string
 }
 
-// DoctorProbeInput names the probe row the activity writes; the API reads it back afterwards
+// ProbeInput names the probe row the activity writes; the API reads it back afterwards
 // to prove that the API and the worker share one store.
-type DoctorProbeInput struct {
+type ProbeInput struct {
 	ProbeID string `json:"probeId"`
 }
 
-// DoctorProbeResult reports where the activity ran and what the store cost.
-type DoctorProbeResult struct {
+// ProbeResult reports where the activity ran and what the store cost.
+type ProbeResult struct {
 	WorkerHost  string        `json:"workerHost"`
 	WorkerPID   int           `json:"workerPid"`
 	StoreDriver string        `json:"storeDriver"`
@@ -34,11 +34,11 @@ type DoctorProbeResult struct {
 }
 
 // DoctorProbe writes a probe row to the store and reads it back.
-func (a *Activities) DoctorProbe(ctx context.Context, in DoctorProbeInput) (DoctorProbeResult, error) {
+func (a *Activities) DoctorProbe(ctx context.Context, in ProbeInput) (ProbeResult, error) {
 	if in.ProbeID == "" {
-		return DoctorProbeResult{}, fmt.Errorf("doctor probe: empty probe id")
+		return ProbeResult{}, fmt.Errorf("doctor probe: empty probe id")
 	}
-	res := DoctorProbeResult{
+	res := ProbeResult{
 		WorkerHost:  a.Host,
 		WorkerPID:   os.Getpid(),
 		StoreDriver: a.Store.Driver(),

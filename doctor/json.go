@@ -5,12 +5,12 @@ import "github.com/kunobi-ninja/kobe/internal/jsonduration"
 // The workflow payloads of this package with durations write them as strings ("10m0s"), so that
 // the Temporal Web UI shows them readably, and read the nanoseconds of older histories too.
 
-func (v DoctorInput) MarshalJSON() ([]byte, error) {
-	type plain DoctorInput
+func (v Input) MarshalJSON() ([]byte, error) {
+	type plain Input
 	return jsonduration.Marshal(plain(v))
 }
 
-func (v *DoctorInput) UnmarshalJSON(b []byte) error {
-	type plain DoctorInput
+func (v *Input) UnmarshalJSON(b []byte) error {
+	type plain Input
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }

@@ -14,26 +14,26 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// DoctorWorkflowName is the registered name of the diagnostic workflow.
-const DoctorWorkflowName = "Doctor"
+// WorkflowName is the registered name of the diagnostic workflow.
+const WorkflowName = "Doctor"
 
-// DoctorProgressQuery returns a DoctorProgress while the workflow runs.
-const DoctorProgressQuery = "progress"
+// ProgressQuery returns a Progress while the workflow runs.
+const ProgressQuery = "progress"
 
-// DoctorInput configures a diagnostic run.
-type DoctorInput struct {
+// Input configures a diagnostic run.
+type Input struct {
 	ProbeID string `json:"probeId"`
 	// Hold keeps the workflow waiting in a durable timer between two probes, so that an operator
 	// can kill and restart processes and watch the run complete anyway.
 	Hold time.Duration `json:"hold,omitempty"`
 }
 
-// DoctorResult is what a completed run reports.
-type DoctorResult struct {
+// Result is what a completed run reports.
+type Result struct {
 	// Probe is the first probe; AfterHold the second one (only with Hold), which may have run on
 	// another worker process if the first died during the hold.
-	Probe     DoctorProbeResult  `json:"probe"`
-	AfterHold *DoctorProbeResult `json:"afterHold,omitempty"`
+	Probe     ProbeResult  `json:"probe"`
+	AfterHold *ProbeResult `json:"afterHold,omitempty"`
 	// ActivityRoundTrip is workflow → worker → workflow for the first probe, as the workflow saw it.
 	ActivityRoundTrip time.Duration `json:"activityRoundTrip"`
 	Held              time.Duration `json:"held,omitempty"`
@@ -41,20 +41,20 @@ type DoctorResult struct {
 	FinishedAt        time.Time     `json:"finishedAt"`
 }
 
-// DoctorProgress is the answer to DoctorProgressQuery.
-type DoctorProgress struct {
+// Progress is the answer to ProgressQuery.
+type Progress struct {
 	Stage     string    `json:"stage"` // probing, holding, probing-after-hold, done
 	HoldUntil time.Time `json:"holdUntil,omitempty"`
 }
 
 // Doctor proves the wiring end to end: the workflow runs, its activity reaches a worker, the
 // worker writes and reads the store, and (with Hold) a durable timer survives restarts.
-func Doctor(ctx workflow.Context, in DoctorInput) (DoctorResult, error) {
-	progress := DoctorProgress{Stage: "probing"}
-	if err := workflow.SetQueryHandler(ctx, DoctorProgressQuery, func() (DoctorProgress, error) {
+func Doctor(ctx workflow.Context, in Input) (Result, error) {
+	progress := Progress{Stage: "probing"}
+	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) {
 		return progress, nil
 	}); err != nil {
-		return DoctorResult{}, err
+		return Result{}, err
 	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
@@ -68,28 +68,28 @@ func Doctor(ctx workflow.Context, in DoctorInput) (DoctorResult, error) {
 	})
 	var a *Activities
 
-	res := DoctorResult{StartedAt: workflow.Now(ctx)}
+	res := Result{StartedAt: workflow.Now(ctx)}
 	t0 := workflow.Now(ctx)
-	if err := workflow.ExecuteActivity(ctx, a.DoctorProbe, DoctorProbeInput{ProbeID: in.ProbeID}).Get(ctx, &res.Probe); err != nil {
+	if err := workflow.ExecuteActivity(ctx, a.DoctorProbe, ProbeInput{ProbeID: in.ProbeID}).Get(ctx, &res.Probe); err != nil {
 		return res, err
 	}
 	res.ActivityRoundTrip = workflow.Now(ctx).Sub(t0)
 
 	if in.Hold > 0 {
 		holdStart := workflow.Now(ctx)
-		progress = DoctorProgress{Stage: "holding", HoldUntil: holdStart.Add(in.Hold)}
+		progress = Progress{Stage: "holding", HoldUntil: holdStart.Add(in.Hold)}
 		if err := workflow.Sleep(ctx, in.Hold); err != nil {
 			return res, err
 		}
 		res.Held = workflow.Now(ctx).Sub(holdStart)
-		progress = DoctorProgress{Stage: "probing-after-hold"}
-		var after DoctorProbeResult
-		if err := workflow.ExecuteActivity(ctx, a.DoctorProbe, DoctorProbeInput{ProbeID: in.ProbeID}).Get(ctx, &after); err != nil {
+		progress = Progress{Stage: "probing-after-hold"}
+		var after ProbeResult
+		if err := workflow.ExecuteActivity(ctx, a.DoctorProbe, ProbeInput{ProbeID: in.ProbeID}).Get(ctx, &after); err != nil {
 			return res, err
 		}
 		res.AfterHold = &after
 	}
-	progress = DoctorProgress{Stage: "done"}
+	progress = Progress{Stage: "done"}
 	res.FinishedAt = workflow.Now(ctx)
 	return res, nil
 }

@@ -22,7 +22,7 @@ import (
 func newEnv(t *testing.T, s store.Store) *testsuite.TestWorkflowEnvironment {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(doctor.Doctor, workflow.RegisterOptions{Name: doctor.DoctorWorkflowName})
+	env.RegisterWorkflowWithOptions(doctor.Doctor, workflow.RegisterOptions{Name: doctor.WorkflowName})
 	acts := worker.NewActivities(s, zap.NewNop())
 	acts.RegisterActivities(env)
 	return env
@@ -31,10 +31,10 @@ func newEnv(t *testing.T, s store.Store) *testsuite.TestWorkflowEnvironment {
 func TestDoctorWithoutHold(t *testing.T) {
 	s := workflowtest.MemoryStore(t)
 	env := newEnv(t, s)
-	env.ExecuteWorkflow(doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "p1"})
+	env.ExecuteWorkflow(doctor.WorkflowName, doctor.Input{ProbeID: "p1"})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var res doctor.DoctorResult
+	var res doctor.Result
 	require.NoError(t, env.GetWorkflowResult(&res))
 	assert.Equal(t, "sqlite", res.Probe.StoreDriver)
 	assert.Nil(t, res.AfterHold)
@@ -46,15 +46,15 @@ func TestDoctorWithoutHold(t *testing.T) {
 // A long hold completes in test time (time skipping), and the progress query reports the hold.
 func TestDoctorHoldIsADurableTimer(t *testing.T) {
 	env := newEnv(t, workflowtest.MemoryStore(t))
-	var during doctor.DoctorProgress
+	var during doctor.Progress
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(doctor.DoctorProgressQuery)
+		v, err := env.QueryWorkflow(doctor.ProgressQuery)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&during))
 	}, 30*time.Minute)
-	env.ExecuteWorkflow(doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "p2", Hold: time.Hour})
+	env.ExecuteWorkflow(doctor.WorkflowName, doctor.Input{ProbeID: "p2", Hold: time.Hour})
 	require.NoError(t, env.GetWorkflowError())
-	var res doctor.DoctorResult
+	var res doctor.Result
 	require.NoError(t, env.GetWorkflowResult(&res))
 	assert.Equal(t, time.Hour, res.Held)
 	require.NotNil(t, res.AfterHold)
@@ -67,7 +67,7 @@ func TestDoctorReportsAFailingStore(t *testing.T) {
 	s := workflowtest.MemoryStore(t)
 	require.NoError(t, s.Close()) // every call now fails: "sql: database is closed"
 	env := newEnv(t, s)
-	env.ExecuteWorkflow(doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "p3"})
+	env.ExecuteWorkflow(doctor.WorkflowName, doctor.Input{ProbeID: "p3"})
 	err := env.GetWorkflowError()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "store write")

@@ -30,8 +30,8 @@ type BackendRequest struct {
 	Spec    backends.InstanceSpec `json:"spec"`
 }
 
-// InstanceRecord is what a workflow asks to write into the store.
-type InstanceRecord struct {
+// Record is what a workflow asks to write into the store.
+type Record struct {
 	ID       string            `json:"id"`
 	Pool     string            `json:"pool"`
 	Backend  string            `json:"backend"`
@@ -174,7 +174,7 @@ func (a *Activities) BackendDelete(ctx context.Context, req BackendRequest) erro
 
 // RecordInstance upserts the instance's row and appends an audit event for the transition, in
 // one transaction: a row is never changed without its event.
-func (a *Activities) RecordInstance(ctx context.Context, r InstanceRecord) error {
+func (a *Activities) RecordInstance(ctx context.Context, r Record) error {
 	data, _ := json.Marshal(map[string]string{"message": r.Message})
 	return a.Store.InTx(ctx, func(tx store.Store) error {
 		if err := tx.UpsertInstance(ctx, store.Instance{

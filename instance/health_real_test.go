@@ -75,7 +75,7 @@ func TestHealthOfARealInstance(t *testing.T) {
 	t.Logf("health check after the kill: %s", res.Message)
 
 	t0 := time.Now()
-	_, err = env.ExecuteActivity("IssueLeaseCredentials", lease.LeaseCredentialRequest{LeaseID: "lease-x", Backend: "local",
+	_, err = env.ExecuteActivity("IssueLeaseCredentials", lease.CredentialRequest{LeaseID: "lease-x", Backend: "local",
 		InstanceID: id, ExpiresAt: time.Now().Add(time.Hour)})
 	nonRetryable(t, err, lease.ErrInstanceBroken)
 	t.Logf("credential refused in %s: %v", time.Since(t0).Round(time.Millisecond), err)
@@ -83,7 +83,7 @@ func TestHealthOfARealInstance(t *testing.T) {
 	// Revoking a credential of the broken instance does not wait for it: the sealed kubeconfig
 	// is forgotten and the lease moves on to give the instance back.
 	t0 = time.Now()
-	_, err = env.ExecuteActivity("RevokeLeaseCredentials", lease.LeaseCredentialRequest{LeaseID: "lease-x", Backend: "local", InstanceID: id})
+	_, err = env.ExecuteActivity("RevokeLeaseCredentials", lease.CredentialRequest{LeaseID: "lease-x", Backend: "local", InstanceID: id})
 	require.NoError(t, err)
 	t.Logf("revoke on the broken instance returned in %s", time.Since(t0).Round(time.Millisecond))
 }

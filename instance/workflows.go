@@ -23,8 +23,8 @@ const (
 	TeardownWorkflowName  = "Teardown"
 )
 
-// InstanceWorkflowID is the workflow id of an instance's provisioning.
-func InstanceWorkflowID(instanceID string) string { return "instance-" + instanceID }
+// WorkflowID is the workflow id of an instance's provisioning.
+func WorkflowID(instanceID string) string { return "instance-" + instanceID }
 
 // ProvisionInput asks for one instance.
 type ProvisionInput struct {
@@ -96,7 +96,7 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 	}
 	req := BackendRequest{Backend: in.Backend, Spec: in.Spec}
 	record := func(phase api.InstancePhase, endpoint, msg string) error {
-		return workflow.ExecuteActivity(short, a.RecordInstance, InstanceRecord{
+		return workflow.ExecuteActivity(short, a.RecordInstance, Record{
 			ID: in.Spec.ID, Pool: in.Spec.Pool, Backend: in.Backend, Host: res.Placement.HostID,
 			Phase: phase, Endpoint: endpoint, Message: msg,
 		}).Get(ctx, nil)
@@ -197,7 +197,7 @@ func Teardown(ctx workflow.Context, in TeardownInput) error {
 func teardown(ctx workflow.Context, backend string, spec backends.InstanceSpec, placement HostAssignment) error {
 	var a *Activities
 	short := workflow.WithActivityOptions(ctx, StoreWriteOptions())
-	rec := InstanceRecord{ID: spec.ID, Pool: spec.Pool, Backend: backend, Host: placement.HostID}
+	rec := Record{ID: spec.ID, Pool: spec.Pool, Backend: backend, Host: placement.HostID}
 	rec.Phase = api.InstanceDeleting
 	if err := workflow.ExecuteActivity(short, a.RecordInstance, rec).Get(ctx, nil); err != nil {
 		return err

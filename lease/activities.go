@@ -30,8 +30,8 @@ type Activities struct {
 	Backends map[string]backends.RuntimeBackend
 }
 
-// LeaseRecord is what a lease workflow projects into the store.
-type LeaseRecord struct {
+// Record is what a lease workflow projects into the store.
+type Record struct {
 	ID         string         `json:"id"`
 	Pool       string         `json:"pool"`
 	Principal  string         `json:"principal"`
@@ -42,9 +42,9 @@ type LeaseRecord struct {
 	Reason     api.ReasonCode `json:"reason,omitempty"`
 }
 
-// LeaseCredentialRequest names a lease's credential. It carries no secret: the kubeconfig goes
+// CredentialRequest names a lease's credential. It carries no secret: the kubeconfig goes
 // from the backend, sealed, into the store, and the workflow history only sees this reference.
-type LeaseCredentialRequest struct {
+type CredentialRequest struct {
 	LeaseID    string    `json:"leaseId"`
 	Backend    string    `json:"backend"`
 	InstanceID string    `json:"instanceId"`
@@ -56,7 +56,7 @@ type LeaseCredentialRequest struct {
 // in the same transaction: if the event cannot be written the row is not changed either, so the
 // activity's retry still sees the transition and records both. The event is keyed by the
 // transition, so that two attempts racing (a timed-out one still running) write it once.
-func (a *Activities) RecordLease(ctx context.Context, r LeaseRecord) error {
+func (a *Activities) RecordLease(ctx context.Context, r Record) error {
 	return a.Store.InTx(ctx, func(tx store.Store) error {
 		l, err := tx.GetLease(ctx, r.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -85,7 +85,7 @@ const ErrInstanceBroken = "InstanceBroken"
 
 // IssueLeaseCredentials asks the backend for a kubeconfig for this lease expiring with it,
 // seals it and stores it. It runs on the instance's host.
-func (a *Activities) IssueLeaseCredentials(ctx context.Context, req LeaseCredentialRequest) error {
+func (a *Activities) IssueLeaseCredentials(ctx context.Context, req CredentialRequest) error {
 	if a.Secrets == nil {
 		return temporal.NewNonRetryableApplicationError("this worker has no secret key: it cannot store lease credentials", "NoSecretKey", nil)
 	}
@@ -116,7 +116,7 @@ func (a *Activities) IssueLeaseCredentials(ctx context.Context, req LeaseCredent
 }
 
 // RevokeLeaseCredentials makes the lease's credential stop working and forgets it.
-func (a *Activities) RevokeLeaseCredentials(ctx context.Context, req LeaseCredentialRequest) error {
+func (a *Activities) RevokeLeaseCredentials(ctx context.Context, req CredentialRequest) error {
 	b, err := instance.Backend(a.Backends, a.Host, req.Backend)
 	if err != nil {
 		return err

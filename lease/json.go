@@ -5,33 +5,33 @@ import "github.com/kunobi-ninja/kobe/internal/jsonduration"
 // The workflow payloads of this package with durations write them as strings ("10m0s"), so that
 // the Temporal Web UI shows them readably, and read the nanoseconds of older histories too.
 
-func (v LeaseInput) MarshalJSON() ([]byte, error) {
-	type plain LeaseInput
+func (v Input) MarshalJSON() ([]byte, error) {
+	type plain Input
 	return jsonduration.Marshal(plain(v))
 }
 
-func (v *LeaseInput) UnmarshalJSON(b []byte) error {
-	type plain LeaseInput
+func (v *Input) UnmarshalJSON(b []byte) error {
+	type plain Input
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }
 
-func (v LeaseResume) MarshalJSON() ([]byte, error) {
-	type plain LeaseResume
+func (v Resume) MarshalJSON() ([]byte, error) {
+	type plain Resume
 	return jsonduration.Marshal(plain(v))
 }
 
-func (v *LeaseResume) UnmarshalJSON(b []byte) error {
-	type plain LeaseResume
+func (v *Resume) UnmarshalJSON(b []byte) error {
+	type plain Resume
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }
 
-func (v LeaseView) MarshalJSON() ([]byte, error) {
-	type plain LeaseView
+func (v View) MarshalJSON() ([]byte, error) {
+	type plain View
 	return jsonduration.Marshal(plain(v))
 }
 
-func (v *LeaseView) UnmarshalJSON(b []byte) error {
-	type plain LeaseView
+func (v *View) UnmarshalJSON(b []byte) error {
+	type plain View
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }
 
@@ -45,12 +45,12 @@ func (v *ExtendRequest) UnmarshalJSON(b []byte) error {
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }
 
-func (v LeaseRecord) MarshalJSON() ([]byte, error) {
-	type plain LeaseRecord
+func (v Record) MarshalJSON() ([]byte, error) {
+	type plain Record
 	return jsonduration.Marshal(plain(v))
 }
 
-func (v *LeaseRecord) UnmarshalJSON(b []byte) error {
-	type plain LeaseRecord
+func (v *Record) UnmarshalJSON(b []byte) error {
+	type plain Record
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }

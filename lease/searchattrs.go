@@ -14,8 +14,8 @@ var (
 	SearchAttributePhase = temporal.NewSearchAttributeKeyKeyword("KobePhase")
 )
 
-// LeaseSearchAttributes are the attributes a lease workflow starts with.
-func LeaseSearchAttributes(in LeaseInput) temporal.SearchAttributes {
+// SearchAttributes are the attributes a lease workflow starts with.
+func SearchAttributes(in Input) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
 		SearchAttributePool.ValueSet(in.Pool),
 		SearchAttributeOwner.ValueSet(in.Principal),

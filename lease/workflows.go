@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// LeaseWorkflowName is the registered name of the lease workflow.
-const LeaseWorkflowName = "Lease"
+// WorkflowName is the registered name of the lease workflow.
+const WorkflowName = "Lease"
 
 // Lease signals, update and query.
 const (
@@ -27,14 +27,14 @@ const (
 	// SignalHeartbeat tells a lease with an idle timeout that its user is still there.
 	SignalHeartbeat = "heartbeat"
 	UpdateExtend    = "extend" // ExtendRequest → ExtendResult
-	// UpdateWaitBound returns the LeaseView once the lease is no longer Pending: a client
+	// UpdateWaitBound returns the View once the lease is no longer Pending: a client
 	// waits for its kubeconfig without polling (also as update-with-start).
 	UpdateWaitBound = "wait-bound"
-	QueryLease      = "lease" // → LeaseView
+	QueryLease      = "lease" // → View
 )
 
-// LeaseInput starts a lease.
-type LeaseInput struct {
+// Input starts a lease.
+type Input struct {
 	LeaseID       string        `json:"leaseId"`
 	Pool          string        `json:"pool"`
 	Principal     string        `json:"principal"`
@@ -55,12 +55,12 @@ type LeaseInput struct {
 	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
 	// Resume carries a Bound lease into the next run when it continues as new: that run
 	// neither claims nor issues credentials again, it goes on holding the same instance.
-	Resume *LeaseResume `json:"resume,omitempty"`
+	Resume *Resume `json:"resume,omitempty"`
 }
 
-// LeaseResume is the state of a Bound lease that its next run starts from.
-type LeaseResume struct {
-	View       LeaseView       `json:"view"`
+// Resume is the state of a Bound lease that its next run starts from.
+type Resume struct {
+	View       View            `json:"view"`
 	Assignment pool.Assignment `json:"assignment"`
 	// LastSeen is the last heartbeat (or the bind time), for the idle timeout.
 	LastSeen time.Time `json:"lastSeen"`
@@ -71,8 +71,8 @@ type LeaseResume struct {
 // leaseContinueAsNewAfter is the default history length at which a Bound lease continues as new.
 const leaseContinueAsNewAfter = 5000
 
-// LeaseView answers QueryLease.
-type LeaseView struct {
+// View answers QueryLease.
+type View struct {
 	ID         string         `json:"id"`
 	Pool       string         `json:"pool"`
 	Phase      api.LeasePhase `json:"phase"`
@@ -108,9 +108,9 @@ const ExtendRejection = "ExtendRejected"
 // Lease claims an instance from its pool, issues the lease's credentials, holds the instance
 // until its TTL (extendable within budget and ceiling) or a release, then hands it back to the
 // pool, which tears it down: an instance is never reused.
-func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
+func Lease(ctx workflow.Context, in Input) (View, error) {
 	var a *Activities
-	view := LeaseView{ID: in.LeaseID, Pool: in.Pool, Phase: api.LeasePending, IdleTimeout: in.IdleTimeout}
+	view := View{ID: in.LeaseID, Pool: in.Pool, Phase: api.LeasePending, IdleTimeout: in.IdleTimeout}
 	resumed := in.Resume != nil
 	var asg pool.Assignment
 	var lastSeen time.Time
@@ -118,10 +118,10 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	if resumed {
 		view, asg, lastSeen, issueFor = in.Resume.View, in.Resume.Assignment, in.Resume.LastSeen, in.Resume.IssueFor
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryLease, func() (LeaseView, error) { return view, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryLease, func() (View, error) { return view, nil }); err != nil {
 		return view, err
 	}
-	if err := workflow.SetUpdateHandler(ctx, UpdateWaitBound, func(ctx workflow.Context) (LeaseView, error) {
+	if err := workflow.SetUpdateHandler(ctx, UpdateWaitBound, func(ctx workflow.Context) (View, error) {
 		err := workflow.Await(ctx, func() bool { return view.Phase != api.LeasePending })
 		return view, err
 	}); err != nil {
@@ -129,7 +129,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	}
 	short := workflow.WithActivityOptions(ctx, instance.StoreWriteOptions())
 	projectAsync := func() workflow.Future {
-		return workflow.ExecuteActivity(short, a.RecordLease, LeaseRecord{
+		return workflow.ExecuteActivity(short, a.RecordLease, Record{
 			ID: view.ID, Pool: view.Pool, Principal: in.Principal, Phase: view.Phase, InstanceID: view.InstanceID,
 			TTL: in.TTL, ExpiresAt: view.ExpiresAt, Reason: view.Reason,
 		})
@@ -165,7 +165,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 	// host (it replaces the stored one).
 	issueUntil := func(ctx workflow.Context, expiresAt time.Time) error {
 		hctx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
-		return workflow.ExecuteActivity(hctx, a.IssueLeaseCredentials, LeaseCredentialRequest{
+		return workflow.ExecuteActivity(hctx, a.IssueLeaseCredentials, CredentialRequest{
 			LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID, ExpiresAt: expiresAt,
 		}).Get(ctx, nil)
 	}
@@ -237,7 +237,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 
 	if !resumed {
 		view.ClaimedAt = workflow.Now(ctx)
-		claimErr := workflow.SignalExternalWorkflow(ctx, pool.PoolWorkflowID(in.Pool), "", pool.SignalClaim,
+		claimErr := workflow.SignalExternalWorkflow(ctx, pool.WorkflowID(in.Pool), "", pool.SignalClaim,
 			pool.ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: view.ClaimedAt}).Get(ctx, nil)
 		if pendingRecorded != nil {
 			_ = pendingRecorded.Get(ctx, nil)
@@ -273,7 +273,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 				claimEvent("released")
 			}
 			// Failed or released while waiting: the pool forgets the claim.
-			_ = workflow.SignalExternalWorkflow(ctx, pool.PoolWorkflowID(in.Pool), "", pool.SignalCancelClaim, in.LeaseID).Get(ctx, nil)
+			_ = workflow.SignalExternalWorkflow(ctx, pool.WorkflowID(in.Pool), "", pool.SignalCancelClaim, in.LeaseID).Get(ctx, nil)
 			// An assignment racing with the cancellation is handed straight back.
 			var late pool.Assignment
 			if assignedCh.ReceiveAsync(&late) {
@@ -361,8 +361,8 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 			assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh}, project: project}
 		if b.hold() {
 			next := in
-			next.Resume = &LeaseResume{View: view, Assignment: asg, LastSeen: lastSeen, IssueFor: issueFor}
-			return view, workflow.NewContinueAsNewError(ctx, LeaseWorkflowName, next)
+			next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, IssueFor: issueFor}
+			return view, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 		// An extension that was issuing when the lease ended has stored its credential by now:
 		// the revocation below is the last word.
@@ -373,7 +373,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 
 	// Revoke first so the credential dies at once, then hand the instance back for teardown.
 	revokeCtx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
-	_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, LeaseCredentialRequest{
+	_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, CredentialRequest{
 		LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
 	giveBack(ctx, in, asg.InstanceID, string(view.Phase))
 	setPhase(view.Phase)
@@ -391,8 +391,8 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseView, error) {
 // on every signal, so a burst of heartbeats costs its signals and nothing more.
 type boundLease struct {
 	ctx       workflow.Context
-	in        LeaseInput
-	view      *LeaseView
+	in        Input
+	view      *View
 	lastSeen  *time.Time
 	extending *bool
 	metrics   metricsHandler
@@ -569,7 +569,7 @@ func (b *boundLease) takeLeftover(c workflow.ReceiveChannel) {
 
 // setCondition puts c in the view in place of a condition of the same type, keeping its
 // transition time when the status is unchanged; it says whether the status changed.
-func setCondition(v *LeaseView, c api.LeaseCondition) bool {
+func setCondition(v *View, c api.LeaseCondition) bool {
 	for i, old := range v.Conditions {
 		if old.Type != c.Type {
 			continue
@@ -598,9 +598,9 @@ func waitChanged(ctx workflow.Context, cond func() bool) workflow.Future {
 
 // giveBack hands the instance back to the pool, saying why (the lease's final phase, or what
 // went wrong).
-func giveBack(ctx workflow.Context, in LeaseInput, instanceID, reason string) {
+func giveBack(ctx workflow.Context, in Input, instanceID, reason string) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	_ = workflow.SignalExternalWorkflow(dctx, pool.PoolWorkflowID(in.Pool), "", pool.SignalRelease,
+	_ = workflow.SignalExternalWorkflow(dctx, pool.WorkflowID(in.Pool), "", pool.SignalRelease,
 		pool.ReleaseRequest{LeaseID: in.LeaseID, InstanceID: instanceID, Reason: reason}).Get(dctx, nil)
 }
 

@@ -45,7 +45,7 @@ func newLeaseEnv(t *testing.T) *leaseEnv {
 	le := &leaseEnv{store: workflowtest.MemoryStore(t), fb: &workflowtest.Backend{Created: map[string]bool{"i1": true}}}
 	var suite testsuite.WorkflowTestSuite
 	le.env = suite.NewTestWorkflowEnvironment()
-	le.env.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
+	le.env.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	acts := worker.NewActivities(le.store, zap.NewNop())
 	acts.Backends["fake"] = le.fb
 	acts.Secrets = secretbox.Random()
@@ -61,7 +61,7 @@ func newLeaseEnv(t *testing.T) *leaseEnv {
 	return le
 }
 
-var input = lease.LeaseInput{LeaseID: "lease-1", Pool: "p", Principal: "alice", TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2}
+var input = lease.Input{LeaseID: "lease-1", Pool: "p", Principal: "alice", TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2}
 
 func (le *leaseEnv) assignAfter(d time.Duration) {
 	le.env.RegisterDelayedCallback(func() {
@@ -70,10 +70,10 @@ func (le *leaseEnv) assignAfter(d time.Duration) {
 	}, d)
 }
 
-func (le *leaseEnv) view(t *testing.T) lease.LeaseView {
+func (le *leaseEnv) view(t *testing.T) lease.View {
 	v, err := le.env.QueryWorkflow(lease.QueryLease)
 	require.NoError(t, err)
-	var lv lease.LeaseView
+	var lv lease.View
 	require.NoError(t, v.Get(&lv))
 	return lv
 }
@@ -101,11 +101,11 @@ func (le *leaseEnv) extend(results map[string]string, name string, by time.Durat
 func TestLeaseExpiresAtTTL(t *testing.T) {
 	le := newLeaseEnv(t)
 	le.assignAfter(time.Second)
-	var boundView lease.LeaseView
+	var boundView lease.View
 	le.env.RegisterDelayedCallback(func() { boundView = le.view(t) }, time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError())
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 	assert.Equal(t, api.LeaseBound, boundView.Phase)
 	assert.Equal(t, api.LeaseExpired, final.Phase)
@@ -132,9 +132,9 @@ func TestLeaseExtendBudgetAndCeiling(t *testing.T) {
 	le.env.RegisterDelayedCallback(func() { le.extend(results, "third", time.Minute) }, 13*time.Minute)
 	le.env.RegisterDelayedCallback(func() { le.extend(results, "zero", 0) }, 14*time.Minute)
 	le.env.RegisterDelayedCallback(func() { le.env.SignalWorkflow(lease.SignalReleaseLease, nil) }, 15*time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError())
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 
 	assert.Equal(t, string(api.ReasonMaxTTLCeiling), results["past ceiling"])
@@ -153,11 +153,11 @@ func TestLeaseExtensionDelaysExpiry(t *testing.T) {
 	le.assignAfter(0)
 	results := map[string]string{}
 	le.env.RegisterDelayedCallback(func() { le.extend(results, "hour", time.Hour) }, 50*time.Minute)
-	var at90 lease.LeaseView
+	var at90 lease.View
 	le.env.RegisterDelayedCallback(func() { at90 = le.view(t) }, 90*time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError())
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 	assert.Equal(t, "ok", results["hour"])
 	assert.Equal(t, api.LeaseBound, at90.Phase, "still bound after the original hour")
@@ -170,9 +170,9 @@ func TestLeaseClaimFailure(t *testing.T) {
 	le.env.RegisterDelayedCallback(func() {
 		le.env.SignalWorkflow(pool.SignalClaimFailed, pool.ClaimFailure{Reason: string(api.ReasonPoolExhausted)})
 	}, 5*time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError())
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 	assert.Equal(t, api.LeaseFailed, final.Phase)
 	assert.Equal(t, api.ReasonPoolExhausted, final.Reason)
@@ -183,9 +183,9 @@ func TestLeaseClaimFailure(t *testing.T) {
 func TestLeaseReleasedWhilePending(t *testing.T) {
 	le := newLeaseEnv(t)
 	le.env.RegisterDelayedCallback(func() { le.env.SignalWorkflow(lease.SignalReleaseLease, nil) }, time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError())
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 	assert.Equal(t, api.LeaseReleased, final.Phase)
 	assert.Equal(t, []string{pool.SignalClaim, pool.SignalCancelClaim}, le.toPool)
@@ -202,11 +202,11 @@ func TestLeaseIdleTimeout(t *testing.T) {
 	for at := 3 * time.Minute; at <= 30*time.Minute; at += 3 * time.Minute {
 		le.env.RegisterDelayedCallback(func() { le.env.SignalWorkflow(lease.SignalHeartbeat, nil) }, at)
 	}
-	var at20 lease.LeaseView
+	var at20 lease.View
 	le.env.RegisterDelayedCallback(func() { at20 = le.view(t) }, 20*time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, in)
+	le.env.ExecuteWorkflow(lease.WorkflowName, in)
 	require.NoError(t, le.env.GetWorkflowError())
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 	assert.Equal(t, api.LeaseBound, at20.Phase, "heartbeats keep it")
 	assert.Equal(t, api.LeaseExpired, final.Phase)
@@ -219,7 +219,7 @@ func TestLeaseIdleTimeout(t *testing.T) {
 func TestLeaseWaitBoundUpdate(t *testing.T) {
 	le := newLeaseEnv(t)
 	le.assignAfter(10 * time.Second)
-	var got lease.LeaseView
+	var got lease.View
 	var gotErr error
 	le.env.RegisterDelayedCallback(func() {
 		le.env.UpdateWorkflow(lease.UpdateWaitBound, "w1", &testsuite.TestUpdateCallback{
@@ -227,14 +227,14 @@ func TestLeaseWaitBoundUpdate(t *testing.T) {
 			OnAccept: func() {},
 			OnComplete: func(v interface{}, err error) {
 				gotErr = err
-				if lv, ok := v.(lease.LeaseView); ok {
+				if lv, ok := v.(lease.View); ok {
 					got = lv
 				}
 			},
 		})
 	}, time.Second)
 	le.env.RegisterDelayedCallback(func() { le.env.SignalWorkflow(lease.SignalReleaseLease, nil) }, time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError())
 	require.NoError(t, gotErr)
 	assert.Equal(t, api.LeaseBound, got.Phase)
@@ -336,7 +336,7 @@ func newCredLeaseEnv(t *testing.T) (*leaseEnv, *credBackend, *capturedMetrics) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetMetricsHandler(mh)
 	le.env = suite.NewTestWorkflowEnvironment()
-	le.env.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
+	le.env.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	le.env.RegisterWorkflowWithOptions(leaseHost, workflow.RegisterOptions{Name: "LeaseHost"})
 	acts := worker.NewActivities(le.store, zap.NewNop())
 	acts.Backends["fake"] = cb
@@ -355,19 +355,19 @@ func newCredLeaseEnv(t *testing.T) (*leaseEnv, *credBackend, *capturedMetrics) {
 
 // leaseHost runs a lease as its child, so that the test environment follows the lease from run
 // to run when it continues as new (it does so for children only).
-func leaseHost(ctx workflow.Context, in lease.LeaseInput) (lease.LeaseView, error) {
+func leaseHost(ctx workflow.Context, in lease.Input) (lease.View, error) {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: pool.LeaseWorkflowID(in.LeaseID)})
-	var v lease.LeaseView
-	err := workflow.ExecuteChildWorkflow(cctx, lease.LeaseWorkflowName, in).Get(ctx, &v)
+	var v lease.View
+	err := workflow.ExecuteChildWorkflow(cctx, lease.WorkflowName, in).Get(ctx, &v)
 	return v, err
 }
 
 // continuedAs returns the input of the next run of a lease that continued as new.
-func continuedAs(t *testing.T, err error) lease.LeaseInput {
+func continuedAs(t *testing.T, err error) lease.Input {
 	t.Helper()
 	var can *workflow.ContinueAsNewError
 	require.ErrorAs(t, err, &can, "the lease continued as new")
-	var next lease.LeaseInput
+	var next lease.Input
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 	return next
 }
@@ -382,14 +382,14 @@ func TestLeaseFailedExtendChangesNothing(t *testing.T) {
 		cb.set(true, 0) // the instance stops answering
 		le.extend(results, "unreachable", 30*time.Minute)
 	}, 10*time.Minute)
-	var after lease.LeaseView
+	var after lease.View
 	le.env.RegisterDelayedCallback(func() { after = le.view(t); cb.set(false, 0) }, 25*time.Minute)
 	le.env.RegisterDelayedCallback(func() { le.extend(results, "first", 30*time.Minute) }, 30*time.Minute)
 	le.env.RegisterDelayedCallback(func() { le.extend(results, "second", 30*time.Minute) }, 31*time.Minute)
 	le.env.RegisterDelayedCallback(func() { le.env.SignalWorkflow(lease.SignalReleaseLease, nil) }, 40*time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError())
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 
 	assert.Contains(t, results["unreachable"], "instance unreachable", "the extension fails with the issuance")
@@ -412,10 +412,10 @@ func TestLeaseHeartbeatFloodContinuesAsNew(t *testing.T) {
 			in.IdleTimeout = 15 * time.Minute
 			in.ContinueAsNewAfter = 1000
 			runs := 0
-			var resumed []lease.LeaseInput
+			var resumed []lease.Input
 			le.env.SetOnChildWorkflowStartedListener(func(_ *workflow.Info, _ workflow.Context, args converter.EncodedValues) {
 				runs++
-				var next lease.LeaseInput
+				var next lease.Input
 				require.NoError(t, args.Get(&next))
 				if next.Resume != nil {
 					resumed = append(resumed, next)
@@ -438,7 +438,7 @@ func TestLeaseHeartbeatFloodContinuesAsNew(t *testing.T) {
 				}
 			}
 			le.env.RegisterDelayedCallback(beat, time.Minute)
-			var mid lease.LeaseView
+			var mid lease.View
 			le.env.RegisterDelayedCallback(func() {
 				v, err := le.env.QueryWorkflowByID("lease-1", lease.QueryLease)
 				require.NoError(t, err)
@@ -451,7 +451,7 @@ func TestLeaseHeartbeatFloodContinuesAsNew(t *testing.T) {
 			}
 			le.env.ExecuteWorkflow("LeaseHost", in)
 			require.NoError(t, le.env.GetWorkflowError())
-			var final lease.LeaseView
+			var final lease.View
 			require.NoError(t, le.env.GetWorkflowResult(&final))
 
 			t.Logf("%d heartbeats, %d runs, %d timers", beats, runs, timers)
@@ -507,9 +507,9 @@ func TestLeaseReleaseAroundContinueAsNew(t *testing.T) {
 		le.env.SignalWorkflowSkippingWorkflowTask(lease.SignalReleaseLease, nil)
 		le.env.SignalWorkflow(lease.SignalHeartbeat, nil)
 	}, 10*time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	require.NoError(t, le.env.GetWorkflowError(), "the lease ends; it does not continue as new")
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, le.env.GetWorkflowResult(&final))
 	assert.Equal(t, api.LeaseReleased, final.Phase)
 	require.Len(t, le.released, 1)
@@ -530,7 +530,7 @@ func TestLeaseExtendAroundContinueAsNew(t *testing.T) {
 		le.env.SetContinueAsNewSuggested(true)
 		le.env.SignalWorkflow(lease.SignalHeartbeat, nil)
 	}, 10*time.Minute+100*time.Millisecond)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	next := continuedAs(t, le.env.GetWorkflowError())
 	assert.Equal(t, "ok", results["during"])
 	require.NotNil(t, next.Resume)
@@ -543,13 +543,13 @@ func TestLeaseExtendAroundContinueAsNew(t *testing.T) {
 	le2, cb2, _ := newCredLeaseEnv(t)
 	le2.env.SetStartTime(le.env.Now())
 	results2 := map[string]string{}
-	var resumed lease.LeaseView
+	var resumed lease.View
 	le2.env.RegisterDelayedCallback(func() { resumed = le2.view(t) }, time.Second)
 	le2.env.RegisterDelayedCallback(func() { le2.extend(results2, "second", 30*time.Minute) }, time.Minute)
 	le2.env.RegisterDelayedCallback(func() { le2.extend(results2, "third", 30*time.Minute) }, 2*time.Minute)
-	le2.env.ExecuteWorkflow(lease.LeaseWorkflowName, next)
+	le2.env.ExecuteWorkflow(lease.WorkflowName, next)
 	require.NoError(t, le2.env.GetWorkflowError())
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, le2.env.GetWorkflowResult(&final))
 	assert.Equal(t, api.LeaseBound, resumed.Phase)
 	assert.Equal(t, 1, resumed.Extensions)
@@ -576,7 +576,7 @@ func TestLeaseInstanceUnhealthy(t *testing.T) {
 	report("other", "not this lease's", 2*time.Minute)
 	report("i1", "kube-apiserver: connection refused", 5*time.Minute)
 	report("i1", "kube-apiserver: still refused", 7*time.Minute)
-	var at6, at8 lease.LeaseView
+	var at6, at8 lease.View
 	var reportedAt time.Time
 	le.env.RegisterDelayedCallback(func() { at6 = le.view(t); reportedAt = le.env.Now().Add(-time.Minute) }, 6*time.Minute)
 	le.env.RegisterDelayedCallback(func() { at8 = le.view(t) }, 8*time.Minute)
@@ -584,7 +584,7 @@ func TestLeaseInstanceUnhealthy(t *testing.T) {
 		le.env.SetContinueAsNewSuggested(true)
 		le.env.SignalWorkflow(lease.SignalHeartbeat, nil)
 	}, 9*time.Minute)
-	le.env.ExecuteWorkflow(lease.LeaseWorkflowName, input)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
 	next := continuedAs(t, le.env.GetWorkflowError())
 
 	assert.Equal(t, api.LeaseBound, at6.Phase, "the holder decides what to do")

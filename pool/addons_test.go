@@ -23,7 +23,7 @@ func TestPoolPassesAddonsAndGatesToMembers(t *testing.T) {
 	pol.Addons, pol.Gates = addons, gates
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
+	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
 	var got []instance.ProvisionInput
@@ -34,7 +34,7 @@ func TestPoolPassesAddonsAndGatesToMembers(t *testing.T) {
 		})
 	env.OnWorkflow(instance.TeardownWorkflowName, mock.Anything, mock.Anything).Return(nil)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 	require.NotEmpty(t, got)
 	assert.Equal(t, addons, got[0].Addons)
 	assert.Equal(t, gates, got[0].Gates)

@@ -52,9 +52,9 @@ const (
 	MetricHealthChecks = "kobe_health_checks_total"
 )
 
-// PoolDeletion is the payload of SignalDeletePool: the store generation of the pool's row the
+// Deletion is the payload of SignalDeletePool: the store generation of the pool's row the
 // delete saw (0 from an older kobe: forget whatever row there is).
-type PoolDeletion struct {
+type Deletion struct {
 	Generation int64 `json:"generation"`
 }
 

@@ -50,7 +50,7 @@ func (b *brokenSet) check(_ context.Context, req instance.HealthRequest) ([]inst
 func healthEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *brokenSet, *[]string, *[]sent) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
+	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
 	env.OnWorkflow(instance.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(instance.ProvisionResult{}, nil)
@@ -62,7 +62,7 @@ func healthEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *brokenSet, *[
 		})
 	b := &brokenSet{broken: map[string]bool{}}
 	env.RegisterActivityWithOptions(b.check, activity.RegisterOptions{Name: "CheckHealth"})
-	env.RegisterActivityWithOptions(func(context.Context, instance.InstanceRecord) error { return nil },
+	env.RegisterActivityWithOptions(func(context.Context, instance.Record) error { return nil },
 		activity.RegisterOptions{Name: "RecordInstance"})
 	var out []sent
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", mock.Anything, mock.Anything).Return(
@@ -85,13 +85,13 @@ func TestPoolRecyclesAReadyMemberThatFailsHealthChecks(t *testing.T) {
 		env.SignalWorkflow(instance.SignalMemberReady, instance.MemberReport{InstanceID: "p-t-1", Endpoint: "https://1"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() { broken.set("p-t-1", true) }, 5*time.Second)
-	var afterFirst pool.PoolStatus
+	var afterFirst pool.Status
 	env.RegisterDelayedCallback(func() {
 		afterFirst = status(t, env)
 		// A claim now must not get the member known to be broken.
 		env.SignalWorkflow(pool.SignalClaim, pool.ClaimRequest{LeaseID: "lease-1", At: env.Now()})
 	}, 12*time.Second)
-	var queued pool.PoolStatus
+	var queued pool.Status
 	env.RegisterDelayedCallback(func() { queued = status(t, env) }, 13*time.Second)
 	for at := 15 * time.Second; at < 2*time.Minute; at += 5 * time.Second {
 		env.RegisterDelayedCallback(func() {
@@ -100,9 +100,9 @@ func TestPoolRecyclesAReadyMemberThatFailsHealthChecks(t *testing.T) {
 			}
 		}, at)
 	}
-	var final pool.PoolStatus
+	var final pool.Status
 	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 2*time.Minute)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 
 	assert.Equal(t, 1, afterFirst.Unhealthy, "one failed check: counted unhealthy")
 	assert.Equal(t, 1, afterFirst.Creating, "a replacement starts at the first failure")
@@ -133,9 +133,9 @@ func TestPoolKeepsAMemberThatRecovers(t *testing.T) {
 	env.RegisterDelayedCallback(func() { broken.set("p-t-1", false) }, 25*time.Second)
 	env.RegisterDelayedCallback(func() { broken.set("p-t-1", true) }, 35*time.Second)
 	env.RegisterDelayedCallback(func() { broken.set("p-t-1", false) }, 55*time.Second)
-	var final pool.PoolStatus
+	var final pool.Status
 	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 2*time.Minute)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 	assert.Empty(t, *tornDown, "two failures, a success, two failures: never three in a row")
 	assert.Equal(t, 1, final.Ready)
 	assert.Equal(t, 0, final.Unhealthy)
@@ -155,9 +155,9 @@ func TestPoolReportsABrokenLeasedMember(t *testing.T) {
 		env.SignalWorkflow(pool.SignalClaim, pool.ClaimRequest{LeaseID: "lease-1", At: env.Now()})
 	}, 2*time.Second)
 	env.RegisterDelayedCallback(func() { broken.set("p-t-1", true) }, 3*time.Second)
-	var after pool.PoolStatus
+	var after pool.Status
 	env.RegisterDelayedCallback(func() { after = status(t, env); env.CancelWorkflow() }, time.Minute)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 
 	var reports []pool.HealthReport
 	for _, s := range *out {

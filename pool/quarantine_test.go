@@ -25,7 +25,7 @@ func TestPoolQuarantinesAMemberWhoseTeardownGaveUp(t *testing.T) {
 	pol.WarmTarget, pol.MaxClusters, pol.MaxConcurrentProvisions = 1, 2, 1
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
+	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
 	env.OnWorkflow(instance.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(instance.ProvisionResult{}, nil)
@@ -61,18 +61,18 @@ func TestPoolQuarantinesAMemberWhoseTeardownGaveUp(t *testing.T) {
 		env.SignalWorkflow(instance.SignalMemberQuarantined, instance.MemberReport{InstanceID: "p-t-1", Reason: "process will not die"})
 	}, 4*time.Second)
 	readyAll(5 * time.Second)
-	var quarantined pool.PoolStatus
+	var quarantined pool.Status
 	env.RegisterDelayedCallback(func() {
 		quarantined = status(t, env)
 		env.SignalWorkflow(pool.SignalClaim, pool.ClaimRequest{LeaseID: "lease-2", At: env.Now()})
 	}, 6*time.Second)
 	readyAll(7 * time.Second)
-	var serving pool.PoolStatus
+	var serving pool.Status
 	env.RegisterDelayedCallback(func() {
 		serving = status(t, env)
 		env.SignalWorkflow(pool.SignalRetryTeardown, pool.MemberAction{InstanceID: "p-t-1", Actor: "admin"})
 	}, 8*time.Second)
-	var retried pool.PoolStatus
+	var retried pool.Status
 	env.RegisterDelayedCallback(func() {
 		retried = status(t, env)
 		// The retry gave up too; the operator cleans up by hand and forgets it.
@@ -81,9 +81,9 @@ func TestPoolQuarantinesAMemberWhoseTeardownGaveUp(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(pool.SignalForgetMember, pool.MemberAction{InstanceID: "p-t-1", Actor: "admin"})
 	}, 10*time.Second)
-	var forgot pool.PoolStatus
+	var forgot pool.Status
 	env.RegisterDelayedCallback(func() { forgot = status(t, env); env.CancelWorkflow() }, 11*time.Second)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t", ContinueAsNewAfter: 1 << 20})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t", ContinueAsNewAfter: 1 << 20})
 	_ = env.GetWorkflowError()
 
 	assert.Equal(t, 1, quarantined.Quarantined)
@@ -116,7 +116,7 @@ func TestPoolDeleteFinishesWithQuarantinedMembers(t *testing.T) {
 		env.SignalWorkflow(instance.SignalMemberQuarantined, instance.MemberReport{InstanceID: "p-t-1", Reason: "stuck"})
 	}, 3*time.Second)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError(), "the drained pool's workflow ends")
 	assert.Equal(t, []string{"p"}, forgotten)

@@ -30,12 +30,12 @@ func TestPoolAppliedAgainWhileForgettingLivesOn(t *testing.T) {
 		}
 		return true, nil
 	}, activity.RegisterOptions{Name: "ForgetUnchangedPool"})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.PoolDeletion{Generation: 1}) }, time.Second)
-	var between pool.PoolStatus
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.Deletion{Generation: 1}) }, time.Second)
+	var between pool.Status
 	env.RegisterDelayedCallback(func() { between = status(t, env) }, time.Hour)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.PoolDeletion{Generation: 2}) }, 2*time.Hour)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.Deletion{Generation: 2}) }, 2*time.Hour)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, 10*time.Hour)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError(), "the second delete drains and ends the pool")
 	assert.Equal(t, 2, forgets, "the first forget was followed by an apply: the pool lived on until the second delete")
@@ -53,9 +53,9 @@ func TestPoolForgettingRefusesALateClaim(t *testing.T) {
 		env.SignalWorkflow(pool.SignalClaim, pool.ClaimRequest{LeaseID: "lease-late", At: env.Now()})
 		return true, nil
 	}, activity.RegisterOptions{Name: "ForgetUnchangedPool"})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.PoolDeletion{Generation: 1}) }, time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.Deletion{Generation: 1}) }, time.Second)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, 10*time.Hour)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	var refused []string
@@ -79,12 +79,12 @@ func TestPoolKeptByTheStoreIsNotForgotten(t *testing.T) {
 		generations = append(generations, in.Generation)
 		return len(generations) > 1, nil // the first time the row had been applied since
 	}, activity.RegisterOptions{Name: "ForgetUnchangedPool"})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.PoolDeletion{Generation: 3}) }, time.Second)
-	var between pool.PoolStatus
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.Deletion{Generation: 3}) }, time.Second)
+	var between pool.Status
 	env.RegisterDelayedCallback(func() { between = status(t, env) }, time.Hour)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.PoolDeletion{Generation: 4}) }, 2*time.Hour)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(pool.SignalDeletePool, pool.Deletion{Generation: 4}) }, 2*time.Hour)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, 10*time.Hour)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, []int64{3, 4}, generations, "each forget names the generation its delete saw")

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-func membersIn(st pool.PoolStatus, phase string) []pool.MemberSummary {
+func membersIn(st pool.Status, phase string) []pool.MemberSummary {
 	var out []pool.MemberSummary
 	for _, m := range st.Members {
 		if m.Phase == phase {
@@ -61,7 +61,7 @@ func TestPoolRollsOutdatedMembers(t *testing.T) {
 			}
 		}, time.Duration(i)*time.Second)
 	}
-	var before, knobOnly, during, final pool.PoolStatus
+	var before, knobOnly, during, final pool.Status
 	env.RegisterDelayedCallback(func() {
 		before = status(t, env)
 		ttlOnly := pol
@@ -77,7 +77,7 @@ func TestPoolRollsOutdatedMembers(t *testing.T) {
 	}, 10*time.Second+100*time.Millisecond)
 	env.RegisterDelayedCallback(func() { during = status(t, env) }, 10*time.Second+200*time.Millisecond)
 	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 41*time.Second)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 
 	require.Equal(t, 2, before.Ready)
 	assert.EqualValues(t, 0, knobOnly.Generation, "a TTL change does not make members outdated")
@@ -128,9 +128,9 @@ func TestPoolRollHonoursMaxSurge(t *testing.T) {
 				env.SignalWorkflow(pool.SignalApply, upgraded)
 				rolled = true
 			}, 10*time.Second+100*time.Millisecond)
-			var final pool.PoolStatus
+			var final pool.Status
 			env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 61*time.Second)
-			env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+			env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 
 			assert.LessOrEqual(t, maxAbove, surge, "never more than maxSurge members beyond the warm target")
 			if surge > 0 {
@@ -160,13 +160,13 @@ func TestPoolCancelsWedgedCreation(t *testing.T) {
 			env.SignalWorkflow(instance.SignalMemberFail, instance.MemberReport{InstanceID: "p-t-1", Reason: "canceled"})
 		}
 	}, 3*time.Minute+5*time.Second)
-	var wedged, after pool.PoolStatus
+	var wedged, after pool.Status
 	env.RegisterDelayedCallback(func() { wedged = status(t, env) }, 2*time.Minute+30*time.Second)
 	env.RegisterDelayedCallback(func() { after = status(t, env); env.CancelWorkflow() }, 3*time.Minute+20*time.Second)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 
 	assert.Equal(t, 1, wedged.Creating, "not cancelled before creatingTimeout + grace")
-	assert.Equal(t, []string{instance.InstanceWorkflowID("p-t-1")}, cancelled)
+	assert.Equal(t, []string{instance.WorkflowID("p-t-1")}, cancelled)
 	assert.Equal(t, 1, after.ConsecutiveFailures)
 	assert.Contains(t, after.LastFailureReason, "creatingTimeout")
 	require.Len(t, after.Members, 1)
@@ -197,7 +197,7 @@ func TestPoolDeleteDrains(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(pool.SignalClaim, pool.ClaimRequest{LeaseID: "lease-late", At: env.Now()})
 	}, 4500*time.Millisecond)
-	var draining pool.PoolStatus
+	var draining pool.Status
 	env.RegisterDelayedCallback(func() {
 		draining = status(t, env)
 		for _, m := range draining.Members {
@@ -218,7 +218,7 @@ func TestPoolDeleteDrains(t *testing.T) {
 			env.SignalWorkflow(instance.SignalMemberGone, instance.MemberReport{InstanceID: st.Members[0].ID})
 		}
 	}, 7*time.Second)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError(), "the drained pool's workflow ends")

@@ -14,7 +14,7 @@ import (
 	"github.com/kunobi-ninja/kobe/pools"
 )
 
-// The pool's decisions, without Temporal. A State is what a pool knows (its PoolState, carried
+// The pool's decisions, without Temporal. A State is what a pool knows (its Snapshot, carried
 // across continue-as-new, plus what one run keeps); each message the pool receives is a method
 // on it that changes the state and asks an Executor to carry out the actions it decides on
 // (start a member's Provision or Teardown, signal a lease, cancel a wedged creation, count a
@@ -45,14 +45,14 @@ var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: tru
 
 // State is a pool's state as its decisions see it.
 type State struct {
-	PoolState
+	Snapshot
 	Versions
 	// arrived holds the claims received since the last reconcile (served now = not queued).
 	arrived map[string]bool
 }
 
 // NewState is the state a run starts from: st as the previous run left it (or as applied).
-func NewState(st PoolState, v Versions) *State {
+func NewState(st Snapshot, v Versions) *State {
 	if st.Members == nil {
 		st.Members = map[string]*Member{}
 	}
@@ -62,7 +62,7 @@ func NewState(st PoolState, v Versions) *State {
 	if v.Hardened && st.AssignedAt == nil {
 		st.AssignedAt = map[string]time.Time{}
 	}
-	return &State{PoolState: st, Versions: v}
+	return &State{Snapshot: st, Versions: v}
 }
 
 // Executor carries the pool's actions out, in the order they are given.
@@ -121,7 +121,7 @@ type CountHealthCheck struct {
 
 // RecordInstance writes a member's store row and its audit event (instance.RecordInstance).
 type RecordInstance struct {
-	Record instance.InstanceRecord
+	Record instance.Record
 }
 
 // CheckHealth is a health check to start: the members of one host queue.
@@ -141,8 +141,8 @@ func (CountRecycle) action()     {}
 func (CountHealthCheck) action() {}
 func (RecordInstance) action()   {}
 
-// PoolStatus answers QueryPoolStatus (upstream field names).
-type PoolStatus struct {
+// Status answers QueryPoolStatus (upstream field names).
+type Status struct {
 	Name     string        `json:"name"`
 	Phase    api.PoolPhase `json:"phase"`
 	Ready    int           `json:"ready"`
@@ -169,7 +169,7 @@ type PoolStatus struct {
 	Members             []MemberSummary `json:"members"`
 }
 
-// MemberSummary is one member in PoolStatus.
+// MemberSummary is one member in Status.
 type MemberSummary struct {
 	ID         string `json:"id"`
 	Phase      string `json:"phase"`
@@ -236,8 +236,8 @@ type Member struct {
 	TeardownAttempts int `json:"teardownAttempts,omitempty"`
 }
 
-// PoolState is the whole state of a pool; it is the input of every continue-as-new run.
-type PoolState struct {
+// Snapshot is the whole state of a pool; it is the input of every continue-as-new run.
+type Snapshot struct {
 	Policy     pools.Policy       `json:"policy"`
 	Generation int64              `json:"generation"`
 	Members    map[string]*Member `json:"members"`
@@ -405,7 +405,7 @@ func (s *State) Apply(pol pools.Policy) {
 }
 
 // Delete starts the pool's drain.
-func (s *State) Delete(d PoolDeletion) {
+func (s *State) Delete(d Deletion) {
 	s.Draining, s.DeleteGeneration = true, d.Generation
 }
 
@@ -837,7 +837,7 @@ func (s *State) provision(fx Executor) {
 		Spec: backends.InstanceSpec{ID: id, Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion,
 			Options: pol.BackendOptions},
 		CreatingTimeout: pol.CreatingTimeout,
-		NotifyPool:      PoolWorkflowID(pol.Name),
+		NotifyPool:      WorkflowID(pol.Name),
 		Addons:          pol.Addons,
 		Gates:           pol.Gates,
 	}
@@ -866,7 +866,7 @@ func (s *State) teardown(m *Member, reason string, fx Executor) {
 		Backend:    pol.Backend,
 		Spec:       backends.InstanceSpec{ID: m.ID, Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion},
 		Placement:  m.Placement,
-		NotifyPool: PoolWorkflowID(pol.Name),
+		NotifyPool: WorkflowID(pol.Name),
 	}
 	if err := fx.Do(StartTeardown{MemberID: m.ID, WorkflowID: id, Reason: reason, Input: in}); err != nil && s.Hardened {
 		// Left Deleting it would wait forever for a report that cannot come.
@@ -875,9 +875,9 @@ func (s *State) teardown(m *Member, reason string, fx Executor) {
 }
 
 // Status answers QueryPoolStatus.
-func (s *State) Status(now time.Time) PoolStatus {
+func (s *State) Status(now time.Time) Status {
 	pol := s.Policy
-	st := PoolStatus{
+	st := Status{
 		Name: pol.Name, Ready: s.count(MemberReady), Leased: s.count(MemberLeased), Creating: s.count(MemberCreating),
 		Deleting: s.count(MemberDeleting), Outdated: s.outdatedReady(), Generation: s.Generation,
 		Quarantined: s.count(MemberQuarantined),
@@ -1013,7 +1013,7 @@ func (s *State) HealthChecked(results []instance.HealthResult, fx Executor) {
 // is given back it is torn down and the pool refills.
 func (s *State) memberBroken(m *Member, fx Executor) {
 	msg := fmt.Sprintf("failed %d health checks in a row: %s", m.HealthFailures, m.HealthMessage)
-	rec := instance.InstanceRecord{ID: m.ID, Pool: s.Policy.Name, Backend: s.Policy.Backend, Host: m.Placement.HostID,
+	rec := instance.Record{ID: m.ID, Pool: s.Policy.Name, Backend: s.Policy.Backend, Host: m.Placement.HostID,
 		Phase: api.InstanceUnhealthy, Endpoint: m.Endpoint, Message: msg}
 	if m.LeaseID != "" && m.Phase == MemberLeased {
 		rec.Message = fmt.Sprintf("leased to %s: %s", m.LeaseID, msg)

@@ -171,7 +171,7 @@ func newWorld(v Versions) *world {
 	pol := testPolicy()
 	pol.WarmTarget, pol.MaxClusters = 1, 3
 	return &world{
-		s:   NewState(PoolState{Policy: pol, Incarnation: "t"}, v),
+		s:   NewState(Snapshot{Policy: pol, Incarnation: "t"}, v),
 		now: t0, rng: rand.New(rand.NewPCG(1, 2)), byID: map[string]*leaseModel{}, prov: map[string]string{},
 		ready: map[string]bool{}, teardown: map[string]bool{}, alive: map[string]bool{}, granted: map[string]string{},
 		wfIDs: map[string]bool{},
@@ -460,17 +460,17 @@ func (w *world) step(e event) {
 	case evApply:
 		s.Apply(policyFor(e.n))
 	case evDelete:
-		s.Delete(PoolDeletion{Generation: int64(e.n)})
+		s.Delete(Deletion{Generation: int64(e.n)})
 	case evTime:
 		w.now = w.now.Add(e.dt)
 	case evContinueAsNew:
 		s.PruneAssigned(w.now)
-		raw, err := json.Marshal(s.PoolState)
+		raw, err := json.Marshal(s.Snapshot)
 		if err != nil {
 			w.violate("continue-as-new: %v", err)
 			return
 		}
-		var next PoolState
+		var next Snapshot
 		if err := json.Unmarshal(raw, &next); err != nil {
 			w.violate("continue-as-new: %v", err)
 			return

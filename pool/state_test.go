@@ -111,7 +111,7 @@ func member(id, phase string, age time.Duration) *Member {
 }
 
 func stateWith(v Versions, pol pools.Policy, ms ...*Member) *State {
-	s := NewState(PoolState{Policy: pol, Incarnation: "t"}, v)
+	s := NewState(Snapshot{Policy: pol, Incarnation: "t"}, v)
 	for _, m := range ms {
 		s.Members[m.ID] = m
 	}
@@ -325,7 +325,7 @@ func TestDecisions(t *testing.T) {
 			{ID: "m2", Phase: MemberLeased, LeaseID: "lease-x", Since: t0}},
 		event: func(s *State, fx *recorder) {
 			s.Claim(ClaimRequest{LeaseID: "lease-a"}, fx.Now())
-			s.Delete(PoolDeletion{Generation: 7})
+			s.Delete(Deletion{Generation: 7})
 			s.Reconcile(fx)
 		},
 		want: []string{"send signal lease-a claim-failed pool_deleted", "wait signal lease-a claim-failed pool_deleted",
@@ -338,14 +338,14 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "a drained pool with only quarantined members is done",
 		members: []*Member{{ID: "m1", Phase: MemberQuarantined, Since: t0}},
-		event:   func(s *State, fx *recorder) { s.Delete(PoolDeletion{}); s.Reconcile(fx) },
+		event:   func(s *State, fx *recorder) { s.Delete(Deletion{}); s.Reconcile(fx) },
 		want:    []string{},
 		check:   func(t *testing.T, s *State) { require.True(t, s.Drained()) },
 	}, {
 		name:    "applying a deleted pool again keeps it",
 		members: []*Member{member("m1", MemberReady, time.Minute)},
 		event: func(s *State, fx *recorder) {
-			s.Delete(PoolDeletion{Generation: 3})
+			s.Delete(Deletion{Generation: 3})
 			s.Apply(s.Policy)
 			s.Reconcile(fx)
 		},

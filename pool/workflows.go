@@ -18,14 +18,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// PoolWorkflowName is the registered name of the pool entity workflow.
-const PoolWorkflowName = "Pool"
+// WorkflowName is the registered name of the pool entity workflow.
+const WorkflowName = "Pool"
 
 // LeaseWorkflowID is the workflow id of a lease (lease ids already start with "lease-").
 func LeaseWorkflowID(leaseID string) string { return leaseID }
 
-// PoolWorkflowID is the workflow id of a pool.
-func PoolWorkflowID(pool string) string { return "pool-" + pool }
+// WorkflowID is the workflow id of a pool.
+func WorkflowID(pool string) string { return "pool-" + pool }
 
 // maxHistoryBeforeContinue keeps the entity's history bounded.
 const maxHistoryBeforeContinue = 5000
@@ -34,7 +34,7 @@ const maxHistoryBeforeContinue = 5000
 // target, provisions and tears down members (as separate workflows that report back by
 // signal, so that continue-as-new never orphans them), and serves claims in order. What it
 // decides is in state.go; this function receives the messages and carries the actions out.
-func Pool(ctx workflow.Context, st PoolState) error {
+func Pool(ctx workflow.Context, st Snapshot) error {
 	var v Versions
 	v.Rolling = workflow.GetVersion(ctx, poolVersionChange, workflow.DefaultVersion, poolVersionRolling) >= poolVersionRolling
 	v.CancelReclaims = workflow.GetVersion(ctx, poolVersionCancelChange, workflow.DefaultVersion, poolVersionCancelReclaims) >= poolVersionCancelReclaims
@@ -52,7 +52,7 @@ func Pool(ctx workflow.Context, st PoolState) error {
 		}
 		s.Incarnation = tag
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryPoolStatus, func() (PoolStatus, error) { return s.Status(p.Now()), nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryPoolStatus, func() (Status, error) { return s.Status(p.Now()), nil }); err != nil {
 		return err
 	}
 	claims := workflow.GetSignalChannel(ctx, SignalClaim)
@@ -99,7 +99,7 @@ func Pool(ctx workflow.Context, st PoolState) error {
 	}
 	if s.Rolling {
 		handlers = append(handlers, signalHandler{workflow.GetSignalChannel(ctx, SignalDeletePool), func(c workflow.ReceiveChannel) {
-			var d PoolDeletion
+			var d Deletion
 			c.Receive(ctx, &d)
 			s.Delete(d)
 		}})
@@ -184,7 +184,7 @@ func Pool(ctx workflow.Context, st PoolState) error {
 			}
 			s.Claim(r, p.Now())
 		}
-		return workflow.NewContinueAsNewError(ctx, PoolWorkflowName, s.PoolState)
+		return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
 	}
 	// Every signal already delivered is handled here, not dropped: a release or a member
 	// report lost at this point would leave a member Leased or Deleting for good.
@@ -202,7 +202,7 @@ func Pool(ctx workflow.Context, st PoolState) error {
 	}
 	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
 	s.PruneAssigned(p.Now())
-	return workflow.NewContinueAsNewError(ctx, PoolWorkflowName, s.PoolState)
+	return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
 }
 
 // signalHandler is one signal channel of the pool and what it does with a message.
@@ -242,14 +242,14 @@ func (p *poolRun) Send(a Action) func() error {
 	done := func() error { return nil }
 	switch a := a.(type) {
 	case StartProvision:
-		return p.startChild(instance.InstanceWorkflowID(a.MemberID), instance.ProvisionWorkflowName, a.Input)
+		return p.startChild(instance.WorkflowID(a.MemberID), instance.ProvisionWorkflowName, a.Input)
 	case StartTeardown:
 		return p.startChild(a.WorkflowID, instance.TeardownWorkflowName, a.Input)
 	case SignalLease:
 		f := workflow.SignalExternalWorkflow(p.ctx, LeaseWorkflowID(a.LeaseID), "", a.Signal, a.Arg)
 		return func() error { return f.Get(p.ctx, nil) }
 	case CancelCreation:
-		f := workflow.RequestCancelExternalWorkflow(p.ctx, instance.InstanceWorkflowID(a.MemberID), "")
+		f := workflow.RequestCancelExternalWorkflow(p.ctx, instance.WorkflowID(a.MemberID), "")
 		return func() error {
 			err := f.Get(p.ctx, nil)
 			if err != nil {

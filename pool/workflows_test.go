@@ -30,7 +30,7 @@ type sent struct {
 func poolEnv(t *testing.T, pol pools.Policy) (*testsuite.TestWorkflowEnvironment, *[]sent) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
+	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
 	env.OnWorkflow(instance.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(instance.ProvisionResult{}, nil)
@@ -56,15 +56,15 @@ func healthyMembers(env *testsuite.TestWorkflowEnvironment) {
 	}, activity.RegisterOptions{Name: "CheckHealth"})
 }
 
-func status(t *testing.T, env *testsuite.TestWorkflowEnvironment) pool.PoolStatus {
+func status(t *testing.T, env *testsuite.TestWorkflowEnvironment) pool.Status {
 	v, err := env.QueryWorkflow(pool.QueryPoolStatus)
 	require.NoError(t, err)
-	var st pool.PoolStatus
+	var st pool.Status
 	require.NoError(t, v.Get(&st))
 	return st
 }
 
-func creating(st pool.PoolStatus) string {
+func creating(st pool.Status) string {
 	for _, m := range st.Members {
 		if m.Phase == pool.MemberCreating {
 			return m.ID
@@ -108,9 +108,9 @@ func TestPoolBackoffGrowsToCapThenRecovers(t *testing.T) {
 			env.SignalWorkflow(instance.SignalMemberReady, instance.MemberReport{InstanceID: id, Endpoint: "https://x"})
 		}, time.Duration(i)*time.Second)
 	}
-	var final pool.PoolStatus
+	var final pool.Status
 	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 301*time.Second)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: basePolicy(), Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: basePolicy(), Incarnation: "t"})
 
 	// Each wait is measured 1 ms after the failure.
 	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
@@ -138,7 +138,7 @@ func TestPoolClaimQueue(t *testing.T) {
 	claim("lease-a", 0, time.Second)
 	claim("lease-b", 5, 2*time.Second)
 	claim("lease-c", 0, 3*time.Second)
-	var queued pool.PoolStatus
+	var queued pool.Status
 	env.RegisterDelayedCallback(func() { queued = status(t, env) }, 4*time.Second)
 	// Members come up one by one.
 	for i, at := range []time.Duration{10 * time.Second, 20 * time.Second} {
@@ -147,9 +147,9 @@ func TestPoolClaimQueue(t *testing.T) {
 			env.SignalWorkflow(instance.SignalMemberReady, instance.MemberReport{InstanceID: id, Endpoint: "https://" + id})
 		}, at)
 	}
-	var final pool.PoolStatus
+	var final pool.Status
 	env.RegisterDelayedCallback(func() { final = status(t, env); env.CancelWorkflow() }, 10*time.Minute)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 
 	assert.Equal(t, []string{"lease-b", "lease-a", "lease-c"}, queued.Queue, "priority first, then age")
 	assert.Equal(t, 2, queued.Creating, "capacity for the waiting claims, within maxClusters")
@@ -179,7 +179,7 @@ func TestPoolClaimQueue(t *testing.T) {
 func poolEnvRecordingTeardowns() (*testsuite.TestWorkflowEnvironment, *[]string) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
+	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
 	env.OnWorkflow(instance.ProvisionWorkflowName, mock.Anything, mock.Anything).Return(instance.ProvisionResult{}, nil)
@@ -204,9 +204,9 @@ func TestPoolTearsDownAnAssignmentNobodyTook(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(pool.SignalClaim, pool.ClaimRequest{LeaseID: "lease-gone", At: env.Now()})
 	}, 2*time.Second)
-	var st pool.PoolStatus
+	var st pool.Status
 	env.RegisterDelayedCallback(func() { st = status(t, env); env.CancelWorkflow() }, time.Minute)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 	assert.Equal(t, []string{"p-t-1"}, *tornDown)
 	assert.Equal(t, 0, st.Ready, "p-1 was not put back for another lease")
 }
@@ -225,15 +225,15 @@ func TestPoolTearsDownTheMemberOfACancelledClaim(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(pool.SignalClaim, pool.ClaimRequest{LeaseID: "lease-1", At: env.Now()})
 	}, 2*time.Second)
-	var leased pool.PoolStatus
+	var leased pool.Status
 	env.RegisterDelayedCallback(func() {
 		leased = status(t, env)
 		// …but the lease had been released meanwhile, and ends without reading it.
 		env.SignalWorkflow(pool.SignalCancelClaim, "lease-1")
 	}, 3*time.Second)
-	var st pool.PoolStatus
+	var st pool.Status
 	env.RegisterDelayedCallback(func() { st = status(t, env); env.CancelWorkflow() }, time.Minute)
-	env.ExecuteWorkflow(pool.PoolWorkflowName, pool.PoolState{Policy: pol, Incarnation: "t"})
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
 	assert.Equal(t, 1, leased.Leased, "p-1 was assigned to lease-1")
 	assert.Equal(t, []string{"p-t-1"}, *tornDown, "the cancelled claim's member is torn down")
 	assert.Equal(t, 0, st.Leased, "nothing stays leased to a finished lease")

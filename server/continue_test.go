@@ -77,8 +77,8 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	// A held doctor run stands in for the pool: it takes the claim; the test assigns.
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("can"), TaskQueue: "can"},
-		doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "can", Hold: time.Hour})
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("can"), TaskQueue: "can"},
+		doctor.WorkflowName, doctor.Input{ProbeID: "can", Hold: time.Hour})
 	require.NoError(t, err)
 	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 
 	const id = "lease-can"
 	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "can", Principal: "anonymous", Phase: api.LeasePending, TTL: time.Hour}))
-	_, err = server.StartLease(ctx, tmp.Client, "can", lease.LeaseInput{LeaseID: id, Pool: "can", Principal: "anonymous",
+	_, err = server.StartLease(ctx, tmp.Client, "can", lease.Input{LeaseID: id, Pool: "can", Principal: "anonymous",
 		TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute, ContinueAsNewAfter: 60}, true)
 	require.NoError(t, err)
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", pool.SignalAssigned, pool.Assignment{InstanceID: "i1",
@@ -124,7 +124,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	}
 	require.Equal(t, http.StatusNoContent, call("DELETE", "/v1/leases/"+id, "", nil))
 
-	var final lease.LeaseView
+	var final lease.View
 	require.NoError(t, tmp.Client.GetWorkflow(ctx, id, "").Get(ctx, &final))
 	assert.Equal(t, api.LeaseReleased, final.Phase)
 	assert.Equal(t, 1, final.Extensions)
@@ -138,7 +138,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	// Every run replays against the code (the continue-as-new path, the resumed runs and the
 	// atomic extension are deterministic).
 	replayer := sdkworker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
+	replayer.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	for run := runID(t, tmp.Client, id); run != ""; runs++ {
 		hist := &historypb.History{}
 		it := tmp.Client.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

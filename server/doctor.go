@@ -46,7 +46,7 @@ func (s *Server) handleDoctorStart(w http.ResponseWriter, r *http.Request) {
 		// The worker usually lives in this process in dev mode: eager start skips a poll round trip.
 		EnableEagerStart:         true,
 		WorkflowExecutionTimeout: hold + 10*time.Minute,
-	}, doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: id, Hold: hold})
+	}, doctor.WorkflowName, doctor.Input{ProbeID: id, Hold: hold})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, api.ReasonBackendError, "Could not start the doctor workflow", err.Error())
 		return
@@ -91,8 +91,8 @@ func (s *Server) handleDoctorGet(w http.ResponseWriter, r *http.Request) {
 	}
 	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		report.Status = "Running"
-		if v, err := s.Temporal.QueryWorkflow(r.Context(), id, "", doctor.DoctorProgressQuery); err == nil {
-			var p doctor.DoctorProgress
+		if v, err := s.Temporal.QueryWorkflow(r.Context(), id, "", doctor.ProgressQuery); err == nil {
+			var p doctor.Progress
 			if v.Get(&p) == nil {
 				report.Stage, report.HoldUntil = p.Stage, p.HoldUntil
 			}
@@ -101,7 +101,7 @@ func (s *Server) handleDoctorGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var res doctor.DoctorResult
+	var res doctor.Result
 	if err := s.Temporal.GetWorkflow(r.Context(), id, "").Get(r.Context(), &res); err != nil {
 		report.Status = "Failed"
 		report.Error = err.Error()
@@ -153,7 +153,7 @@ func (s *Server) readWorkerProbe(ctx context.Context, id string) api.Hop {
 	return hop
 }
 
-func afterHoldDetail(before, after doctor.DoctorProbeResult) string {
+func afterHoldDetail(before, after doctor.ProbeResult) string {
 	d := fmt.Sprintf("worker %s pid %d", after.WorkerHost, after.WorkerPID)
 	if before.WorkerHost != after.WorkerHost || before.WorkerPID != after.WorkerPID {
 		d += " (another worker process than before the hold)"

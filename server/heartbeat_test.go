@@ -37,8 +37,8 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 	testsuite.StartWorker(t, tmp.Client, "hb", st)
 	// A held doctor run stands in for the pool: it takes the claims and never answers, so the
 	// leases stay Pending.
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("hb"), TaskQueue: "hb"},
-		doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "hb", Hold: time.Hour})
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("hb"), TaskQueue: "hb"},
+		doctor.WorkflowName, doctor.Input{ProbeID: "hb", Hold: time.Hour})
 	require.NoError(t, err)
 	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
 	require.NoError(t, err)
@@ -46,7 +46,7 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 	h := s.Handler()
 	for id, idle := range map[string]time.Duration{"lease-idle": 10 * time.Minute, "lease-plain": 0} {
 		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: api.LeasePending, TTL: time.Hour}))
-		_, err := server.StartLease(ctx, tmp.Client, "hb", lease.LeaseInput{LeaseID: id, Pool: "hb", Principal: "anonymous",
+		_, err := server.StartLease(ctx, tmp.Client, "hb", lease.Input{LeaseID: id, Pool: "hb", Principal: "anonymous",
 			TTL: time.Hour, MaxTTL: 2 * time.Hour, IdleTimeout: idle}, false)
 		require.NoError(t, err)
 	}

@@ -88,7 +88,7 @@ func (s *Server) handleInstanceRetryTeardown(w http.ResponseWriter, r *http.Requ
 		return
 	}
 	actor := principalOf(r).Name
-	out := api.RetryTeardown{ID: in.ID, Via: "pool", WorkflowID: pool.PoolWorkflowID(in.Pool)}
+	out := api.RetryTeardown{ID: in.ID, Via: "pool", WorkflowID: pool.WorkflowID(in.Pool)}
 	err := s.Temporal.SignalWorkflow(r.Context(), out.WorkflowID, "", pool.SignalRetryTeardown,
 		pool.MemberAction{InstanceID: in.ID, Actor: actor})
 	if isNotRunning(err) {
@@ -139,7 +139,7 @@ func (s *Server) handleInstanceForget(w http.ResponseWriter, r *http.Request) {
 		notQuarantined(w, in, "forgotten (force=true forgets it anyway)")
 		return
 	}
-	err := s.Temporal.SignalWorkflow(r.Context(), pool.PoolWorkflowID(in.Pool), "", pool.SignalForgetMember,
+	err := s.Temporal.SignalWorkflow(r.Context(), pool.WorkflowID(in.Pool), "", pool.SignalForgetMember,
 		pool.MemberAction{InstanceID: in.ID, Actor: p.Name})
 	if err != nil && !isNotRunning(err) {
 		s.unavailable(w, r, "telling the pool", err)

@@ -47,7 +47,7 @@ func TestQuarantinedInstances(t *testing.T) {
 	// A real worker with the local backend on the server's queue runs the Teardown workflows.
 	acts := testsuite.StartHostWorker(t, e.tc.Client, e.srv.TaskQueue, e.st, t.TempDir())
 	e.pool("ci-a")
-	e.startStubPool("ci-a", pool.PoolStatus{Name: "ci-a", Phase: "Healthy"})
+	e.startStubPool("ci-a", pool.Status{Name: "ci-a", Phase: "Healthy"})
 	e.instance("ci-a-1", "ci-a", "Quarantined", acts.HostID, "deleting ci-a-1: kube-apiserver pid 42 still running")
 	e.instance("ci-a-2", "ci-a", "Ready", acts.HostID, "")
 	e.instance("gone-1", "gone", "Quarantined", acts.HostID, "deleting gone-1: permission denied")

@@ -282,7 +282,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	in := lease.LeaseInput{LeaseID: admitted.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
+	in := lease.Input{LeaseID: admitted.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
 		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
 		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
 	if err := s.startLeaseSurely(ctx, in); err != nil {
@@ -345,11 +345,11 @@ func (s *Server) leaseView(ctx context.Context, l store.Lease, withKubeconfig bo
 }
 
 // leaseViewFrom is leaseView with the workflow's view already in hand (nil: ask the workflow).
-func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *lease.LeaseView, withKubeconfig bool) (api.Lease, error) {
+func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *lease.View, withKubeconfig bool) (api.Lease, error) {
 	v := s.storeView(l)
 	if lv == nil {
 		if resp, err := s.Temporal.QueryWorkflow(ctx, pool.LeaseWorkflowID(l.ID), "", lease.QueryLease); err == nil {
-			var q lease.LeaseView
+			var q lease.View
 			if resp.Get(&q) == nil {
 				lv = &q
 			}
@@ -371,7 +371,7 @@ func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *lease.Lea
 	return v, nil
 }
 
-func (s *Server) applyWorkflowView(v *api.Lease, lv lease.LeaseView) {
+func (s *Server) applyWorkflowView(v *api.Lease, lv lease.View) {
 	v.Phase, v.Reason, v.ClusterName, v.Endpoint, v.Extensions = lv.Phase, lv.Reason, lv.InstanceID, lv.Endpoint, lv.Extensions
 	if !lv.BoundAt.IsZero() {
 		t := lv.BoundAt
@@ -402,11 +402,11 @@ func (s *Server) kubeconfig(ctx context.Context, leaseID string) (string, error)
 
 // queuePosition is the lease's 1-based place in its pool's queue, 0 when not queued.
 func (s *Server) queuePosition(ctx context.Context, poolName, leaseID string) int {
-	resp, err := s.Temporal.QueryWorkflow(ctx, pool.PoolWorkflowID(poolName), "", pool.QueryPoolStatus)
+	resp, err := s.Temporal.QueryWorkflow(ctx, pool.WorkflowID(poolName), "", pool.QueryPoolStatus)
 	if err != nil {
 		return 0
 	}
-	var st pool.PoolStatus
+	var st pool.Status
 	if resp.Get(&st) != nil {
 		return 0
 	}
@@ -470,7 +470,7 @@ func (s *Server) handleLeaseGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	var lv *lease.LeaseView
+	var lv *lease.View
 	if ws := r.URL.Query().Get("wait"); ws != "" {
 		d, err := time.ParseDuration(ws)
 		if err != nil || d < 0 {
@@ -489,7 +489,7 @@ func (s *Server) handleLeaseGet(w http.ResponseWriter, r *http.Request) {
 
 // waitBound long-polls: it returns once the lease is no longer Pending or after d, with the
 // workflow's view when the wait ended that way (the caller need not ask again), else nil.
-func (s *Server) waitBound(ctx context.Context, leaseID string, d time.Duration) *lease.LeaseView {
+func (s *Server) waitBound(ctx context.Context, leaseID string, d time.Duration) *lease.View {
 	if d <= 0 {
 		return nil
 	}
@@ -499,7 +499,7 @@ func (s *Server) waitBound(ctx context.Context, leaseID string, d time.Duration)
 	if err != nil {
 		return nil
 	}
-	var lv lease.LeaseView
+	var lv lease.View
 	if h.Get(wctx, &lv) != nil {
 		return nil
 	}
@@ -637,7 +637,7 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 	// history for nothing. The lease's own view says whether it has one; when the lease cannot
 	// be asked, the heartbeat is sent, as it costs little.
 	if resp, err := s.Temporal.QueryWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.QueryLease); err == nil {
-		var lv lease.LeaseView
+		var lv lease.View
 		if resp.Get(&lv) == nil {
 			switch {
 			case lv.Phase != api.LeasePending && lv.Phase != api.LeaseBound:

@@ -17,7 +17,7 @@ import (
 // StartLease starts a lease's workflow (id = lease id) on the task queue. With searchable set
 // (kobe's search attributes are registered, see EnsureSearchAttributes) the lease is tagged
 // with its pool, owner and phase for the Temporal Web UI's filters.
-func StartLease(ctx context.Context, c client.Client, taskQueue string, in lease.LeaseInput, searchable bool) (client.WorkflowRun, error) {
+func StartLease(ctx context.Context, c client.Client, taskQueue string, in lease.Input, searchable bool) (client.WorkflowRun, error) {
 	opts := client.StartWorkflowOptions{
 		ID:        pool.LeaseWorkflowID(in.LeaseID),
 		TaskQueue: taskQueue,
@@ -26,9 +26,9 @@ func StartLease(ctx context.Context, c client.Client, taskQueue string, in lease
 	}
 	in.SearchAttributes = searchable
 	if searchable {
-		opts.TypedSearchAttributes = lease.LeaseSearchAttributes(in)
+		opts.TypedSearchAttributes = lease.SearchAttributes(in)
 	}
-	run, err := c.ExecuteWorkflow(ctx, opts, lease.LeaseWorkflowName, in)
+	run, err := c.ExecuteWorkflow(ctx, opts, lease.WorkflowName, in)
 	if err != nil {
 		return nil, fmt.Errorf("starting lease %s: %w", in.LeaseID, err)
 	}
@@ -51,7 +51,7 @@ const (
 //
 // The attempts do not follow the HTTP request's context: a client that hangs up mid-start must
 // not turn a started lease into an unclear one.
-func (s *Server) startLeaseSurely(ctx context.Context, in lease.LeaseInput) error {
+func (s *Server) startLeaseSurely(ctx context.Context, in lease.Input) error {
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	for attempt := 1; attempt <= startLeaseAttempts; attempt++ {

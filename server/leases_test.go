@@ -65,7 +65,7 @@ func TestStartLeaseSurely(t *testing.T) {
 			// The HTTP request's context is gone already: the attempts must not care.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			err := s.startLeaseSurely(ctx, lease.LeaseInput{LeaseID: "lease-1", Pool: "ci"})
+			err := s.startLeaseSurely(ctx, lease.Input{LeaseID: "lease-1", Pool: "ci"})
 			if tc.runs {
 				require.NoError(t, err)
 			} else {

@@ -88,8 +88,8 @@ func (c *PoolCollector) collectPool(ch chan<- prometheus.Metric, name string) {
 	// up the time of the others, nor that of its own store fallback.
 	qctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var st pool.PoolStatus
-	v, err := c.Temporal.QueryWorkflow(qctx, pool.PoolWorkflowID(name), "", pool.QueryPoolStatus)
+	var st pool.Status
+	v, err := c.Temporal.QueryWorkflow(qctx, pool.WorkflowID(name), "", pool.QueryPoolStatus)
 	if err == nil {
 		err = v.Get(&st)
 	}

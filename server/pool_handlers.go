@@ -83,9 +83,9 @@ func poolCapabilities(role access.Role, pool string) []string {
 }
 
 // queryPool asks a pool's workflow for its status.
-func (s *Server) queryPool(ctx context.Context, name string) (pool.PoolStatus, error) {
-	var st pool.PoolStatus
-	resp, err := s.Temporal.QueryWorkflow(ctx, pool.PoolWorkflowID(name), "", pool.QueryPoolStatus)
+func (s *Server) queryPool(ctx context.Context, name string) (pool.Status, error) {
+	var st pool.Status
+	resp, err := s.Temporal.QueryWorkflow(ctx, pool.WorkflowID(name), "", pool.QueryPoolStatus)
 	if err == nil {
 		err = resp.Get(&st)
 	}
@@ -240,8 +240,8 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	// The signal names the row's generation: if the pool is applied again while it drains,
 	// the drained workflow keeps the newer row and lives on.
-	err = s.Temporal.SignalWorkflow(r.Context(), pool.PoolWorkflowID(name), "", pool.SignalDeletePool,
-		pool.PoolDeletion{Generation: p.Generation})
+	err = s.Temporal.SignalWorkflow(r.Context(), pool.WorkflowID(name), "", pool.SignalDeletePool,
+		pool.Deletion{Generation: p.Generation})
 	if isNotRunning(err) {
 		// No workflow holds members: forget the pool at once, with its event, unless an apply
 		// recorded it again since it was read (that apply's run then holds it).

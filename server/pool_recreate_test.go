@@ -55,18 +55,18 @@ func TestPoolDeletedAndAppliedAgainAlwaysEndsServing(t *testing.T) {
 		if _, err := st.GetPool(ctx, "again"); err != nil {
 			return "store: " + err.Error()
 		}
-		desc, err := tmp.Client.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID("again"), "")
+		desc, err := tmp.Client.DescribeWorkflowExecution(ctx, pool.WorkflowID("again"), "")
 		if err != nil {
 			return "workflow: " + err.Error()
 		}
 		if s := desc.GetWorkflowExecutionInfo().GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return "workflow " + s.String()
 		}
-		v, err := tmp.Client.QueryWorkflow(ctx, pool.PoolWorkflowID("again"), "", pool.QueryPoolStatus)
+		v, err := tmp.Client.QueryWorkflow(ctx, pool.WorkflowID("again"), "", pool.QueryPoolStatus)
 		if err != nil {
 			return "query: " + err.Error()
 		}
-		var ps pool.PoolStatus
+		var ps pool.Status
 		if err := v.Get(&ps); err != nil {
 			return "query: " + err.Error()
 		}
@@ -98,7 +98,7 @@ func TestPoolDeletedAndAppliedAgainAlwaysEndsServing(t *testing.T) {
 		return err != nil
 	}, 30*time.Second, 50*time.Millisecond)
 	assert.Equal(t, http.StatusNotFound, call("GET", "/v1/pools/again", ""))
-	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.PoolWorkflowID("again"), "").Get(ctx, nil))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.WorkflowID("again"), "").Get(ctx, nil))
 	events, err := st.ListEvents(ctx, store.EventFilter{Action: "pool.deleted"})
 	require.NoError(t, err)
 	assert.NotEmpty(t, events)

@@ -34,12 +34,12 @@ func EnsurePool(ctx context.Context, c client.Client, s store.Store, taskQueue s
 	// which a drained run could end: a running pool learns the (possibly changed) policy and
 	// keeps its members; otherwise a new run starts with the apply in its history. A drained
 	// run that is ending reads the apply before it ends and lives on (pool/workflows.go).
-	_, err = c.SignalWithStartWorkflow(ctx, pool.PoolWorkflowID(pol.Name), pool.SignalApply, pol,
+	_, err = c.SignalWithStartWorkflow(ctx, pool.WorkflowID(pol.Name), pool.SignalApply, pol,
 		client.StartWorkflowOptions{
-			ID:                       pool.PoolWorkflowID(pol.Name),
+			ID:                       pool.WorkflowID(pol.Name),
 			TaskQueue:                taskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		}, pool.PoolWorkflowName, pool.PoolState{Policy: pol, ContinueAsNewAfter: ContinueAsNewAfterForTests()})
+		}, pool.WorkflowName, pool.Snapshot{Policy: pol, ContinueAsNewAfter: ContinueAsNewAfterForTests()})
 	if err != nil {
 		return fmt.Errorf("applying pool %s: %w", pol.Name, err)
 	}

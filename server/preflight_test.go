@@ -109,7 +109,7 @@ func TestPoolApplyIsRefusedByTheBackendsPreflight(t *testing.T) {
 		t.Helper()
 		_, err := st.GetPool(ctx, name)
 		assert.ErrorIs(t, err, store.ErrNotFound, "no row for pool %s", name)
-		_, err = tmp.Client.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID(name), "")
+		_, err = tmp.Client.DescribeWorkflowExecution(ctx, pool.WorkflowID(name), "")
 		assert.Error(t, err, "no workflow for pool %s", name)
 	}
 

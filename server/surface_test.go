@@ -53,9 +53,9 @@ type env struct {
 
 // stubPool stands in for a pool's workflow: it answers the status query with st and records the
 // member actions it is signalled, which the "stub-actions" query returns.
-func stubPool(ctx workflow.Context, st pool.PoolStatus) error {
+func stubPool(ctx workflow.Context, st pool.Status) error {
 	var actions []string
-	if err := workflow.SetQueryHandler(ctx, pool.QueryPoolStatus, func() (pool.PoolStatus, error) { return st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, pool.QueryPoolStatus, func() (pool.Status, error) { return st, nil }); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, "stub-actions", func() ([]string, error) { return actions, nil }); err != nil {
@@ -79,8 +79,8 @@ func stubPool(ctx workflow.Context, st pool.PoolStatus) error {
 }
 
 // stubLease stands in for a lease's workflow: it answers the lease query with v.
-func stubLease(ctx workflow.Context, v lease.LeaseView) error {
-	if err := workflow.SetQueryHandler(ctx, lease.QueryLease, func() (lease.LeaseView, error) { return v, nil }); err != nil {
+func stubLease(ctx workflow.Context, v lease.View) error {
+	if err := workflow.SetQueryHandler(ctx, lease.QueryLease, func() (lease.View, error) { return v, nil }); err != nil {
 		return err
 	}
 	return workflow.Await(ctx, func() bool { return false })
@@ -91,8 +91,8 @@ func newEnv(t *testing.T) *env {
 	tc := testsuite.StartTemporal(t)
 	st := testsuite.NewStore(t, "sqlite")
 	w := sdkworker.New(tc.Client, stubQueue, sdkworker.Options{})
-	w.RegisterWorkflowWithOptions(stubPool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
-	w.RegisterWorkflowWithOptions(stubLease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
+	w.RegisterWorkflowWithOptions(stubPool, workflow.RegisterOptions{Name: pool.WorkflowName})
+	w.RegisterWorkflowWithOptions(stubLease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	pol, err := access.ParsePolicy([]byte(testPolicy))
@@ -159,16 +159,16 @@ func (e *env) pool(name string) {
 }
 
 // startStubPool runs the stand-in pool workflow for a pool.
-func (e *env) startStubPool(name string, st pool.PoolStatus) {
+func (e *env) startStubPool(name string, st pool.Status) {
 	e.t.Helper()
-	_, err := e.tc.Client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: pool.PoolWorkflowID(name), TaskQueue: stubQueue},
-		pool.PoolWorkflowName, st)
+	_, err := e.tc.Client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: pool.WorkflowID(name), TaskQueue: stubQueue},
+		pool.WorkflowName, st)
 	require.NoError(e.t, err)
 }
 
 func (e *env) stubActions(name string) []string {
 	e.t.Helper()
-	v, err := e.tc.Client.QueryWorkflow(context.Background(), pool.PoolWorkflowID(name), "", "stub-actions")
+	v, err := e.tc.Client.QueryWorkflow(context.Background(), pool.WorkflowID(name), "", "stub-actions")
 	require.NoError(e.t, err)
 	var out []string
 	require.NoError(e.t, v.Get(&out))
@@ -246,7 +246,7 @@ func TestListShapesAndPoolLeases(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.pool("ci-a")
-	e.startStubPool("ci-a", pool.PoolStatus{Name: "ci-a", Phase: "Healthy", Ready: 1, Leased: 2, Unhealthy: 2, Quarantined: 1})
+	e.startStubPool("ci-a", pool.Status{Name: "ci-a", Phase: "Healthy", Ready: 1, Leased: 2, Unhealthy: 2, Quarantined: 1})
 	ciTok := e.token("alice", "ci", time.Time{})
 	adminTok := e.token("root", "admin", time.Time{})
 	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
@@ -317,7 +317,7 @@ func TestLeaseShowsConditions(t *testing.T) {
 	require.NoError(t, e.st.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: "lease-c1", Sealed: sealed, ExpiresAt: time.Now().Add(time.Hour)}))
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	_, err = e.tc.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.LeaseWorkflowID("lease-c1"), TaskQueue: stubQueue},
-		lease.LeaseWorkflowName, lease.LeaseView{ID: "lease-c1", Pool: "ci-a", Phase: "Bound", InstanceID: "ci-a-1",
+		lease.WorkflowName, lease.View{ID: "lease-c1", Pool: "ci-a", Phase: "Bound", InstanceID: "ci-a-1",
 			Conditions: []api.LeaseCondition{{Type: lease.ConditionInstanceHealthy, Status: "False", Reason: pool.ReasonHealthFailed,
 				Message: "3 failed checks: connection refused", LastTransitionTime: at}}})
 	require.NoError(t, err)
@@ -337,7 +337,7 @@ func TestPoolMetricsOnEveryScrape(t *testing.T) {
 	ctx := context.Background()
 	e.pool("ci-a")
 	e.pool("ci-gone")
-	e.startStubPool("ci-a", pool.PoolStatus{Name: "ci-a", Phase: "Healthy", Ready: 3, Leased: 1, Creating: 1, Deleting: 1, Unhealthy: 1, Quarantined: 2, QueueDepth: 4})
+	e.startStubPool("ci-a", pool.Status{Name: "ci-a", Phase: "Healthy", Ready: 3, Leased: 1, Creating: 1, Deleting: 1, Unhealthy: 1, Quarantined: 2, QueueDepth: 4})
 	for i, phase := range []api.InstancePhase{"Ready", "Ready", "Creating", "Quarantined"} {
 		require.NoError(t, e.st.UpsertInstance(ctx, store.Instance{ID: "ci-gone-" + string(rune('a'+i)), Pool: "ci-gone", Backend: "local", Phase: phase}))
 	}

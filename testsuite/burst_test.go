@@ -53,8 +53,8 @@ spec:
     maxClusters: 8
     queueTimeout: 40s
 `)
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("burst"), TaskQueue: "kobe"},
-		pool.PoolWorkflowName, pool.PoolState{Policy: pol})
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("burst"), TaskQueue: "kobe"},
+		pool.WorkflowName, pool.Snapshot{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "burst").Ready == 5 }, 4*time.Minute, 200*time.Millisecond)
 
@@ -72,8 +72,8 @@ spec:
 			case <-time.After(time.Second):
 			}
 			// A query may time out while the pool is busy; the next one counts.
-			v, err := tmp.Client.QueryWorkflow(ctx, pool.PoolWorkflowID("burst"), "", pool.QueryPoolStatus)
-			var st pool.PoolStatus
+			v, err := tmp.Client.QueryWorkflow(ctx, pool.WorkflowID("burst"), "", pool.QueryPoolStatus)
+			var st pool.Status
 			if err == nil && v.Get(&st) == nil && len(st.Members) > maxMembers {
 				maxMembers = len(st.Members)
 			}
@@ -81,7 +81,7 @@ spec:
 	}()
 
 	const n = 50
-	views := make([]lease.LeaseView, n)
+	views := make([]lease.View, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -89,7 +89,7 @@ spec:
 			defer wg.Done()
 			id := fmt.Sprintf("lease-burst-%02d", i)
 			run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
-				lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: id, Pool: "burst", Principal: "ci",
+				lease.WorkflowName, lease.Input{LeaseID: id, Pool: "burst", Principal: "ci",
 					TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2})
 			if !assert.NoError(t, err) {
 				return
@@ -97,7 +97,7 @@ spec:
 			// Release one second after binding, like a short CI job.
 			for {
 				v, err := tmp.Client.QueryWorkflow(ctx, id, "", lease.QueryLease)
-				var lv lease.LeaseView
+				var lv lease.View
 				if err == nil && v.Get(&lv) == nil && lv.Phase != api.LeasePending {
 					if lv.Phase == api.LeaseBound {
 						time.Sleep(time.Second)
@@ -115,7 +115,7 @@ spec:
 	watch.Wait()
 
 	bound := map[string]string{}
-	var served []lease.LeaseView
+	var served []lease.View
 	released, exhausted := 0, 0
 	for _, v := range views {
 		switch {

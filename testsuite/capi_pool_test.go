@@ -75,7 +75,7 @@ func TestCAPIPoolLeaseSurvivesACAPDRestart(t *testing.T) {
 		assert.Contains(t, rec.Body.String(), tc.want, name)
 		_, err := s.GetPool(ctx, name)
 		assert.ErrorIs(t, err, store.ErrNotFound, "%s: no pool recorded", name)
-		_, err = tmp.Client.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID(name), "")
+		_, err = tmp.Client.DescribeWorkflowExecution(ctx, pool.WorkflowID(name), "")
 		assert.Error(t, err, "%s: no pool workflow", name)
 	}
 	clusters, err := m.Dynamic.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "clusters"}).
@@ -99,17 +99,17 @@ spec:
   cluster: {version: v1.37.0}
 `)
 	t0 := time.Now()
-	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("capi"), TaskQueue: "kobe"},
-		pool.PoolWorkflowName, pool.PoolState{Policy: pol})
+	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("capi"), TaskQueue: "kobe"},
+		pool.WorkflowName, pool.Snapshot{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "capi").Ready == 1 }, 5*time.Minute, time.Second, "a warm member")
 	t.Logf("pool warm in %s", time.Since(t0).Round(time.Second))
 
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-capi", TaskQueue: "kobe"},
-		lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: "lease-capi", Pool: "capi", Principal: "alice",
+		lease.WorkflowName, lease.Input{LeaseID: "lease-capi", Pool: "capi", Principal: "alice",
 			TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
 	require.NoError(t, err)
-	var lv lease.LeaseView
+	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-capi"); return lv.Phase == api.LeaseBound },
 		2*time.Minute, 50*time.Millisecond)
 	member := lv.InstanceID
@@ -154,8 +154,8 @@ spec:
 	assert.Empty(t, left, "nothing of the released member remains")
 
 	// Deleting the pool drains it: nothing of any member remains.
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("capi"), "", pool.SignalDeletePool, nil))
-	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.PoolWorkflowID("capi"), "").Get(ctx, nil), "the pool drains and ends")
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("capi"), "", pool.SignalDeletePool, nil))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.WorkflowID("capi"), "").Get(ctx, nil), "the pool drains and ends")
 	clusters, err = m.Dynamic.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "clusters"}).
 		Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)

@@ -43,25 +43,25 @@ spec:
 `
 	}
 	start := func(size string) {
-		_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("again"), TaskQueue: "kobe"},
-			pool.PoolWorkflowName, pool.PoolState{Policy: poolPolicy(t, manifest(size))})
+		_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("again"), TaskQueue: "kobe"},
+			pool.WorkflowName, pool.Snapshot{Policy: poolPolicy(t, manifest(size))})
 		require.NoError(t, err)
 	}
 	startLease := func(id string) {
 		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
-			lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: id, Pool: "again", Principal: "alice",
+			lease.WorkflowName, lease.Input{LeaseID: id, Pool: "again", Principal: "alice",
 				TTL: time.Minute, MaxTTL: time.Hour, MaxExtensions: 1})
 		require.NoError(t, err)
 		require.Eventually(t, func() bool { return leaseView(t, tmp.Client, id).Phase == api.LeaseBound },
 			2*time.Minute, 50*time.Millisecond, "lease %s binds", id)
 		require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil))
-		var lv lease.LeaseView
+		var lv lease.View
 		require.NoError(t, run.Get(ctx, &lv))
 		assert.Equal(t, api.LeaseReleased, lv.Phase)
 	}
 	drain := func() {
-		require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("again"), "", pool.SignalDeletePool, nil))
-		require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.PoolWorkflowID("again"), "").Get(ctx, nil), "the pool drains and ends")
+		require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("again"), "", pool.SignalDeletePool, nil))
+		require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.WorkflowID("again"), "").Get(ctx, nil), "the pool drains and ends")
 	}
 	ready := func(n int) {
 		require.Eventually(t, func() bool {

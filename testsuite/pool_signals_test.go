@@ -30,8 +30,8 @@ import (
 func memberWorker(t *testing.T, c client.Client, queue string) {
 	t.Helper()
 	w := sdkworker.New(c, queue, sdkworker.Options{})
-	w.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
-	w.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
+	w.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
+	w.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in instance.ProvisionInput) (instance.ProvisionResult, error) {
 		place := instance.HostAssignment{HostID: "h", TaskQueue: queue}
 		err := workflow.SignalExternalWorkflow(ctx, in.NotifyPool, "", instance.SignalMemberReady,
@@ -43,10 +43,10 @@ func memberWorker(t *testing.T, c client.Client, queue string) {
 			instance.MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement}).Get(ctx, nil)
 	}, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
 	ok := func(name string, fn any) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	ok("RecordLease", func(context.Context, lease.LeaseRecord) error { return nil })
-	ok("IssueLeaseCredentials", func(context.Context, lease.LeaseCredentialRequest) error { return nil })
-	ok("RevokeLeaseCredentials", func(context.Context, lease.LeaseCredentialRequest) error { return nil })
-	ok("RecordInstance", func(context.Context, instance.InstanceRecord) error { return nil })
+	ok("RecordLease", func(context.Context, lease.Record) error { return nil })
+	ok("IssueLeaseCredentials", func(context.Context, lease.CredentialRequest) error { return nil })
+	ok("RevokeLeaseCredentials", func(context.Context, lease.CredentialRequest) error { return nil })
+	ok("RecordInstance", func(context.Context, instance.Record) error { return nil })
 	ok("ForgetPool", func(context.Context, string) error { return nil })
 	ok("CheckHealth", func(_ context.Context, req instance.HealthRequest) ([]instance.HealthResult, error) {
 		out := make([]instance.HealthResult, 0, len(req.InstanceIDs))
@@ -82,8 +82,8 @@ spec:
   scaling: {minReady: 3, maxClusters: 40}
   maxConcurrentProvisions: 20
 `)
-	first, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("flood"), TaskQueue: queue},
-		pool.PoolWorkflowName, pool.PoolState{Policy: pol, ContinueAsNewAfter: 40})
+	first, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("flood"), TaskQueue: queue},
+		pool.WorkflowName, pool.Snapshot{Policy: pol, ContinueAsNewAfter: 40})
 	require.NoError(t, err)
 
 	const leases = 60
@@ -95,7 +95,7 @@ spec:
 			defer wg.Done()
 			id := fmt.Sprintf("lease-%02d", i)
 			run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
-				lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: id, Pool: "flood", Principal: "p",
+				lease.WorkflowName, lease.Input{LeaseID: id, Pool: "flood", Principal: "p",
 					TTL: time.Duration(1+i%3) * time.Second, MaxTTL: time.Hour, MaxExtensions: 2})
 			if err != nil {
 				errs <- err
@@ -104,7 +104,7 @@ spec:
 			if i%2 == 0 { // half are released early, half expire
 				_ = tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil)
 			}
-			var lv lease.LeaseView
+			var lv lease.View
 			if err := run.Get(ctx, &lv); err != nil {
 				errs <- fmt.Errorf("%s: %w", id, err)
 				return
@@ -120,22 +120,22 @@ spec:
 		t.Error(err)
 	}
 
-	var st pool.PoolStatus
+	var st pool.Status
 	require.Eventually(t, func() bool {
 		st = poolStatus(t, tmp.Client, "flood")
 		return st.Leased == 0 && st.Deleting == 0 && st.Creating == 0 && st.Ready == 3
 	}, 2*time.Minute, 200*time.Millisecond, "every member given back is gone and the pool is back at its size")
-	desc, err := tmp.Client.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID("flood"), "")
+	desc, err := tmp.Client.DescribeWorkflowExecution(ctx, pool.WorkflowID("flood"), "")
 	require.NoError(t, err)
 	assert.NotEqual(t, first.GetRunID(), desc.WorkflowExecutionInfo.Execution.RunId, "the pool continued as new")
 	runs := 0
 	// Walk the chain of runs back from the current one; every run replays against the code
 	// (the new pool shape has no recorded history yet: this is its replay test).
 	replayer := sdkworker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
+	replayer.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	for run := desc.WorkflowExecutionInfo.Execution.RunId; run != ""; runs++ {
 		hist := &historypb.History{}
-		it := tmp.Client.GetWorkflowHistory(ctx, pool.PoolWorkflowID("flood"), run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		it := tmp.Client.GetWorkflowHistory(ctx, pool.WorkflowID("flood"), run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			e, err := it.Next()
 			require.NoError(t, err)

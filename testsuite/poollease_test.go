@@ -34,9 +34,9 @@ func poolPolicy(t *testing.T, manifest string) pools.Policy {
 
 // poolStatus queries a pool; a query that fails (e.g. times out while the pool is busy) gives
 // an empty status, which the callers' Eventually loops simply retry.
-func poolStatus(t *testing.T, c client.Client, name string) pool.PoolStatus {
-	var st pool.PoolStatus
-	v, err := c.QueryWorkflow(context.Background(), pool.PoolWorkflowID(name), "", pool.QueryPoolStatus)
+func poolStatus(t *testing.T, c client.Client, name string) pool.Status {
+	var st pool.Status
+	v, err := c.QueryWorkflow(context.Background(), pool.WorkflowID(name), "", pool.QueryPoolStatus)
 	if err != nil {
 		t.Logf("query pool %s: %v", name, err)
 		return st
@@ -45,8 +45,8 @@ func poolStatus(t *testing.T, c client.Client, name string) pool.PoolStatus {
 	return st
 }
 
-func leaseView(t *testing.T, c client.Client, id string) lease.LeaseView {
-	var lv lease.LeaseView
+func leaseView(t *testing.T, c client.Client, id string) lease.View {
+	var lv lease.View
 	v, err := c.QueryWorkflow(context.Background(), id, "", lease.QueryLease)
 	if err != nil {
 		t.Logf("query lease %s: %v", id, err)
@@ -79,18 +79,18 @@ spec:
   backend: {type: local}
   cluster: {version: v1.37.2}
 `)
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("warm"), TaskQueue: "kobe"},
-		pool.PoolWorkflowName, pool.PoolState{Policy: pol})
+	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("warm"), TaskQueue: "kobe"},
+		pool.WorkflowName, pool.Snapshot{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "warm").Ready == 2 }, 3*time.Minute, 200*time.Millisecond)
 	assert.Equal(t, api.PoolHealthy, poolStatus(t, tmp.Client, "warm").Phase)
 
 	t0 := time.Now()
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-abc", TaskQueue: "kobe"},
-		lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: "lease-abc", Pool: "warm", Principal: "alice",
+		lease.WorkflowName, lease.Input{LeaseID: "lease-abc", Pool: "warm", Principal: "alice",
 			TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
 	require.NoError(t, err)
-	var lv lease.LeaseView
+	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-abc"); return lv.Phase == api.LeaseBound },
 		time.Minute, 10*time.Millisecond)
 	t.Logf("bound in %s to %s", time.Since(t0).Round(time.Millisecond), lv.InstanceID)
@@ -151,7 +151,7 @@ spec:
 
 	// A short TTL, left alone: it expires on the durable timer and its instance is torn down.
 	run, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-short", TaskQueue: "kobe"},
-		lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: "lease-short", Pool: "warm", Principal: "bob",
+		lease.WorkflowName, lease.Input{LeaseID: "lease-short", Pool: "warm", Principal: "bob",
 			TTL: 3 * time.Second, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, &lv))

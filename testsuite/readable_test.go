@@ -36,11 +36,11 @@ func TestWorkflowInputsShowDurationsAsStrings(t *testing.T) {
 	}
 	// No worker polls this queue: only the recorded input matters.
 	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "readable-doctor", TaskQueue: "nobody"},
-		doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "p", Hold: 90 * time.Second})
+		doctor.WorkflowName, doctor.Input{ProbeID: "p", Hold: 90 * time.Second})
 	require.NoError(t, err)
 	assert.Contains(t, input("readable-doctor"), `"hold":"1m30s"`)
 	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "readable-lease", TaskQueue: "nobody"},
-		lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: "readable-lease", Pool: "ci", TTL: time.Hour, MaxTTL: 4 * time.Hour})
+		lease.WorkflowName, lease.Input{LeaseID: "readable-lease", Pool: "ci", TTL: time.Hour, MaxTTL: 4 * time.Hour})
 	require.NoError(t, err)
 	in := input("readable-lease")
 	assert.Contains(t, in, `"ttl":"1h0m0s"`)

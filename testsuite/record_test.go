@@ -39,12 +39,12 @@ func TestRecordHistories(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	for name, in := range map[string]doctor.DoctorInput{
+	for name, in := range map[string]doctor.Input{
 		"doctor-v1.json":      {ProbeID: "rec-1"},
 		"doctor-hold-v1.json": {ProbeID: "rec-2", Hold: 2 * time.Second},
 	} {
 		id := "record-" + name
-		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "record"}, doctor.DoctorWorkflowName, in)
+		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "record"}, doctor.WorkflowName, in)
 		require.NoError(t, err)
 		require.NoError(t, run.Get(ctx, nil))
 		writeHistory(t, ctx, tmp.Client, id, filepath.Join("..", "worker", "testdata", "histories", name))
@@ -77,11 +77,11 @@ spec:
   backend: {type: local}
   cluster: {version: v1.37.2}
 `)
-	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.PoolWorkflowID("rec"), TaskQueue: "record-host"},
-		pool.PoolWorkflowName, pool.PoolState{Policy: pol})
+	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("rec"), TaskQueue: "record-host"},
+		pool.WorkflowName, pool.Snapshot{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Ready == 1 }, 2*time.Minute, 100*time.Millisecond)
-	leaseRun, err := server.StartLease(ctx, tmp.Client, "record-host", lease.LeaseInput{LeaseID: "lease-rec", Pool: "rec",
+	leaseRun, err := server.StartLease(ctx, tmp.Client, "record-host", lease.Input{LeaseID: "lease-rec", Pool: "rec",
 		Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute}, true)
 	require.NoError(t, err)
 	wait, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: lease.UpdateWaitBound,
@@ -104,12 +104,12 @@ spec:
 	// workflow that never takes it — here a held doctor run standing in for a lease that is
 	// ending — then the cancel-claim arrives and the pool tears the member down and refills.
 	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-rec-cancelled", TaskQueue: "record"},
-		doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "rec-3", Hold: time.Minute})
+		doctor.WorkflowName, doctor.Input{ProbeID: "rec-3", Hold: time.Minute})
 	require.NoError(t, err)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalClaim,
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("rec"), "", pool.SignalClaim,
 		pool.ClaimRequest{LeaseID: "lease-rec-cancelled", At: time.Now()}))
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Leased == 1 }, time.Minute, 100*time.Millisecond)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalCancelClaim, "lease-rec-cancelled"))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("rec"), "", pool.SignalCancelClaim, "lease-rec-cancelled"))
 	require.Eventually(t, func() bool {
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
@@ -118,23 +118,23 @@ spec:
 
 	// A new spec: the member is rolled (replacement first, then the outdated one torn down).
 	pol.BackendOptions = []byte(`{"components":["apiserver"]}`)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalApply, pol))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("rec"), "", pool.SignalApply, pol))
 	require.Eventually(t, func() bool {
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Generation == 1 && st.Ready == 1 && st.Outdated == 0 && st.Deleting == 0 && st.Creating == 0
 	}, 3*time.Minute, 100*time.Millisecond)
 	// Deleted, applied again while it drains (v6: it lives on), then deleted for good: the
 	// drained pool forgets its row (no store row here: the forget finds none) and ends.
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalDeletePool, pool.PoolDeletion{Generation: 1}))
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalApply, pol))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("rec"), "", pool.SignalDeletePool, pool.Deletion{Generation: 1}))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("rec"), "", pool.SignalApply, pol))
 	require.Eventually(t, func() bool {
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Phase != api.PoolDraining && st.Ready == 1 && st.Deleting == 0 && st.Creating == 0
 	}, 3*time.Minute, 100*time.Millisecond)
-	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.PoolWorkflowID("rec"), "", pool.SignalDeletePool, pool.PoolDeletion{Generation: 2}))
-	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.PoolWorkflowID("rec"), "").Get(ctx, nil), "the drained pool ends")
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("rec"), "", pool.SignalDeletePool, pool.Deletion{Generation: 2}))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, pool.WorkflowID("rec"), "").Get(ctx, nil), "the drained pool ends")
 	writeHistory(t, ctx, tmp.Client, "lease-rec", filepath.Join("..", "worker", "testdata", "histories", "lease-"+recordVersion+".json"))
-	writeHistory(t, ctx, tmp.Client, pool.PoolWorkflowID("rec"), filepath.Join("..", "worker", "testdata", "histories", "pool-"+recordVersion+".json"))
+	writeHistory(t, ctx, tmp.Client, pool.WorkflowID("rec"), filepath.Join("..", "worker", "testdata", "histories", "pool-"+recordVersion+".json"))
 }
 
 // TestRecordPreflightHistory records the preflight of a pool's spec (on the local backend, which

@@ -27,9 +27,9 @@ func TestHarnessRunsRealWorkflows(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "doctor-harness-" + driver, TaskQueue: queue},
-				doctor.DoctorWorkflowName, doctor.DoctorInput{ProbeID: "probe-" + driver})
+				doctor.WorkflowName, doctor.Input{ProbeID: "probe-" + driver})
 			require.NoError(t, err)
-			var res doctor.DoctorResult
+			var res doctor.Result
 			require.NoError(t, run.Get(ctx, &res))
 			require.Equal(t, driver, res.Probe.StoreDriver)
 

@@ -17,11 +17,11 @@ import (
 // Register adds every kobe workflow and activity to w. Tests use it too, so that what is
 // tested is exactly what runs.
 func Register(w sdkworker.Registry, acts *Activities) {
-	w.RegisterWorkflowWithOptions(doctor.Doctor, workflow.RegisterOptions{Name: doctor.DoctorWorkflowName})
+	w.RegisterWorkflowWithOptions(doctor.Doctor, workflow.RegisterOptions{Name: doctor.WorkflowName})
 	w.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	w.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
-	w.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.PoolWorkflowName})
-	w.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.LeaseWorkflowName})
+	w.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
+	w.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	w.RegisterWorkflowWithOptions(instance.Preflight, workflow.RegisterOptions{Name: instance.PreflightWorkflowName})
 	acts.RegisterActivities(w)
 }

@@ -88,7 +88,7 @@ func (p *Process) Down(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("listing clusters: %w", err)
 	}
 	for _, pl := range pools {
-		err := c.SignalWorkflow(ctx, pool.PoolWorkflowID(pl.Name), "", pool.SignalDeletePool, nil)
+		err := c.SignalWorkflow(ctx, pool.WorkflowID(pl.Name), "", pool.SignalDeletePool, nil)
 		result := "draining"
 		if notFound(err) {
 			// No workflow holds members: forget the pool at once, as DELETE /v1/pools does.
@@ -169,7 +169,7 @@ func (p *Process) Down(ctx context.Context, out io.Writer) error {
 // line saying what is left.
 func (p *Process) poolGone(ctx context.Context, name string) (bool, string, error) {
 	running := false
-	d, err := p.Temporal.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID(name), "")
+	d, err := p.Temporal.DescribeWorkflowExecution(ctx, pool.WorkflowID(name), "")
 	switch {
 	case notFound(err):
 	case err != nil:

@@ -320,7 +320,7 @@ func TestDevWithoutWorker(t *testing.T) {
 	// The default pool is declared and its workflow waits for a worker.
 	_, err := dev.Store.GetPool(ctx, "dev")
 	require.NoError(t, err)
-	desc, err := dev.Temporal.DescribeWorkflowExecution(ctx, pool.PoolWorkflowID("dev"), "")
+	desc, err := dev.Temporal.DescribeWorkflowExecution(ctx, pool.WorkflowID("dev"), "")
 	require.NoError(t, err)
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.WorkflowExecutionInfo.Status)
 	var st api.Status
@@ -328,7 +328,7 @@ func TestDevWithoutWorker(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	assert.Empty(t, st.Workers, "nobody polls the task queue")
 	// (No clusters in this test: the pool goes before a worker could provision it.)
-	require.NoError(t, dev.Temporal.TerminateWorkflow(ctx, pool.PoolWorkflowID("dev"), "", "test"))
+	require.NoError(t, dev.Temporal.TerminateWorkflow(ctx, pool.WorkflowID("dev"), "", "test"))
 
 	w := config.Default()
 	w.Temporal.Address = dev.TemporalAddress
@@ -360,9 +360,9 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Stop()
 
-	var st pool.PoolStatus
+	var st pool.Status
 	require.Eventually(t, func() bool {
-		v, err := p.Temporal.QueryWorkflow(ctx, pool.PoolWorkflowID("dev"), "", pool.QueryPoolStatus)
+		v, err := p.Temporal.QueryWorkflow(ctx, pool.WorkflowID("dev"), "", pool.QueryPoolStatus)
 		if err != nil {
 			return false
 		}
@@ -391,11 +391,11 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	// Lease one, release it: the lease metrics appear, and the lease can be found by its
 	// search attributes (what an operator filters on in the Web UI).
 	require.True(t, p.SearchAttributes, "kobe dev registers its search attributes")
-	in := lease.LeaseInput{LeaseID: "lease-metrics", Pool: "dev", Principal: "alice", TTL: 10 * time.Minute,
+	in := lease.Input{LeaseID: "lease-metrics", Pool: "dev", Principal: "alice", TTL: 10 * time.Minute,
 		MaxTTL: time.Hour, MaxExtensions: 1}
 	_, err = server.StartLease(ctx, p.Temporal, "kobe", in, true)
 	require.NoError(t, err)
-	var lv lease.LeaseView
+	var lv lease.View
 	require.Eventually(t, func() bool {
 		v, err := p.Temporal.QueryWorkflow(ctx, "lease-metrics", "", lease.QueryLease)
 		return err == nil && v.Get(&lv) == nil && lv.Phase == api.LeaseBound

@@ -102,7 +102,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			for i := 1; i <= crashLeases; i++ {
 				id := fmt.Sprintf("lease-%s-%d", v, i)
 				run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
-					lease.LeaseWorkflowName, lease.LeaseInput{LeaseID: id, Pool: crashPool, Principal: "crash-test",
+					lease.WorkflowName, lease.Input{LeaseID: id, Pool: crashPool, Principal: "crash-test",
 						TTL: 10 * time.Minute, MaxTTL: time.Hour, MaxExtensions: 2})
 				require.NoError(t, err)
 				leaseIDs = append(leaseIDs, id)
@@ -117,7 +117,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			restarted := e.restart(t, v)
 
 			// Every lease reaches Bound, or fails with a reason: none stays Pending.
-			views := map[string]lease.LeaseView{}
+			views := map[string]lease.View{}
 			e.waitFor(t, "every lease Bound or ended", crashRecovery, 100*time.Millisecond, func() bool {
 				for _, id := range leaseIDs {
 					lv, ok := e.leaseView(id)
@@ -182,7 +182,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 			restarted := e.restart(t, v)
 
 			for _, id := range leaseIDs {
-				var lv lease.LeaseView
+				var lv lease.View
 				require.NoError(t, runs[id].Get(ctx, &lv), "lease %s", id)
 				requireTerminal(t, lv)
 				row, err := e.s.GetLease(ctx, id)
@@ -212,7 +212,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 	l := e.count(t)
 	require.True(t, l.Empty(), "scaled to zero, nothing remains: %s", l)
 	t.Logf("scaled to zero in %s: %s", time.Since(t0).Round(time.Millisecond), l)
-	require.NoError(t, e.c.TerminateWorkflow(ctx, pool.PoolWorkflowID(crashPool), "", "test over"))
+	require.NoError(t, e.c.TerminateWorkflow(ctx, pool.WorkflowID(crashPool), "", "test over"))
 
 	// A clean stop of both processes; still nothing running.
 	for _, p := range []*proc{e.worker, e.dev} {
@@ -224,7 +224,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 	assert.Empty(t, entries, "no instance directory")
 }
 
-func requireTerminal(t *testing.T, lv lease.LeaseView) {
+func requireTerminal(t *testing.T, lv lease.View) {
 	t.Helper()
 	switch lv.Phase {
 	case api.LeaseReleased, api.LeaseExpired:
@@ -397,21 +397,21 @@ func (e *crashEnv) count(t *testing.T) leaks.Local {
 }
 
 // poolStatus queries the pool; false while Temporal or the worker cannot answer.
-func (e *crashEnv) poolStatus() (pool.PoolStatus, bool) {
+func (e *crashEnv) poolStatus() (pool.Status, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var st pool.PoolStatus
-	v, err := e.c.QueryWorkflow(ctx, pool.PoolWorkflowID(crashPool), "", pool.QueryPoolStatus)
+	var st pool.Status
+	v, err := e.c.QueryWorkflow(ctx, pool.WorkflowID(crashPool), "", pool.QueryPoolStatus)
 	if err != nil || v.Get(&st) != nil {
 		return st, false
 	}
 	return st, true
 }
 
-func (e *crashEnv) leaseView(id string) (lease.LeaseView, bool) {
+func (e *crashEnv) leaseView(id string) (lease.View, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var lv lease.LeaseView
+	var lv lease.View
 	v, err := e.c.QueryWorkflow(ctx, id, "", lease.QueryLease)
 	if err != nil || v.Get(&lv) != nil {
 		return lv, false
@@ -446,7 +446,7 @@ func (e *crashEnv) waitFor(t *testing.T, what string, timeout, every time.Durati
 // settle waits until the pool holds exactly ready Ready and leased Leased members and nothing
 // in flight, and the host holds exactly those instances — each with one kine and one
 // kube-apiserver, a directory and a store row — and nothing else.
-func (e *crashEnv) settle(t *testing.T, ready, leased int, timeout time.Duration) pool.PoolStatus {
+func (e *crashEnv) settle(t *testing.T, ready, leased int, timeout time.Duration) pool.Status {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	last := "no answer from the pool"
@@ -481,7 +481,7 @@ func (e *crashEnv) settle(t *testing.T, ready, leased int, timeout time.Duration
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("pool not settled at %d ready, %d leased within %s: %s; host: %s", ready, leased, timeout, last, e.count(t))
-	return pool.PoolStatus{}
+	return pool.Status{}
 }
 
 func sortedCopy(s []string) []string {

@@ -44,7 +44,7 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: instance.InstanceWorkflowID(id), TaskQueue: "kobe",
+		ID: instance.WorkflowID(id), TaskQueue: "kobe",
 	}, instance.ProvisionWorkflowName, instance.ProvisionInput{Backend: "local", Spec: spec})
 	require.NoError(t, err)
 

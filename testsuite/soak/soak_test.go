@@ -299,11 +299,11 @@ func (e *env) applyPoolErr(name string, warm, maxClusters int) error {
 }
 
 // poolStatus asks the pool workflow (through Temporal, so it needs the server and a worker).
-func (e *env) poolStatus(timeout time.Duration) (pool.PoolStatus, error) {
+func (e *env) poolStatus(timeout time.Duration) (pool.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var st pool.PoolStatus
-	v, err := e.temporal.QueryWorkflow(ctx, pool.PoolWorkflowID(soakPool), "", pool.QueryPoolStatus)
+	var st pool.Status
+	v, err := e.temporal.QueryWorkflow(ctx, pool.WorkflowID(soakPool), "", pool.QueryPoolStatus)
 	if err != nil {
 		return st, err
 	}
