@@ -105,8 +105,8 @@ type PoolView struct {
 	// Capabilities are the operations open to the caller on this pool: lease, kubeconfig,
 	// extend, release (a role that may lease from it), apply, delete (pool.admin).
 	Capabilities []string `json:"capabilities"`
-	// BackendCapabilities are the optional features of the pool's backend (sleep, snapshot,
-	// certRotation, migration), whether or not kobe uses them yet.
+	// BackendCapabilities are the optional features of the pool's backend (sleep,
+	// certRotation), whether or not kobe uses them yet.
 	BackendCapabilities []string   `json:"backendCapabilities"`
 	Phase               PoolPhase  `json:"phase,omitempty"`
 	Ready               int        `json:"ready"`

@@ -3,8 +3,8 @@
 // backends compiled into this binary. A pool names its backend with spec.backend.type.
 //
 // The contract is small on purpose, as Cluster API's provider contract: what every backend must
-// do is in RuntimeBackend; what only some can do (sleep, snapshot, certificate rotation,
-// migration) is a separate interface discovered at run time with a type assertion, and shown in
+// do is in RuntimeBackend; what only some can do (sleep, certificate rotation, preflight,
+// host binding) is a separate interface discovered at run time with a type assertion, and shown in
 // the capability matrix (`kobe backends`). testsuite/conformance checks every backend against it.
 package backends
 
@@ -102,23 +102,10 @@ type Sleeper interface {
 	Resume(ctx context.Context, id string) error
 }
 
-// Snapshotter is a backend that can save an instance's state as a golden image and create
-// instances from it.
-type Snapshotter interface {
-	Snapshot(ctx context.Context, id, snapshotName string) error
-	CreateFromSnapshot(ctx context.Context, spec InstanceSpec, snapshotName string) (InstanceStatus, error)
-}
-
 // CertManager is a backend that knows when an instance's certificates expire and can re-issue them.
 type CertManager interface {
 	CertificatesExpireAt(ctx context.Context, id string) (time.Time, error)
 	RotateCertificates(ctx context.Context, id string) error
-}
-
-// Migrator is a backend that can move an instance between hosts.
-type Migrator interface {
-	Export(ctx context.Context, id string) ([]byte, error)
-	Import(ctx context.Context, spec InstanceSpec, data []byte) (InstanceStatus, error)
 }
 
 // HostBound is implemented by backends whose instances live on one kobe host (the local

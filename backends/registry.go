@@ -71,9 +71,7 @@ type Capabilities struct {
 	Contract    string `json:"contract"`
 	Description string `json:"description"`
 	Sleep       bool   `json:"sleep"`
-	Snapshot    bool   `json:"snapshot"`
 	CertRotate  bool   `json:"certRotation"`
-	Migrate     bool   `json:"migration"`
 	HostBound   bool   `json:"hostBound"`
 }
 
@@ -81,9 +79,7 @@ type Capabilities struct {
 func CapabilitiesOf(name, description string, b RuntimeBackend) Capabilities {
 	c := Capabilities{Backend: name, Contract: ContractVersion, Description: description}
 	_, c.Sleep = b.(Sleeper)
-	_, c.Snapshot = b.(Snapshotter)
 	_, c.CertRotate = b.(CertManager)
-	_, c.Migrate = b.(Migrator)
 	_, c.HostBound = b.(HostBound)
 	return c
 }

@@ -27,7 +27,7 @@ type MemberAction struct {
 
 // MemberQuarantined is a member whose verified teardown kept failing: it stays in the pool,
 // visible, until an operator retries its teardown or forgets it.
-const MemberQuarantined = "Quarantined"
+const MemberQuarantined MemberPhase = "Quarantined"
 
 // SignalInstanceUnhealthy goes from the pool to a lease whose member failed its health checks
 // (HealthReport); the lease shows it as a condition.

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-func membersIn(st pool.Status, phase string) []pool.MemberSummary {
+func membersIn(st pool.Status, phase pool.MemberPhase) []pool.MemberSummary {
 	var out []pool.MemberSummary
 	for _, m := range st.Members {
 		if m.Phase == phase {

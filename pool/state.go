@@ -171,12 +171,12 @@ type Status struct {
 
 // MemberSummary is one member in Status.
 type MemberSummary struct {
-	ID         string `json:"id"`
-	Phase      string `json:"phase"`
-	LeaseID    string `json:"leaseId,omitempty"`
-	Host       string `json:"host,omitempty"`
-	Generation int64  `json:"generation"`
-	Reason     string `json:"reason,omitempty"`
+	ID         string      `json:"id"`
+	Phase      MemberPhase `json:"phase"`
+	LeaseID    string      `json:"leaseId,omitempty"`
+	Host       string      `json:"host,omitempty"`
+	Generation int64       `json:"generation"`
+	Reason     string      `json:"reason,omitempty"`
 	// HealthFailures and HealthMessage: see Member.
 	HealthFailures int    `json:"healthFailures,omitempty"`
 	HealthMessage  string `json:"healthMessage,omitempty"`
@@ -204,18 +204,22 @@ const (
 	RecycleManual          = "manual" // an operator retried a quarantined member's teardown
 )
 
+// MemberPhase is where a member is in its life inside the pool. The pool's phases are its own
+// (a member is Leased before its instance row says so); the instance rows use api.InstancePhase.
+type MemberPhase string
+
 // Member phases inside the pool.
 const (
-	MemberCreating = "Creating"
-	MemberReady    = "Ready"
-	MemberLeased   = "Leased"
-	MemberDeleting = "Deleting"
+	MemberCreating MemberPhase = "Creating"
+	MemberReady    MemberPhase = "Ready"
+	MemberLeased   MemberPhase = "Leased"
+	MemberDeleting MemberPhase = "Deleting"
 )
 
 // Member is one instance as the pool tracks it.
 type Member struct {
 	ID        string                  `json:"id"`
-	Phase     string                  `json:"phase"`
+	Phase     MemberPhase             `json:"phase"`
 	LeaseID   string                  `json:"leaseId,omitempty"`
 	Placement instance.HostAssignment `json:"placement"`
 	Endpoint  string                  `json:"endpoint,omitempty"`
@@ -281,7 +285,7 @@ func templateChanged(a, b pools.Policy) bool {
 		!reflect.DeepEqual(a.Gates, b.Gates) || !reflect.DeepEqual(a.Addons, b.Addons)
 }
 
-func (s *State) count(phase string) int {
+func (s *State) count(phase MemberPhase) int {
 	n := 0
 	//workflowcheck:ignore a count: the order of the members does not matter
 	for _, m := range s.Members {

@@ -333,7 +333,7 @@ func sortedKeys[V any](m map[string]V, ok func(string) bool) []string {
 	return ids
 }
 
-func (w *world) membersIn(phase string) []string {
+func (w *world) membersIn(phase MemberPhase) []string {
 	var ids []string
 	for id, m := range w.s.Members {
 		if m.Phase == phase {
@@ -751,7 +751,7 @@ func (w *world) stepWith(e event, fx Executor) {
 func summary(s *State) string {
 	var parts []string
 	for _, m := range s.sortedMembers() {
-		p := m.ID + ":" + m.Phase
+		p := m.ID + ":" + string(m.Phase)
 		if m.LeaseID != "" && m.Phase == MemberLeased {
 			p += "(" + m.LeaseID + ")"
 		}

@@ -106,7 +106,7 @@ func testPolicy() pools.Policy {
 }
 
 // member makes a member of the state in a phase, made at t0 minus age.
-func member(id, phase string, age time.Duration) *Member {
+func member(id string, phase MemberPhase, age time.Duration) *Member {
 	return &Member{ID: id, Phase: phase, Since: t0.Add(-age), Placement: instance.HostAssignment{HostID: "h", TaskQueue: "q"}}
 }
 

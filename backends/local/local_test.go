@@ -109,7 +109,6 @@ func TestMatrixListsLocal(t *testing.T) {
 			assert.True(t, c.Sleep)
 			assert.True(t, c.CertRotate)
 			assert.True(t, c.HostBound)
-			assert.False(t, c.Snapshot)
 			assert.Equal(t, "v1", c.Contract)
 		}
 	}

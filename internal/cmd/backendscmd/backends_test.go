@@ -16,7 +16,7 @@ import (
 
 var matrix = []backends.Capabilities{
 	{Backend: "local", Contract: "v1", Description: "processes", Sleep: true, CertRotate: true, HostBound: true},
-	{Backend: "k3s", Contract: "v1", Description: "statefulsets", Snapshot: true},
+	{Backend: "k3s", Contract: "v1", Description: "statefulsets", Sleep: true},
 }
 
 func run(t *testing.T, args ...string) (string, error) {
