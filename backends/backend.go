@@ -149,3 +149,31 @@ func IsInvalidSpec(err error) bool {
 	var e invalidSpecError
 	return errors.As(err, &e)
 }
+
+// LeasePreparer is a backend whose per-lease credentials can be made ready before any lease
+// claims the instance, so that binding a lease costs no round trip to the instance. When an
+// instance becomes Ready, PrepareLeaseCredentials does the slow part once: it grants, in the
+// instance, what a lease may do to a group that only the instance's next holder will carry
+// (an instance has one holder in its life: it is never reused), waits until the instance's
+// authorizer honours it, and returns the LeaseSigner that mints the holder's own certificate.
+// RevokeCredentials of a lease bound this way removes that grant.
+type LeasePreparer interface {
+	PrepareLeaseCredentials(ctx context.Context, id string) (LeaseSigner, error)
+}
+
+// LeaseSigner mints per-lease client certificates for one instance without calling it: its CA
+// signs a certificate for user <UserPrefix><lease id> in Group. It holds the CA's private key:
+// it is sealed before it is stored, never logged, never in a workflow's history.
+type LeaseSigner struct {
+	// Cluster names the cluster in the kubeconfig; Server is its API address and ServerCAPEM
+	// the CA the client trusts it with.
+	Cluster     string `json:"cluster"`
+	Server      string `json:"server"`
+	ServerCAPEM []byte `json:"serverCa"`
+	// ClientCACertPEM and ClientCAKeyPEM sign the client certificates the instance accepts.
+	ClientCACertPEM []byte `json:"clientCaCert"`
+	ClientCAKeyPEM  []byte `json:"clientCaKey"`
+	// UserPrefix and Group are the identity of a lease's certificate.
+	UserPrefix string `json:"userPrefix"`
+	Group      string `json:"group"`
+}

@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
 
@@ -58,6 +60,8 @@ type Activities struct {
 	SharedQueue string
 	// Backends this worker runs, by name.
 	Backends map[string]backends.RuntimeBackend
+	// Secrets seals the lease signers of Ready instances; nil: this worker prepares none.
+	Secrets *secretbox.Box
 }
 
 func (a *Activities) backend(name string) (backends.RuntimeBackend, error) {
@@ -202,4 +206,29 @@ func (a *Activities) ForgetInstance(ctx context.Context, id string) error {
 		_, err = tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance.deleted", Target: id, Result: "ok"})
 		return err
 	})
+}
+
+// PrepareLeaseCredentials readies the credential of a Ready instance's future lease (see
+// backends.LeasePreparer) and stores its sealed signer, so that binding the lease mints its
+// kubeconfig without calling the instance. It answers false, doing nothing, when the backend
+// cannot prepare or this worker has no secret key: the lease then gets its credential from the
+// backend when it binds, as before.
+func (a *Activities) PrepareLeaseCredentials(ctx context.Context, req BackendRequest) (bool, error) {
+	b, err := a.backend(req.Backend)
+	if err != nil {
+		return false, err
+	}
+	p, ok := b.(backends.LeasePreparer)
+	if !ok || a.Secrets == nil {
+		return false, nil
+	}
+	signer, err := p.PrepareLeaseCredentials(ctx, req.Spec.ID)
+	if err != nil {
+		return false, err
+	}
+	sealed, err := leasecred.Seal(a.Secrets, req.Spec.ID, signer)
+	if err != nil {
+		return false, err
+	}
+	return true, a.Store.PutLeaseSigner(ctx, req.Spec.ID, sealed)
 }

@@ -16,6 +16,9 @@ type MemberReport struct {
 	Placement  HostAssignment `json:"placement"`
 	Endpoint   string         `json:"endpoint,omitempty"`
 	Reason     string         `json:"reason,omitempty"`
+	// Prepared says a Ready member's lease credential was prepared (PrepareLeaseCredentials):
+	// a claim can bind it at once.
+	Prepared bool `json:"prepared,omitempty"`
 }
 
 // Metrics Provision emits through the SDK's metrics handler (see pool/metrics.go).

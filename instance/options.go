@@ -32,6 +32,18 @@ func createOptions(queue string, creatingTimeout time.Duration) workflow.Activit
 	}
 }
 
+// prepareCredentialsOptions: preparing a Ready instance's lease credential on its host (an RBAC
+// grant and the wait for the authorizer to honour it). Short: a failure only means the lease
+// gets its credential when it binds.
+func prepareCredentialsOptions(queue string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:              queue,
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3},
+	}
+}
+
 // waitReadyOptions: the backend's WaitReady, as long as the creating timeout allows; a worker
 // that dies mid-wait is replaced by the host's next one, which re-adopts the instance.
 func waitReadyOptions(queue string, creatingTimeout time.Duration) workflow.ActivityOptions {

@@ -8,4 +8,7 @@ const (
 	provisionVersionAddonsGates = "addons-gates"
 	// teardownVersionReportsQuarantine: Teardown signals member-quarantined when it gives up.
 	teardownVersionReportsQuarantine = "teardown-reports-quarantine"
+	// provisionVersionPreparesCredentials: Provision prepares the lease credential of an
+	// instance before it is Ready (issue 15: a warm bind that does not call the instance).
+	provisionVersionPreparesCredentials = "prepares-lease-credentials"
 )

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
@@ -78,6 +79,37 @@ func (a *Activities) RecordLease(ctx context.Context, r Record) error {
 			Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
 		return err
 	})
+}
+
+// ActivityEnsureLeaseBound is EnsureLeaseBound's registered name (a warm-bound lease runs it
+// as a local activity, by name).
+const ActivityEnsureLeaseBound = "EnsureLeaseBound"
+
+// BoundLease is a lease bound by its pool on a warm bind: its Bound row, and how long its
+// credential may live (bind time + maxTtl).
+type BoundLease struct {
+	Record   Record    `json:"record"`
+	NotAfter time.Time `json:"notAfter"`
+}
+
+// EnsureLeaseBound makes sure a warm-bound lease has its credential (minted from its
+// instance's prepared signer if the API did not store one) and its Bound row and event.
+func (a *Activities) EnsureLeaseBound(ctx context.Context, b BoundLease) error {
+	if a.Secrets == nil {
+		return temporal.NewNonRetryableApplicationError("this worker has no secret key: it cannot store lease credentials", "NoSecretKey", nil)
+	}
+	if _, err := a.Store.GetLeaseCredential(ctx, b.Record.ID); errors.Is(err, store.ErrNotFound) {
+		signer, err := leasecred.Signer(ctx, a.Store, a.Secrets, b.Record.InstanceID)
+		if err != nil {
+			return err
+		}
+		if _, err := leasecred.Ensure(ctx, a.Store, a.Secrets, signer, b.Record.ID, b.NotAfter); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	return a.RecordLease(ctx, b.Record)
 }
 
 // ErrInstanceBroken is the non-retryable error type of a credential asked of a broken instance.

@@ -22,3 +22,13 @@ func SearchAttributes(in Input) temporal.SearchAttributes {
 		SearchAttributePhase.ValueSet(string(api.LeasePending)),
 	)
 }
+
+// BoundSearchAttributes are the attributes of a lease its pool starts on a warm bind (already
+// Bound), by name, for pool.BindRequest.
+func BoundSearchAttributes(in Input) map[string]string {
+	return map[string]string{
+		SearchAttributePool.GetName():  in.Pool,
+		SearchAttributeOwner.GetName(): in.Principal,
+		SearchAttributePhase.GetName(): string(api.LeaseBound),
+	}
+}

@@ -18,8 +18,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// WorkflowName is the registered name of the lease workflow.
-const WorkflowName = "Lease"
+// WorkflowName is the registered name of the lease workflow (the pool starts it by this name
+// on a warm bind).
+const WorkflowName = pool.LeaseWorkflowType
 
 // Lease signals, update and query.
 const (
@@ -56,6 +57,10 @@ type Input struct {
 	// Resume carries a Bound lease into the next run when it continues as new: that run
 	// neither claims nor issues credentials again, it goes on holding the same instance.
 	Resume *Resume `json:"resume,omitempty"`
+	// Bound is set when the pool started the lease on a warm bind (pool.UpdateClaim): the
+	// lease is Bound from its first event, to this member, with a credential minted from the
+	// member's prepared signer. It neither claims nor issues credentials.
+	Bound *pool.Assignment `json:"bound,omitempty"`
 }
 
 // Resume is the state of a Bound lease that its next run starts from.
@@ -112,6 +117,10 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	var a *Activities
 	view := View{ID: in.LeaseID, Pool: in.Pool, Phase: api.LeasePending, IdleTimeout: in.IdleTimeout}
 	resumed := in.Resume != nil
+	// A lease the pool bound is new in this version: every behaviour below is its latest, with
+	// no version marker (no recorded history has one), so that its start writes no markers nor
+	// the TemporalChangeVersion search attribute they bring.
+	warm := in.Bound != nil && !resumed
 	var asg pool.Assignment
 	var lastSeen time.Time
 	issueFor := 2 * time.Minute
@@ -136,7 +145,7 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	}
 	project := func() { _ = projectAsync().Get(ctx, nil) }
 	var pendingRecorded workflow.Future
-	if !resumed {
+	if !resumed && !warm {
 		// From this version on the claim goes out at once and the Pending row is written
 		// meanwhile: the projection is not on the bind path.
 		claimFirst := workflow.GetVersion(ctx, leaseVersionClaimFirst, workflow.DefaultVersion, 1) >= 1
@@ -150,8 +159,8 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	claimEvent := func(event string) {
 		metrics.WithTags(map[string]string{"event": event}).Counter(MetricClaims).Inc(1)
 	}
-	searchable := in.SearchAttributes &&
-		workflow.GetVersion(ctx, leaseVersionChange, workflow.DefaultVersion, leaseVersionSearchAttributes) >= leaseVersionSearchAttributes
+	searchable := in.SearchAttributes && (in.Bound != nil ||
+		workflow.GetVersion(ctx, leaseVersionChange, workflow.DefaultVersion, leaseVersionSearchAttributes) >= leaseVersionSearchAttributes)
 	setPhase := func(phase api.LeasePhase) {
 		view.Phase = phase
 		if searchable {
@@ -164,6 +173,11 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	// issueUntil issues a credential for this lease expiring at expiresAt, on the instance's
 	// host (it replaces the stored one).
 	issueUntil := func(ctx workflow.Context, expiresAt time.Time) error {
+		if asg.Prepared {
+			// Minted from the prepared signer, valid until the lease's ceiling: an extension
+			// (refused past the ceiling) needs no new credential.
+			return nil
+		}
 		hctx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
 		return workflow.ExecuteActivity(hctx, a.IssueLeaseCredentials, CredentialRequest{
 			LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID, ExpiresAt: expiresAt,
@@ -190,7 +204,7 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	extending := false
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend,
 		func(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
-			if workflow.GetVersion(ctx, leaseVersionAtomicExtend, workflow.DefaultVersion, 1) < 1 {
+			if in.Bound == nil && workflow.GetVersion(ctx, leaseVersionAtomicExtend, workflow.DefaultVersion, 1) < 1 {
 				// Before this version the extension was committed before its credential was
 				// issued: a failed issuance left the lease extended, its budget spent and its
 				// kubeconfig expiring before it.
@@ -235,7 +249,38 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	assignedCh := workflow.GetSignalChannel(ctx, pool.SignalAssigned)
 	failedCh := workflow.GetSignalChannel(ctx, pool.SignalClaimFailed)
 
-	if !resumed {
+	if warm {
+		asg = *in.Bound
+		view.ClaimedAt, view.BoundAt = asg.At, asg.At
+		view.InstanceID, view.Endpoint, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, asg.Seq
+		view.ExpiresAt = view.BoundAt.Add(in.TTL)
+		view.Phase = api.LeaseBound // the pool started the workflow with KobePhase Bound
+		issueFor = 10 * time.Minute
+		// The API minted the credential and wrote the Bound row before it answered; if it died
+		// in between, this mints and writes them. In this workflow task, as a local activity:
+		// the bound lease's first task is its only one until it ends or is extended.
+		lctx := workflow.WithLocalActivityOptions(ctx, bindLocalOptions())
+		err := workflow.ExecuteLocalActivity(lctx, ActivityEnsureLeaseBound, BoundLease{
+			Record: Record{ID: view.ID, Pool: view.Pool, Principal: in.Principal, Phase: api.LeaseBound, InstanceID: view.InstanceID,
+				TTL: in.TTL, ExpiresAt: view.ExpiresAt},
+			NotAfter: view.BoundAt.Add(in.MaxTTL),
+		}).Get(ctx, nil)
+		if err != nil {
+			setPhase(api.LeaseFailed)
+			view.Reason = api.ReasonBackendError
+			claimEvent("failed")
+			project()
+			revokeCtx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
+			_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, CredentialRequest{
+				LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
+			giveBack(ctx, in, asg.InstanceID, "credentials failed")
+			return view, nil
+		}
+		// Claimed and bound in the same instant of workflow time (the pool's Update).
+		metrics.Timer(MetricClaimBindDuration).Record(0)
+		claimEvent("created_fast")
+		lastSeen = view.BoundAt
+	} else if !resumed {
 		view.ClaimedAt = workflow.Now(ctx)
 		claimErr := workflow.SignalExternalWorkflow(ctx, pool.WorkflowID(in.Pool), "", pool.SignalClaim,
 			pool.ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: view.ClaimedAt}).Get(ctx, nil)
@@ -317,7 +362,7 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	}
 
 	heartbeatCh := workflow.GetSignalChannel(ctx, SignalHeartbeat)
-	if workflow.GetVersion(ctx, leaseVersionBoundRuns, workflow.DefaultVersion, 1) < 1 {
+	if in.Bound == nil && workflow.GetVersion(ctx, leaseVersionBoundRuns, workflow.DefaultVersion, 1) < 1 {
 		// Before this version a Bound lease never continued as new, and every heartbeat re-armed
 		// its timers.
 		for view.Phase == api.LeaseBound {
@@ -615,6 +660,16 @@ func IsExtendRejection(err error) (api.ReasonCode, bool) {
 
 // credentialOptions: issuing or revoking the lease's credential through the instance's backend,
 // on its host, retried quickly for as long as the lease can wait (within).
+// bindLocalOptions: the local activity that makes sure a warm-bound lease has its credential
+// and its Bound row (store writes, retried within the workflow task's minute).
+func bindLocalOptions() workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second},
+	}
+}
+
 func credentialOptions(queue string, within time.Duration) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		TaskQueue:              queue,

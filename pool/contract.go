@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/instance"
@@ -98,6 +99,42 @@ type Assignment struct {
 	Endpoint   string                  `json:"endpoint"`
 	// Queued is false when a Ready member was there for the claim the moment it arrived.
 	Queued bool `json:"queued,omitempty"`
+	// At is when the pool bound the member (set by UpdateClaim; the lease's bind time), and
+	// Prepared says the member's lease credential was prepared when it became Ready.
+	At       time.Time `json:"at,omitempty"`
+	Prepared bool      `json:"prepared,omitempty"`
+}
+
+// UpdateClaim is a warm bind in one round trip (BindRequest → BindResult): the API asks the
+// pool for a Ready member whose lease credential is prepared. If there is one and no claim is
+// queued before it, the pool binds it, starts the lease's workflow with the assignment in its
+// input (a child it abandons: the lease keeps its own history), and answers with the
+// assignment. Otherwise it answers Bound false and changes nothing: the API starts the lease's
+// workflow, which claims by signal and waits in the queue. The Update's id is the lease id: a
+// retried request gets the first answer, and a claim already bound (in an earlier run) gets
+// its assignment again.
+const UpdateClaim = "claim"
+
+// LeaseWorkflowType is the registered name of the lease workflow, which the pool starts on a
+// warm bind (package lease, above this one, registers it under this name).
+const LeaseWorkflowType = "Lease"
+
+// BindRequest is the argument of UpdateClaim.
+type BindRequest struct {
+	Claim ClaimRequest `json:"claim"`
+	// Lease is the input of the lease's workflow, as the API built it; the pool adds the
+	// assignment as its field "bound".
+	Lease json.RawMessage `json:"lease"`
+	// SearchAttributes are the lease workflow's keyword search attributes, by name.
+	SearchAttributes map[string]string `json:"searchAttributes,omitempty"`
+}
+
+// BindResult answers UpdateClaim.
+type BindResult struct {
+	Bound      bool       `json:"bound"`
+	Assignment Assignment `json:"assignment,omitempty"`
+	// Why is why a claim was not bound at once (for metrics and logs).
+	Why string `json:"why,omitempty"`
 }
 
 // ClaimFailure tells a lease it will not get an instance.

@@ -238,6 +238,8 @@ type Member struct {
 	Broken bool `json:"broken,omitempty"`
 	// TeardownAttempts counts the teardowns started for it (each a workflow of its own id).
 	TeardownAttempts int `json:"teardownAttempts,omitempty"`
+	// Prepared: its lease credential was prepared when it became Ready (UpdateClaim binds it).
+	Prepared bool `json:"prepared,omitempty"`
 }
 
 // Snapshot is the whole state of a pool; it is the input of every continue-as-new run.
@@ -362,6 +364,7 @@ func (s *State) MemberReady(r instance.MemberReport, now time.Time) {
 		return
 	}
 	m.Phase, m.Placement, m.Endpoint, m.Since, m.Reason = MemberReady, r.Placement, r.Endpoint, now, ""
+	m.Prepared = r.Prepared
 	s.ConsecutiveFailures, s.NextAttemptAt, s.LastFailureReason = 0, time.Time{}, ""
 }
 
@@ -772,6 +775,73 @@ func (s *State) nextReady() *Member {
 	var stale *Member
 	for _, m := range s.sortedMembers() {
 		if m.Phase != MemberReady || (s.Hardened && m.HealthFailures > 0) {
+			continue
+		}
+		if !s.outdated(m) {
+			return m
+		}
+		if stale == nil {
+			stale = m
+		}
+	}
+	return stale
+}
+
+// Why a claim is not bound at once by ClaimNow.
+const (
+	NotBoundDraining  = "draining"
+	NotBoundQueue     = "claims_queued"
+	NotBoundNoMember  = "no_prepared_member"
+	NotBoundWasServed = "served_before"
+)
+
+// ClaimNow binds a claim at once to a Ready member whose lease credential is prepared, if the
+// pool serves claims, none is queued before it (a warm bind never overtakes the queue), and
+// one is there: the member is Leased and the assignment returned. A claim already bound (a
+// retry the Update's id did not catch, from an earlier run) gets its assignment again. When
+// the answer is false nothing changed.
+func (s *State) ClaimNow(r ClaimRequest, now time.Time) (Assignment, string, bool) {
+	if id, done := s.Assigned[r.LeaseID]; done {
+		m, ok := s.Members[id]
+		if !ok || m.LeaseID != r.LeaseID || m.Phase != MemberLeased {
+			return Assignment{}, NotBoundWasServed, false
+		}
+		return Assignment{InstanceID: m.ID, Backend: s.Policy.Backend, Placement: m.Placement, Endpoint: m.Endpoint,
+			At: m.Since, Prepared: true}, "", true
+	}
+	switch {
+	case s.Draining:
+		return Assignment{}, NotBoundDraining, false
+	case len(s.Queue) > 0:
+		return Assignment{}, NotBoundQueue, false
+	}
+	m := s.nextPrepared()
+	if m == nil {
+		return Assignment{}, NotBoundNoMember, false
+	}
+	m.Phase, m.LeaseID, m.Since = MemberLeased, r.LeaseID, now
+	s.Assigned[r.LeaseID] = m.ID
+	if s.Hardened {
+		s.AssignedAt[r.LeaseID] = now
+	}
+	s.AssignSeq++
+	return Assignment{Seq: s.AssignSeq, InstanceID: m.ID, Backend: s.Policy.Backend, Placement: m.Placement,
+		Endpoint: m.Endpoint, At: now, Prepared: true}, "", true
+}
+
+// WarmBindLost: the lease a warm bind gave a member to does not run and could not be told;
+// nobody will release the member, so it is torn down.
+func (s *State) WarmBindLost(leaseID, instanceID string, fx Executor) {
+	if m, ok := s.Members[instanceID]; ok && m.Phase == MemberLeased && m.LeaseID == leaseID {
+		s.teardown(m, RecycleLeaseGone, fx)
+	}
+}
+
+// nextPrepared is the member ClaimNow binds: as nextReady, among the prepared members.
+func (s *State) nextPrepared() *Member {
+	var stale *Member
+	for _, m := range s.sortedMembers() {
+		if m.Phase != MemberReady || !m.Prepared || m.HealthFailures > 0 {
 			continue
 		}
 		if !s.outdated(m) {

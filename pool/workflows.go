@@ -6,8 +6,11 @@
 package pool
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/instance"
@@ -54,6 +57,11 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryPoolStatus, func() (Status, error) { return s.Status(p.Now()), nil }); err != nil {
 		return err
+	}
+	if s.Hardened {
+		if err := p.serveWarmBinds(); err != nil {
+			return err
+		}
 	}
 	claims := workflow.GetSignalChannel(ctx, SignalClaim)
 	handlers := []signalHandler{
@@ -158,6 +166,15 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		for _, c := range p.checks {
 			sel.AddFuture(c.future, func(f workflow.Future) { p.healthChecked(c, f) })
 		}
+		for _, b := range p.binds {
+			sel.AddFuture(b.started, func(f workflow.Future) { p.leaseStarted(b, f) })
+		}
+		if p.wake != nil {
+			sel.AddReceive(p.wake, func(c workflow.ReceiveChannel, _ bool) {
+				for c.ReceiveAsync(nil) {
+				}
+			})
+		}
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)
 		if wake := s.NextWake(p.Now()); !wake.IsZero() {
 			d := wake.Sub(p.Now())
@@ -200,6 +217,12 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
+	// A lease started by a warm bind is known to run before the pool moves on: if its start
+	// failed, the member must not stay Leased to nobody.
+	for len(p.binds) > 0 {
+		b := p.binds[0]
+		p.leaseStarted(b, b.started)
+	}
 	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
 	s.PruneAssigned(p.Now())
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
@@ -218,6 +241,91 @@ type poolRun struct {
 	s   *State
 	// checks are the health checks in flight, one per host queue.
 	checks []*healthCheck
+	// binds are the lease workflows started by warm binds whose start is not confirmed yet;
+	// wake tells the main loop that a warm bind changed the state (it reconciles: the
+	// replacement member starts off the bind's path).
+	binds []*warmBind
+	wake  workflow.Channel
+}
+
+// warmBind is a lease workflow the pool started on a warm bind.
+type warmBind struct {
+	asg     Assignment
+	leaseID string
+	started workflow.Future
+}
+
+// serveWarmBinds registers UpdateClaim: a claim bound at once to a prepared Ready member, the
+// lease's workflow started by the pool with the assignment in its input.
+func (p *poolRun) serveWarmBinds() error {
+	p.wake = workflow.NewBufferedChannel(p.ctx, 1)
+	return workflow.SetUpdateHandlerWithOptions(p.ctx, UpdateClaim,
+		func(ctx workflow.Context, req BindRequest) (BindResult, error) {
+			asg, why, ok := p.s.ClaimNow(req.Claim, p.Now())
+			if !ok {
+				return BindResult{Why: why}, nil
+			}
+			if asg.Seq != 0 { // a new bind, not a retried one
+				p.startLease(req, asg)
+				p.wake.SendAsync(true)
+			}
+			return BindResult{Bound: true, Assignment: asg}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req BindRequest) error {
+			if req.Claim.LeaseID == "" || len(req.Lease) == 0 {
+				return errors.New("a warm bind needs the claim's lease id and the lease's workflow input")
+			}
+			return nil
+		}})
+}
+
+// startLease starts the lease's workflow for a warm bind: the input the API built, with the
+// assignment as its "bound" field; a child that the pool abandons (it outlives every run).
+func (p *poolRun) startLease(req BindRequest, asg Assignment) {
+	var in map[string]json.RawMessage
+	bound, err := json.Marshal(asg)
+	if err == nil {
+		err = json.Unmarshal(req.Lease, &in)
+	}
+	if err != nil || in == nil {
+		// The validator let it through, so this is a bug; the member goes back via leaseStarted.
+		in = map[string]json.RawMessage{}
+	}
+	in["bound"] = bound
+	var attrs []temporal.SearchAttributeUpdate
+	for _, k := range keywordKeys(req.SearchAttributes) {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(k).ValueSet(req.SearchAttributes[k]))
+	}
+	cctx := workflow.WithChildOptions(p.ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            LeaseWorkflowID(req.Claim.LeaseID),
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
+	})
+	f := workflow.ExecuteChildWorkflow(cctx, LeaseWorkflowType, in)
+	p.binds = append(p.binds, &warmBind{asg: asg, leaseID: req.Claim.LeaseID, started: f.GetChildWorkflowExecution()})
+}
+
+// leaseStarted acts on the start of a warm-bound lease's workflow. If it did not start (its id
+// was taken: the API, unsure whether the Update landed, started the lease itself), the lease
+// that runs gets the assignment by signal as a queued claim would; if that fails too, nobody
+// holds the member and it is torn down.
+func (p *poolRun) leaseStarted(b *warmBind, f workflow.Future) {
+	kept := p.binds[:0]
+	for _, o := range p.binds {
+		if o != b {
+			kept = append(kept, o)
+		}
+	}
+	p.binds = kept
+	if err := f.Get(p.ctx, nil); err == nil {
+		return
+	}
+	asg := b.asg
+	asg.Prepared = false // that lease issues its own credential
+	if err := p.Do(SignalLease{LeaseID: b.leaseID, Signal: SignalAssigned, Arg: asg}); err != nil {
+		p.s.WarmBindLost(b.leaseID, b.asg.InstanceID, p)
+	}
 }
 
 // shouldContinueAsNew: the SDK suggests it (history size or length), or the history passed the
@@ -372,4 +480,16 @@ func (p *poolRun) healthChecked(c *healthCheck, f workflow.Future) {
 		results = HealthCheckFailed(c.CheckHealth, err)
 	}
 	p.s.HealthChecked(results, p)
+}
+
+// keywordKeys are a lease's search attribute names in order (the child's options must not
+// depend on map order).
+func keywordKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	//workflowcheck:ignore collects the keys, sorted below
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

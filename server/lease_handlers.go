@@ -18,6 +18,7 @@ import (
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
+	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/api"
@@ -272,8 +273,25 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "admitting the lease", err)
 		return
 	}
+	in := lease.Input{LeaseID: admitted.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
+		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
+		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
 	if replayed {
-		view, err := s.leaseView(ctx, admitted, false)
+		if admitted.Phase == api.LeasePending && !s.leaseRuns(ctx, admitted.ID) {
+			// The first request stopped between its admission and the lease's start (a crash,
+			// a lost answer): this one finishes the job, with the same ids, so it can start
+			// nothing twice (the Update's id and the workflow's id are the lease id).
+			in.TTL = admitted.TTL
+			if view, ok := s.warmBind(ctx, r, admitted, in); ok {
+				writeJSON(w, http.StatusOK, view)
+				return
+			}
+			if err := s.startLeaseSurely(ctx, in); err != nil {
+				s.unavailable(w, r, "starting the lease", err)
+				return
+			}
+		}
+		view, err := s.leaseView(ctx, admitted, true)
 		if err != nil {
 			s.unavailable(w, r, "reading the lease", err)
 			return
@@ -281,10 +299,10 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, view)
 		return
 	}
-
-	in := lease.Input{LeaseID: admitted.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
-		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
-		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
+	if view, ok := s.warmBind(ctx, r, admitted, in); ok {
+		writeJSON(w, http.StatusOK, view)
+		return
+	}
 	if err := s.startLeaseSurely(ctx, in); err != nil {
 		// Nothing runs for this lease: record it Failed so that it does not hold quota.
 		admitted.Phase, admitted.Reason = api.LeaseFailed, api.ReasonBackendError
@@ -305,6 +323,13 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	view := s.storeView(admitted)
 	view.QueuePosition = s.queuePosition(ctx, c.pool, admitted.ID)
 	writeJSON(w, http.StatusAccepted, view)
+}
+
+// leaseRuns says whether the lease's workflow exists (running or ended).
+func (s *Server) leaseRuns(ctx context.Context, leaseID string) bool {
+	_, err := s.Temporal.DescribeWorkflowExecution(ctx, pool.LeaseWorkflowID(leaseID), "")
+	var nf *serviceerror.NotFound
+	return !errors.As(err, &nf)
 }
 
 func quotaDetail(qe *store.QuotaError) string {

@@ -52,6 +52,10 @@ type Server struct {
 	// SearchAttributes: kobe's search attributes are registered; leases are started with them.
 	SearchAttributes bool
 
+	// SlowBindOnly turns warm binds off: every lease is started by the API and claims by
+	// signal (the path before issue 15; the bench measures both).
+	SlowBindOnly bool
+
 	policies policyCache // pools' resolved policies by store generation
 }
 

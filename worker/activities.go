@@ -48,7 +48,7 @@ func NewActivities(s store.Store, logger *zap.Logger) *Activities {
 // Instance returns the instance domain's activities on these dependencies.
 func (a *Activities) Instance() *instance.Activities {
 	return &instance.Activities{Store: a.Store, Logger: a.Logger, Host: a.Host, HostID: a.HostID,
-		HostQueue: a.HostQueue, SharedQueue: a.SharedQueue, Backends: a.Backends}
+		HostQueue: a.HostQueue, SharedQueue: a.SharedQueue, Backends: a.Backends, Secrets: a.Secrets}
 }
 
 // Pool returns the pool domain's activities.

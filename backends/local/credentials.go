@@ -72,7 +72,7 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 	}); err != nil {
 		return backends.Credential{}, fmt.Errorf("binding %s: %w", user, err)
 	}
-	if err := in.waitAuthorized(ctx, user); err != nil {
+	if err := in.waitAuthorized(ctx, user, LeaseGroup); err != nil {
 		return backends.Credential{}, err
 	}
 	cred, err := ca.IssueClient(user, []string{LeaseGroup}, req.TTL)
@@ -85,17 +85,55 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 
 func bindingName(user string) string { return "kobe-lease-" + user }
 
+// HolderGroup is the group of a certificate minted from the instance's prepared LeaseSigner;
+// holderBinding grants it cluster-admin until the holder's lease ends.
+const (
+	HolderGroup   = "kobe:lease-holder"
+	holderBinding = "kobe-lease-holder"
+)
+
+// PrepareLeaseCredentials implements backends.LeasePreparer: the grant of the instance's next
+// (and only) holder, and the signer of its certificate.
+func (b *Backend) PrepareLeaseCredentials(ctx context.Context, id string) (backends.LeaseSigner, error) {
+	in, ok := b.get(id)
+	if !ok {
+		return backends.LeaseSigner{}, backends.ErrNotFound
+	}
+	caPEM, err := os.ReadFile(in.path("pki", "ca.crt"))
+	if err != nil {
+		return backends.LeaseSigner{}, err
+	}
+	caKey, err := os.ReadFile(in.path("pki", "ca.key"))
+	if err != nil {
+		return backends.LeaseSigner{}, err
+	}
+	if err := in.apply(ctx, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1",
+		"kind":       "ClusterRoleBinding",
+		"metadata":   map[string]any{"name": holderBinding, "labels": map[string]string{"kobe.kunobi.ninja/lease": "holder"}},
+		"roleRef":    map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+		"subjects":   []map[string]string{{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": HolderGroup}},
+	}); err != nil {
+		return backends.LeaseSigner{}, fmt.Errorf("binding %s: %w", HolderGroup, err)
+	}
+	if err := in.waitAuthorized(ctx, LeaseUserPrefix+"holder", HolderGroup); err != nil {
+		return backends.LeaseSigner{}, err
+	}
+	return backends.LeaseSigner{Cluster: id, Server: in.endpoint(), ServerCAPEM: caPEM, ClientCACertPEM: caPEM,
+		ClientCAKeyPEM: caKey, UserPrefix: LeaseUserPrefix, Group: HolderGroup}, nil
+}
+
 // waitAuthorized returns once the API server's authorizer allows user what the binding grants.
 // The authorizer learns of a new binding through a watch, some time after the write returns
 // (tens of milliseconds on SQLite, up to a second or more on kine over MySQL or PostgreSQL): a
 // credential handed out before would be refused (403) on its first requests.
-func (in *instance) waitAuthorized(ctx context.Context, user string) error {
+func (in *instance) waitAuthorized(ctx context.Context, user string, groups ...string) error {
 	review := map[string]any{
 		"apiVersion": "authorization.k8s.io/v1",
 		"kind":       "SubjectAccessReview",
 		"spec": map[string]any{
 			"user":               user,
-			"groups":             []string{LeaseGroup},
+			"groups":             groups,
 			"resourceAttributes": map[string]string{"verb": "get", "resource": "namespaces"},
 		},
 	}
@@ -129,12 +167,16 @@ func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error 
 	if !ok {
 		return backends.ErrNotFound
 	}
-	status, body, err := in.do(ctx, http.MethodDelete, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+bindingName(user), nil)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusOK && status != http.StatusNotFound && status != http.StatusAccepted {
-		return fmt.Errorf("revoking %s: HTTP %d: %s", user, status, body)
+	// The lease's own binding (a credential issued on demand) and the holder's grant (one
+	// minted from the prepared signer): an instance has one holder, so both go.
+	for _, binding := range []string{bindingName(user), holderBinding} {
+		status, body, err := in.do(ctx, http.MethodDelete, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+binding, nil)
+		if err != nil {
+			return err
+		}
+		if status != http.StatusOK && status != http.StatusNotFound && status != http.StatusAccepted {
+			return fmt.Errorf("revoking %s: HTTP %d: %s", user, status, body)
+		}
 	}
 	return nil
 }

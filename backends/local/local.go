@@ -93,6 +93,7 @@ type Backend struct {
 var (
 	_ backends.RuntimeBackend = (*Backend)(nil)
 	_ backends.HostBound      = (*Backend)(nil)
+	_ backends.LeasePreparer  = (*Backend)(nil)
 	_ backends.Sleeper        = (*Backend)(nil)
 	_ backends.CertManager    = (*Backend)(nil)
 	_ backends.Preflighter    = (*Backend)(nil)

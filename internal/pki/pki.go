@@ -121,6 +121,20 @@ func (ca *CA) IssueClient(user string, groups []string, validity time.Duration) 
 	}, validity)
 }
 
+// IssueClientUntil is IssueClient with an absolute end: the certificate expires at notAfter
+// (or with the CA, if sooner), not a moment after it.
+func (ca *CA) IssueClientUntil(user string, groups []string, notAfter time.Time) (Credential, error) {
+	if user == "" {
+		return Credential{}, errors.New("client certificate needs a user")
+	}
+	return ca.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		NotAfter:    notAfter,
+	}, time.Until(notAfter))
+}
+
 func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (Credential, error) {
 	if validity <= 0 {
 		return Credential{}, fmt.Errorf("validity must be positive, got %s", validity)
@@ -136,7 +150,9 @@ func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (Credential,
 	now := time.Now()
 	tmpl.SerialNumber = serial
 	tmpl.NotBefore = now.Add(-clockSkew)
-	tmpl.NotAfter = now.Add(validity)
+	if tmpl.NotAfter.IsZero() || tmpl.NotAfter.After(now.Add(validity)) {
+		tmpl.NotAfter = now.Add(validity)
+	}
 	// A certificate never outlives the CA that signed it.
 	if tmpl.NotAfter.After(ca.Cert.NotAfter) {
 		tmpl.NotAfter = ca.Cert.NotAfter

@@ -312,7 +312,29 @@ func whereClause(conds []string) string {
 }
 
 func (s *sqlStore) DeleteInstance(ctx context.Context, id string) error {
+	if _, err := s.exec(ctx, `DELETE FROM lease_signers WHERE instance_id = ?`, id); err != nil {
+		return err
+	}
 	return s.deleteOne(ctx, `DELETE FROM instances WHERE id = ?`, "instance", id)
+}
+
+func (s *sqlStore) PutLeaseSigner(ctx context.Context, instanceID string, sealed []byte) error {
+	if instanceID == "" || len(sealed) == 0 {
+		return errors.New("lease signer needs an instance id and a sealed value")
+	}
+	_, err := s.exec(ctx, `INSERT INTO lease_signers (instance_id, sealed, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (instance_id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at`,
+		instanceID, sealed, now())
+	return err
+}
+
+func (s *sqlStore) GetLeaseSigner(ctx context.Context, instanceID string) ([]byte, error) {
+	var sealed []byte
+	err := s.queryRow(ctx, `SELECT sealed FROM lease_signers WHERE instance_id = ?`, instanceID).Scan(&sealed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("lease signer of %q: %w", instanceID, ErrNotFound)
+	}
+	return sealed, err
 }
 
 // ---- leases ----
@@ -581,6 +603,18 @@ func (s *sqlStore) PutLeaseCredential(ctx context.Context, c LeaseCredential) er
 			expires_at = excluded.expires_at, updated_at = excluded.updated_at`,
 		c.LeaseID, c.Sealed, c.CredentialID, ts(c.ExpiresAt), now())
 	return err
+}
+
+func (s *sqlStore) AddLeaseCredential(ctx context.Context, c LeaseCredential) (LeaseCredential, error) {
+	if c.LeaseID == "" || len(c.Sealed) == 0 {
+		return LeaseCredential{}, errors.New("lease credential needs a lease id and a sealed value")
+	}
+	if _, err := s.exec(ctx, `INSERT INTO lease_credentials (lease_id, sealed, credential_id, expires_at, updated_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (lease_id) DO NOTHING`,
+		c.LeaseID, c.Sealed, c.CredentialID, ts(c.ExpiresAt), now()); err != nil {
+		return LeaseCredential{}, err
+	}
+	return s.GetLeaseCredential(ctx, c.LeaseID)
 }
 
 func (s *sqlStore) GetLeaseCredential(ctx context.Context, leaseID string) (LeaseCredential, error) {

@@ -193,6 +193,15 @@ type Store interface {
 	// PutLeaseCredential stores a lease's sealed kubeconfig (replacing an older one);
 	// GetLeaseCredential reads it; DeleteLeaseCredential removes it (idempotent).
 	PutLeaseCredential(ctx context.Context, c LeaseCredential) error
+	// AddLeaseCredential stores a lease's sealed kubeconfig unless the lease has one already,
+	// and returns the one stored: of two writers racing to mint a lease's first credential
+	// (the API binding it, its workflow making sure it exists), both hand out the same.
+	AddLeaseCredential(ctx context.Context, c LeaseCredential) (LeaseCredential, error)
+	// PutLeaseSigner stores the sealed signer of an instance's lease credentials (replacing an
+	// older one); GetLeaseSigner reads it (ErrNotFound: the instance has none). DeleteInstance
+	// removes it with the instance.
+	PutLeaseSigner(ctx context.Context, instanceID string, sealed []byte) error
+	GetLeaseSigner(ctx context.Context, instanceID string) ([]byte, error)
 	GetLeaseCredential(ctx context.Context, leaseID string) (LeaseCredential, error)
 	DeleteLeaseCredential(ctx context.Context, leaseID string) error
 

@@ -1,0 +1,105 @@
+// Package leasecred mints a lease's kubeconfig from a backends.LeaseSigner prepared when its
+// instance became Ready: a certificate for the lease's own user, signed by the instance's
+// client CA, valid until the lease can live no longer. It is what makes a warm bind cost no
+// call to the instance; the API server and the workers both use it.
+package leasecred
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/kubeconfig"
+	"github.com/kunobi-ninja/kobe/internal/pki"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
+	"github.com/kunobi-ninja/kobe/internal/store"
+)
+
+// Mint issues the kubeconfig of lease leaseID, valid until notAfter (the lease's bind time plus
+// its maxTtl: no extension can make the lease outlive it, so the certificate never outlives the
+// lease; release revokes it earlier by removing the grant its group holds in the instance).
+func Mint(s backends.LeaseSigner, leaseID string, notAfter time.Time) (backends.Credential, error) {
+	if leaseID == "" {
+		return backends.Credential{}, errors.New("lease credential needs a lease id")
+	}
+	if !time.Now().Before(notAfter) {
+		return backends.Credential{}, fmt.Errorf("lease %s: its credential would already have expired (%s)", leaseID, notAfter.Format(time.RFC3339))
+	}
+	ca, err := pki.LoadCA(s.ClientCACertPEM, s.ClientCAKeyPEM)
+	if err != nil {
+		return backends.Credential{}, fmt.Errorf("lease signer of %s: %w", s.Cluster, err)
+	}
+	user := s.UserPrefix + leaseID
+	cred, err := ca.IssueClientUntil(user, []string{s.Group}, notAfter)
+	if err != nil {
+		return backends.Credential{}, err
+	}
+	kc, err := kubeconfig.ForClientCert(s.Cluster, s.Server, s.ServerCAPEM, cred.CertPEM, cred.KeyPEM, user)
+	if err != nil {
+		return backends.Credential{}, err
+	}
+	return backends.Credential{Kubeconfig: kc, User: user, ExpiresAt: cred.NotAfter, ID: cred.Serial}, nil
+}
+
+// signerAAD binds a sealed signer to its instance: a row copied to another instance's id
+// does not open.
+func signerAAD(instanceID string) []byte { return []byte("lease-signer:" + instanceID) }
+
+// Seal seals an instance's signer for the store.
+func Seal(box *secretbox.Box, instanceID string, s backends.LeaseSigner) ([]byte, error) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return box.Seal(data, signerAAD(instanceID))
+}
+
+// Open opens a signer sealed by Seal.
+func Open(box *secretbox.Box, instanceID string, sealed []byte) (backends.LeaseSigner, error) {
+	data, err := box.Open(sealed, signerAAD(instanceID))
+	if err != nil {
+		return backends.LeaseSigner{}, fmt.Errorf("opening the lease signer of %s (is the secret key the workers' key?): %w", instanceID, err)
+	}
+	var s backends.LeaseSigner
+	if err := json.Unmarshal(data, &s); err != nil {
+		return backends.LeaseSigner{}, fmt.Errorf("lease signer of %s: %w", instanceID, err)
+	}
+	return s, nil
+}
+
+// Ensure returns lease leaseID's kubeconfig: the one stored, or one minted now from the signer
+// of its instance and stored, valid until notAfter. Whoever stores first wins (the API binding
+// the lease, or the lease's workflow making sure the credential exists after a crash of the
+// API): both return the stored one, so the holder and a later GET see the same kubeconfig.
+func Ensure(ctx context.Context, st store.Store, box *secretbox.Box, signer backends.LeaseSigner, leaseID string, notAfter time.Time) ([]byte, error) {
+	if c, err := st.GetLeaseCredential(ctx, leaseID); err == nil {
+		return box.Open(c.Sealed, []byte(leaseID))
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	cred, err := Mint(signer, leaseID, notAfter)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := box.Seal(cred.Kubeconfig, []byte(leaseID))
+	if err != nil {
+		return nil, err
+	}
+	stored, err := st.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: leaseID, Sealed: sealed, CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt})
+	if err != nil {
+		return nil, err
+	}
+	return box.Open(stored.Sealed, []byte(leaseID))
+}
+
+// Signer reads and opens an instance's signer from the store (store.ErrNotFound: it has none).
+func Signer(ctx context.Context, st store.Store, box *secretbox.Box, instanceID string) (backends.LeaseSigner, error) {
+	sealed, err := st.GetLeaseSigner(ctx, instanceID)
+	if err != nil {
+		return backends.LeaseSigner{}, err
+	}
+	return Open(box, instanceID, sealed)
+}

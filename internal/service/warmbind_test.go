@@ -1,0 +1,133 @@
+package service_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authnv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/config"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/pools"
+)
+
+// A warm bind on `kobe dev` with real local clusters (issue 15): once the pool has a Ready
+// member, POST /v1/leases answers 200 Bound with a kubeconfig in the body, at once; the
+// kubeconfig works and is the lease's own identity (kobe:lease:<id>); the lease has its own
+// workflow history; a retried POST replays the same lease and kubeconfig; release revokes it.
+func TestWarmBindOnDev(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real clusters; skipped with -short")
+	}
+	c := devConfig(t)
+	c.NoDefaultPool = false
+	p := start(t, c, config.ModeDev)
+	token, err := os.ReadFile(p.AdminTokenFile)
+	require.NoError(t, err)
+	admin := apiCaller{t, p.APIURL, strings.TrimSpace(string(token))}
+
+	// Wait for a Ready member whose lease credential is prepared.
+	require.Eventually(t, func() bool {
+		resp, err := p.Temporal.QueryWorkflow(context.Background(), pool.WorkflowID("dev"), "", pool.QueryPoolStatus)
+		if err != nil {
+			return false
+		}
+		var st pool.Status
+		return resp.Get(&st) == nil && st.Ready > 0
+	}, 3*time.Minute, 200*time.Millisecond, "the dev pool has a Ready member")
+
+	var l api.Lease
+	req := `{"profile":"dev","ttl":"30m","idempotencyKey":"warm-1"}`
+	status, eb, _ := admin.do("POST", "/v1/leases", req, &l)
+	require.Equal(t, 200, status, "a warm bind answers 200 at once: %+v", eb)
+	require.Equal(t, api.LeaseBound, l.Phase)
+	require.NotEmpty(t, l.Kubeconfig, "the kubeconfig is in the POST's answer")
+	require.NotEmpty(t, l.ClusterName)
+	require.NotNil(t, l.BoundAt)
+	require.NotNil(t, l.ExpiresAt)
+	assert.WithinDuration(t, l.BoundAt.Add(30*time.Minute), *l.ExpiresAt, time.Second)
+
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(l.Kubeconfig))
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Works at once: the grant was prepared and honoured before the member was Ready.
+	_, err = cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "the warm-bound kubeconfig works on its first request")
+	who, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "kobe:lease:"+l.ID, who.Status.UserInfo.Username, "the lease's own identity in the cluster")
+
+	// Its certificate lives no longer than the lease can (bind + maxTtl).
+	cred, err := p.Store.GetLeaseCredential(ctx, l.ID)
+	require.NoError(t, err)
+	pol := leaseCeiling(t, p.Store, "dev")
+	assert.False(t, cred.ExpiresAt.After(l.BoundAt.Add(pol)), "credential expires %s, after bind+maxTtl %s", cred.ExpiresAt, l.BoundAt.Add(pol))
+
+	// The lease has its own workflow, started by the pool, and it is Bound.
+	var got api.Lease
+	status, _, _ = admin.do("GET", "/v1/leases/"+l.ID, nil, &got)
+	require.Equal(t, 200, status)
+	assert.Equal(t, api.LeaseBound, got.Phase)
+	assert.Equal(t, l.Kubeconfig, got.Kubeconfig, "GET gives the kubeconfig the POST gave")
+	desc, err := p.Temporal.DescribeWorkflowExecution(ctx, l.ID, "")
+	require.NoError(t, err)
+	assert.Equal(t, pool.WorkflowID("dev"), desc.WorkflowExecutionInfo.GetParentExecution().GetWorkflowId(), "the pool started the lease")
+
+	// A retried POST (same idempotency key) replays the same bound lease and kubeconfig.
+	var again api.Lease
+	status, _, _ = admin.do("POST", "/v1/leases", req, &again)
+	require.Equal(t, 200, status)
+	assert.Equal(t, l.ID, again.ID)
+	assert.Equal(t, api.LeaseBound, again.Phase)
+	assert.Equal(t, l.Kubeconfig, again.Kubeconfig)
+
+	// Extend within the ceiling: no new credential is needed, the same one keeps working.
+	status, _, _ = admin.do("PATCH", "/v1/leases/"+l.ID, `{"extendTtl":"5m"}`, nil)
+	require.Equal(t, 200, status)
+
+	// Release revokes: the kubeconfig stops working, and the audit log has one lease.bound.
+	status, _, _ = admin.do("DELETE", "/v1/leases/"+l.ID, nil, nil)
+	require.Equal(t, 204, status)
+	require.Eventually(t, func() bool {
+		_, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		return err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || !strings.Contains(err.Error(), "context"))
+	}, time.Minute, 100*time.Millisecond, "the released lease's kubeconfig is refused")
+	var audit api.AuditList
+	require.Eventually(t, func() bool {
+		admin.do("GET", "/v1/audit?pool=dev", nil, &audit)
+		n, released := 0, false
+		for _, e := range audit.Items {
+			if e.Target == l.ID && e.Action == "lease.bound" {
+				n++
+			}
+			released = released || (e.Target == l.ID && e.Action == "lease.released")
+		}
+		return n == 1 && released
+	}, time.Minute, 200*time.Millisecond, "one lease.bound and a lease.released: %+v", audit.Items)
+}
+
+// leaseCeiling is the pool's maxTtl as stored.
+func leaseCeiling(t *testing.T, st store.Store, name string) time.Duration {
+	t.Helper()
+	p, err := st.GetPool(context.Background(), name)
+	require.NoError(t, err)
+	m, err := pools.Parse(p.Spec)
+	require.NoError(t, err)
+	pol, err := m.ValidateStored()
+	require.NoError(t, err)
+	return pol.MaxTTL
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+)
+
+// warmBindFor bounds the Update of a warm bind: past it the API takes the slow path (which
+// finds the lease started if the Update did land).
+const warmBindFor = 10 * time.Second
+
+// warmBind binds an admitted lease at once if its pool has a prepared Ready member: one Update
+// to the pool (its id is the lease id, so a retry replays the first answer), which binds the
+// member and starts the lease's workflow; then the lease's kubeconfig is minted here from the
+// member's prepared signer and stored with the Bound row. It answers false when the pool did
+// not bind (no prepared member, claims queued, the pool not answering): the caller starts the
+// lease's workflow, which claims by signal and waits in the queue. A lease bound by the pool
+// whose kubeconfig cannot be minted here is still bound: its workflow mints it, and the answer
+// is the Bound lease without the kubeconfig (GET /v1/leases/{id} gives it).
+func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, in lease.Input) (api.Lease, bool) {
+	if s.SlowBindOnly || s.Secrets == nil {
+		return api.Lease{}, false
+	}
+	ctx = context.WithoutCancel(ctx) // a client hanging up must not leave the bind unclear
+	in.SearchAttributes = s.SearchAttributes
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return api.Lease{}, false
+	}
+	req := pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: l.ID, Priority: in.Priority, At: time.Now()}, Lease: raw}
+	if s.SearchAttributes {
+		req.SearchAttributes = lease.BoundSearchAttributes(in)
+	}
+	uctx, cancel := context.WithTimeout(ctx, warmBindFor)
+	defer cancel()
+	h, err := s.Temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
+		WorkflowID: pool.WorkflowID(l.Pool), UpdateID: l.ID, UpdateName: pool.UpdateClaim,
+		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res pool.BindResult
+	if err == nil {
+		err = h.Get(uctx, &res)
+	}
+	if err != nil {
+		s.logWarmBind("warm bind not answered: the lease takes the slow path", l.ID, r, err)
+		return api.Lease{}, false
+	}
+	if !res.Bound {
+		return api.Lease{}, false
+	}
+	asg := res.Assignment
+	l.Phase, l.InstanceID, l.ExpiresAt = api.LeaseBound, asg.InstanceID, asg.At.Add(in.TTL)
+	view := s.storeView(l)
+	boundAt := asg.At
+	view.BoundAt, view.Endpoint = &boundAt, asg.Endpoint
+	kc, err := s.mintBound(ctx, l, in, asg)
+	if err != nil {
+		s.logWarmBind("warm-bound lease: its kubeconfig is left to its workflow", l.ID, r, err)
+		return view, true
+	}
+	view.Kubeconfig = string(kc)
+	return view, true
+}
+
+// mintBound stores the bound lease's kubeconfig (minted from its member's signer, valid until
+// bind + maxTtl) and its Bound row with the lease.bound event; the lease's workflow does the
+// same if this does not happen, and the event is written once.
+func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, asg pool.Assignment) ([]byte, error) {
+	signer, err := leasecred.Signer(ctx, s.Store, s.Secrets, asg.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := leasecred.Ensure(ctx, s.Store, s.Secrets, signer, l.ID, asg.At.Add(in.MaxTTL))
+	if err != nil {
+		return nil, err
+	}
+	acts := &lease.Activities{Store: s.Store}
+	if err := acts.RecordLease(ctx, lease.Record{ID: l.ID, Pool: l.Pool, Principal: l.Principal, Phase: api.LeaseBound,
+		InstanceID: asg.InstanceID, TTL: in.TTL, ExpiresAt: l.ExpiresAt}); err != nil {
+		return nil, err
+	}
+	return kc, nil
+}
+
+func (s *Server) logWarmBind(msg, leaseID string, r *http.Request, err error) {
+	if s.Logger != nil {
+		s.Logger.Warn(msg, zap.String("lease", leaseID), zap.Error(err), zap.String("requestId", requestID(r)))
+	}
+}
