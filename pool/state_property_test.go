@@ -47,12 +47,15 @@ const (
 	evContinueAsNew
 	evTerminate
 	evHealthDone
+	evWarmClaim
+	evRetryWarmClaim
+	evWarmBindLost
 	evKinds
 )
 
 var eventNames = [...]string{"claim", "retry-claim", "cancel", "release", "retry-release", "member-ready", "member-failed",
 	"member-gone", "member-quarantined", "retry-teardown", "forget-member", "health-check-start", "apply", "delete", "time",
-	"continue-as-new", "lease-terminated", "health-check-done"}
+	"continue-as-new", "lease-terminated", "health-check-done", "warm-claim", "retry-warm-claim", "warm-bind-lost"}
 
 // event is one step of a sequence. Which lease or member it concerns is pick modulo those that
 // qualify when it happens, and seed decides the outcomes of the actions it leads to, so that a
@@ -82,7 +85,7 @@ func randomEvent(r *rand.Rand) event {
 	// Weights: claims and member reports are the common case.
 	weights := [evKinds]int{evClaim: 14, evRetryClaim: 4, evCancel: 5, evRelease: 10, evRetryRelease: 2, evReady: 14, evFail: 4,
 		evGone: 10, evQuarantined: 2, evRetryTeardown: 2, evForget: 2, evHealth: 5, evApply: 4, evDelete: 1, evTime: 12,
-		evContinueAsNew: 3, evTerminate: 2, evHealthDone: 5}
+		evContinueAsNew: 3, evTerminate: 2, evHealthDone: 5, evWarmClaim: 10, evRetryWarmClaim: 3, evWarmBindLost: 1}
 	total := 0
 	for _, w := range weights {
 		total += w
@@ -132,6 +135,32 @@ type leaseModel struct {
 	inflight string
 	// terminated: it ended without a word to the pool, whose claim may stay queued until it times out.
 	terminated bool
+	// warm: the pool bound it at once (ClaimNow) and started it with its member.
+	warm bool
+}
+
+// warmGrant is a member bound by ClaimNow: the lease starts holding it.
+func (w *world) warmGrant(l *leaseModel, asg Assignment) {
+	id := asg.InstanceID
+	if prev, ok := w.granted[id]; ok {
+		w.violate("member %s granted twice: to %s, then (warm) to %s", id, prev, l.id)
+	}
+	if !w.ready[id] || w.teardown[id] || !w.alive[id] {
+		w.violate("member %s warm-bound to %s but it is not a Ready instance", id, l.id)
+	}
+	if m := w.s.Members[id]; m == nil || !m.Prepared {
+		w.violate("member %s warm-bound to %s without a prepared credential", id, l.id)
+	}
+	w.assigns++
+	if asg.Seq != w.assigns {
+		w.violate("warm assignment seq %d, want %d", asg.Seq, w.assigns)
+	}
+	w.granted[id] = l.id
+	l.answers++
+	l.member, l.holds, l.warm = id, true, true
+	if w.stats != nil {
+		w.stats["warm bind"]++
+	}
 }
 
 // provision phases in the world.
@@ -409,7 +438,7 @@ func (w *world) step(e event) {
 			if e.kind == evReady && (!cancelled || e.n%4 == 0) {
 				w.ready[id] = true
 				s.MemberReady(instance.MemberReport{InstanceID: id, Endpoint: "https://" + id,
-					Placement: instance.HostAssignment{HostID: "h", TaskQueue: fmt.Sprintf("q%d", e.n%2)}}, w.now)
+					Placement: instance.HostAssignment{HostID: "h", TaskQueue: fmt.Sprintf("q%d", e.n%2)}, Prepared: e.n%3 != 0}, w.now)
 			} else {
 				delete(w.alive, id)
 				s.MemberFailed(instance.MemberReport{InstanceID: id, Reason: "boom"}, w.now)
@@ -456,6 +485,36 @@ func (w *world) step(e event) {
 				}
 			}
 			s.HealthChecked(results, fx)
+		}
+	case evWarmClaim:
+		// POST /v1/leases: the pool's Update binds a prepared member at once, or the lease takes
+		// the slow path and claims by signal.
+		l := &leaseModel{id: fmt.Sprintf("lease-%d", len(w.leases)+1)}
+		l.claim = ClaimRequest{LeaseID: l.id, Priority: e.n % 3, At: w.now}
+		w.leases = append(w.leases, l)
+		w.byID[l.id] = l
+		asg, why, ok := s.ClaimNow(l.claim, w.now)
+		if !ok {
+			if why == "" {
+				w.violate("warm claim of %s refused without a reason", l.id)
+			}
+			s.Claim(l.claim, w.now)
+			break
+		}
+		w.warmGrant(l, asg)
+	case evRetryWarmClaim:
+		// The same Update again, in a run that does not know its id: the first answer again.
+		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return l.holds }), e.pick); ok {
+			asg, _, bound := s.ClaimNow(l.claim, w.now)
+			if !bound || asg.InstanceID != l.member || asg.Seq != 0 {
+				w.violate("retried warm claim of %s (holding %s) answered %v %+v", l.id, l.member, bound, asg)
+			}
+		}
+	case evWarmBindLost:
+		// The lease a warm bind started did not start and could not be told.
+		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return l.holds && l.warm }), e.pick); ok {
+			l.ended, l.holds, l.terminated = true, false, true
+			s.WarmBindLost(l.id, l.member, fx)
 		}
 	case evApply:
 		s.Apply(policyFor(e.n))

@@ -461,3 +461,72 @@ func TestDecisionsDoNotImportTemporal(t *testing.T) {
 		require.NotContains(t, imp.Path.Value, "go.temporal.io", "state.go imports %s", imp.Path.Value)
 	}
 }
+
+func prepared(m *Member) *Member { m.Prepared = true; return m }
+
+func TestClaimNow(t *testing.T) {
+	claim := ClaimRequest{LeaseID: "lease-a"}
+	cases := []struct {
+		name    string
+		members []*Member
+		setup   func(s *State)
+		bound   string // the member bound, "" for none
+		why     string
+	}{
+		{name: "the oldest prepared Ready member is bound",
+			members: []*Member{prepared(member("m1", MemberReady, time.Minute)), prepared(member("m2", MemberReady, 2*time.Minute))},
+			bound:   "m2"},
+		{name: "a member without a prepared credential is left to the slow path",
+			members: []*Member{member("m1", MemberReady, 2*time.Minute), prepared(member("m2", MemberReady, time.Minute))},
+			bound:   "m2"},
+		{name: "no prepared member: not bound",
+			members: []*Member{member("m1", MemberReady, time.Minute), prepared(member("m2", MemberCreating, time.Minute))},
+			why:     NotBoundNoMember},
+		{name: "a member that failed a health check is not bound",
+			members: []*Member{func() *Member { m := prepared(member("m1", MemberReady, time.Minute)); m.HealthFailures = 1; return m }()},
+			why:     NotBoundNoMember},
+		{name: "a queued claim is not overtaken",
+			members: []*Member{prepared(member("m1", MemberReady, time.Minute))},
+			setup:   func(s *State) { s.Queue = []ClaimRequest{{LeaseID: "lease-q"}} },
+			why:     NotBoundQueue},
+		{name: "a draining pool binds nothing",
+			members: []*Member{prepared(member("m1", MemberReady, time.Minute))},
+			setup:   func(s *State) { s.Draining = true },
+			why:     NotBoundDraining},
+		{name: "a claim served before, member gone since: not bound again",
+			members: []*Member{prepared(member("m1", MemberReady, time.Minute))},
+			setup:   func(s *State) { s.Assigned["lease-a"] = "m0" },
+			why:     NotBoundWasServed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := stateWith(latestVersions, testPolicy(), c.members...)
+			if c.setup != nil {
+				c.setup(s)
+			}
+			before := s.AssignSeq
+			asg, why, ok := s.ClaimNow(claim, t0)
+			if c.bound == "" {
+				require.False(t, ok)
+				require.Equal(t, c.why, why)
+				require.Equal(t, before, s.AssignSeq, "nothing changed")
+				return
+			}
+			require.True(t, ok)
+			require.Equal(t, c.bound, asg.InstanceID)
+			require.True(t, asg.Prepared)
+			require.Equal(t, t0, asg.At)
+			require.Equal(t, before+1, asg.Seq)
+			m := s.Members[c.bound]
+			require.Equal(t, MemberLeased, m.Phase)
+			require.Equal(t, "lease-a", m.LeaseID)
+			require.Equal(t, c.bound, s.Assigned["lease-a"])
+			// The same claim again (an Update retried in a run that does not know its id).
+			again, _, ok := s.ClaimNow(claim, t0.Add(time.Minute))
+			require.True(t, ok)
+			require.Equal(t, c.bound, again.InstanceID)
+			require.Zero(t, again.Seq, "a retry is not a new bind")
+			require.Equal(t, before+1, s.AssignSeq)
+		})
+	}
+}
