@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -100,6 +101,33 @@ spec:
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
 	}, 2*time.Minute, 100*time.Millisecond)
+	// A warm bind (v7): the Update claim binds the member, prepared when it became Ready, and
+	// starts the lease's workflow; the lease is extended (no new credential) and released.
+	warm := lease.Input{LeaseID: "lease-rec-warm", Pool: "rec", Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour,
+		MaxExtensions: 1, SearchAttributes: true}
+	raw, err := json.Marshal(warm)
+	require.NoError(t, err)
+	bind, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: pool.WorkflowID("rec"), UpdateID: warm.LeaseID,
+		UpdateName: pool.UpdateClaim, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: warm.LeaseID, At: time.Now()}, Lease: raw,
+			SearchAttributes: lease.BoundSearchAttributes(warm)}}})
+	require.NoError(t, err)
+	var bound pool.BindResult
+	require.NoError(t, bind.Get(ctx, &bound))
+	require.True(t, bound.Bound, "the prepared member is bound at once: %+v", bound)
+	require.Eventually(t, func() bool { return leaseView(t, tmp.Client, warm.LeaseID).Phase == api.LeaseBound }, time.Minute, 50*time.Millisecond)
+	h, err = tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: warm.LeaseID, UpdateName: lease.UpdateExtend,
+		Args: []any{lease.ExtendRequest{By: time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, warm.LeaseID, "", lease.SignalReleaseLease, nil))
+	require.NoError(t, tmp.Client.GetWorkflow(ctx, warm.LeaseID, "").Get(ctx, nil))
+	require.Eventually(t, func() bool {
+		st := poolStatus(t, tmp.Client, "rec")
+		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
+	}, 2*time.Minute, 100*time.Millisecond)
+	writeHistory(t, ctx, tmp.Client, warm.LeaseID, filepath.Join("..", "worker", "testdata", "histories", "lease-warm-"+recordVersion+".json"))
+
 	// A claim cancelled after its assignment went out (v3): the assignment reaches a running
 	// workflow that never takes it — here a held doctor run standing in for a lease that is
 	// ending — then the cancel-claim arrives and the pool tears the member down and refills.
@@ -172,7 +200,7 @@ spec:
 `
 
 // recordVersion names the files of this recording (doctor's excepted).
-const recordVersion = "v6"
+const recordVersion = "v7"
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	iter := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
