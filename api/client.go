@@ -102,6 +102,10 @@ func (c *Client) send(ctx context.Context, method, path string, in, out any) (in
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return resp.StatusCode, nil
 	}
+	if h, ok := out.(*withHeader); ok {
+		h.header = resp.Header
+		out = h.out
+	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return resp.StatusCode, fmt.Errorf("unexpected answer from %s%s: %w", c.BaseURL, path, err)
 	}
@@ -165,4 +169,10 @@ func (c *Client) GetDoctor(ctx context.Context, id string, wait time.Duration) (
 	}
 	err := c.do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
+}
+
+// withHeader is an answer's body (out) and, once it came, its header.
+type withHeader struct {
+	out    any
+	header http.Header
 }

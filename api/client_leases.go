@@ -133,18 +133,25 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// CreateLease asks for a lease (POST /v1/leases). The lease comes back Pending (202); replayed
-// is true when the server answered 200 because req.IdempotencyKey matched an earlier request.
+// CreateLease asks for a lease (POST /v1/leases). The lease comes back Bound with its
+// kubeconfig (200) when the pool had a warm member for it, Pending (202) otherwise; replayed is
+// true when req.IdempotencyKey matched an earlier request (the server says so in the
+// Kobe-Idempotent-Replay header).
 //
 // Without an IdempotencyKey the client makes one up for this call: a retry of a request whose
 // answer was lost (a 503 after the server admitted it) then replays the first lease instead of
 // admitting a second one that would hold a cluster and quota until its TTL.
+// HeaderIdempotentReplay is set to "true" on the answer to a POST /v1/leases that replays an
+// earlier request with the same idempotency key.
+const HeaderIdempotentReplay = "Kobe-Idempotent-Replay"
+
 func (c *Client) CreateLease(ctx context.Context, req LeaseRequest) (lease Lease, replayed bool, err error) {
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = newIdempotencyKey()
 	}
-	status, err := c.call(ctx, http.MethodPost, "/v1/leases", req, &lease)
-	return lease, status == http.StatusOK, err
+	answer := &withHeader{out: &lease}
+	_, err = c.call(ctx, http.MethodPost, "/v1/leases", req, answer)
+	return lease, answer.header.Get(HeaderIdempotentReplay) == "true", err
 }
 
 // ListLeases returns the caller's leases (GET /v1/leases), only the one with that alias when

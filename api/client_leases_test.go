@@ -87,7 +87,8 @@ func TestCreateLeaseSendsTheRequestAndToken(t *testing.T) {
 	f, c := newFake(t, map[string][]answer{
 		"POST /v1/leases": {
 			{status: 202, body: Lease{ID: "lease-1", Phase: "Pending", Pool: "ci", QueuePosition: 2}},
-			{status: 200, body: Lease{ID: "lease-1", Phase: "Pending", Pool: "ci"}},
+			{status: 200, header: map[string]string{HeaderIdempotentReplay: "true"}, body: Lease{ID: "lease-1", Phase: "Pending", Pool: "ci"}},
+			{status: 200, body: Lease{ID: "lease-2", Phase: "Bound", Pool: "ci", Kubeconfig: "apiVersion: v1\n"}},
 		},
 	})
 	req := LeaseRequest{Pool: "ci", TTL: "1h0m0s", Alias: "e2e", Metadata: map[string]string{"job": "42"}, IdempotencyKey: "k1", Priority: 5}
@@ -99,10 +100,17 @@ func TestCreateLeaseSendsTheRequestAndToken(t *testing.T) {
 
 	_, replayed, err = c.CreateLease(context.Background(), req)
 	require.NoError(t, err)
-	assert.True(t, replayed, "200 means the idempotency key replayed")
+	assert.True(t, replayed, "the server says the idempotency key replayed")
+
+	// 200 without the header: a warm bind, Bound at once with its kubeconfig; not a replay.
+	l, replayed, err = c.CreateLease(context.Background(), LeaseRequest{Pool: "ci", IdempotencyKey: "k2"})
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.Equal(t, LeaseBound, l.Phase)
+	assert.NotEmpty(t, l.Kubeconfig)
 
 	seen := f.requests()
-	require.Len(t, seen, 2)
+	require.Len(t, seen, 3)
 	assert.Equal(t, "Bearer s3cret", seen[0].Auth)
 	assert.Equal(t, "application/json", seen[0].ContentType)
 	var sent map[string]any
@@ -263,7 +271,7 @@ func TestCreateLeaseRetriesWithOneIdempotencyKey(t *testing.T) {
 	// The server admitted the first request but its answer was a 503: without a key of its own
 	// the retry would admit a second lease.
 	busy := answer{status: 503, body: ErrorBody{Error: "busy", Reason: ReasonDegraded}}
-	f, c := newFake(t, map[string][]answer{"POST /v1/leases": {busy, {status: 200, body: Lease{ID: "lease-1"}}}})
+	f, c := newFake(t, map[string][]answer{"POST /v1/leases": {busy, {status: 200, header: map[string]string{HeaderIdempotentReplay: "true"}, body: Lease{ID: "lease-1"}}}})
 	_, replayed, err := c.CreateLease(context.Background(), LeaseRequest{Pool: "ci"})
 	require.NoError(t, err)
 	assert.True(t, replayed)

@@ -277,6 +277,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
 		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
 	if replayed {
+		w.Header().Set(api.HeaderIdempotentReplay, "true")
 		if admitted.Phase == api.LeasePending && !s.leaseRuns(ctx, admitted.ID) {
 			// The first request stopped between its admission and the lease's start (a crash,
 			// a lost answer): this one finishes the job, with the same ids, so it can start
