@@ -127,6 +127,16 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	if resumed {
 		view, asg, lastSeen, issueFor = in.Resume.View, in.Resume.Assignment, in.Resume.LastSeen, in.Resume.IssueFor
 	}
+	if warm {
+		// Bound from the first event, before the handlers below exist: an extension or a
+		// release sent the moment the API answered finds it Bound.
+		asg = *in.Bound
+		view.Phase = api.LeaseBound // the pool started the workflow with KobePhase Bound
+		view.ClaimedAt, view.BoundAt = asg.At, asg.At
+		view.InstanceID, view.Endpoint, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, asg.Seq
+		view.ExpiresAt = view.BoundAt.Add(in.TTL)
+		issueFor = 10 * time.Minute
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryLease, func() (View, error) { return view, nil }); err != nil {
 		return view, err
 	}
@@ -250,12 +260,6 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	failedCh := workflow.GetSignalChannel(ctx, pool.SignalClaimFailed)
 
 	if warm {
-		asg = *in.Bound
-		view.ClaimedAt, view.BoundAt = asg.At, asg.At
-		view.InstanceID, view.Endpoint, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, asg.Seq
-		view.ExpiresAt = view.BoundAt.Add(in.TTL)
-		view.Phase = api.LeaseBound // the pool started the workflow with KobePhase Bound
-		issueFor = 10 * time.Minute
 		// The API minted the credential and wrote the Bound row before it answered; if it died
 		// in between, this mints and writes them. In this workflow task, as a local activity:
 		// the bound lease's first task is its only one until it ends or is extended.

@@ -326,6 +326,39 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, view)
 }
 
+// leaseStartGrace bounds how long a request to a warm-bound lease waits for its workflow.
+const leaseStartGrace = 10 * time.Second
+
+// untilLeaseRuns runs op (a signal or an Update to the lease's workflow) and, while it finds no
+// workflow for a lease the store has Bound, tries again for up to leaseStartGrace. A warm bind
+// is answered as soon as the pool has bound the member; the pool's start of the lease's
+// workflow, recorded in the same workflow task, lands a moment later. A lease that has ended
+// is not Bound in the store (it projects its end before it completes), so this waits only in
+// that moment, or for a workflow terminated by hand.
+func (s *Server) untilLeaseRuns(ctx context.Context, l store.Lease, op func() error) error {
+	err := op()
+	if l.Phase != api.LeaseBound {
+		return err
+	}
+	deadline := time.Now().Add(leaseStartGrace)
+	for pause := 5 * time.Millisecond; isNotFound(err) && time.Now().Before(deadline); pause = min(2*pause, 500*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		if s.leaseRuns(ctx, l.ID) {
+			return op()
+		}
+	}
+	return err
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
 // leaseRuns says whether the lease's workflow exists (running or ended).
 func (s *Server) leaseRuns(ctx context.Context, leaseID string) bool {
 	_, err := s.Temporal.DescribeWorkflowExecution(ctx, pool.LeaseWorkflowID(leaseID), "")
@@ -596,10 +629,13 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var res lease.ExtendResult
-	h, err := s.Temporal.UpdateWorkflow(r.Context(), clientUpdate(l.ID, lease.UpdateExtend, lease.ExtendRequest{By: by}))
-	if err == nil {
-		err = h.Get(r.Context(), &res)
-	}
+	err = s.untilLeaseRuns(r.Context(), l, func() error {
+		h, err := s.Temporal.UpdateWorkflow(r.Context(), clientUpdate(l.ID, lease.UpdateExtend, lease.ExtendRequest{By: by}))
+		if err == nil {
+			err = h.Get(r.Context(), &res)
+		}
+		return err
+	})
 	if reason, rejected := lease.IsExtendRejection(err); rejected {
 		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "refused", map[string]any{"reason": reason, "by": by.String()})
 		status := http.StatusConflict
@@ -645,7 +681,9 @@ func (s *Server) handleLeaseRelease(w http.ResponseWriter, r *http.Request) {
 		s.auditFailed(w, r, "releasing the lease", err)
 		return
 	}
-	err := s.Temporal.SignalWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.SignalReleaseLease, nil)
+	err := s.untilLeaseRuns(r.Context(), l, func() error {
+		return s.Temporal.SignalWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.SignalReleaseLease, nil)
+	})
 	if err != nil && !isNotRunning(err) {
 		s.auditOutcome(r, "lease.release", l.ID, l.Pool, "failed", map[string]any{"error": err.Error()})
 		s.unavailable(w, r, "releasing the lease", err)
@@ -675,7 +713,9 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	err := s.Temporal.SignalWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.SignalHeartbeat, nil)
+	err := s.untilLeaseRuns(r.Context(), l, func() error {
+		return s.Temporal.SignalWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.SignalHeartbeat, nil)
+	})
 	if isNotRunning(err) {
 		writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+string(l.Phase))
 		return
