@@ -17,7 +17,8 @@ field() { # field NAME: the first "NAME": "value" of the JSON on stdin
   sed -n "s/.*\"$1\": *\"\([^\"]*\)\".*/\1/p" | head -n 1
 }
 
-# 1. Request a lease: 202 with {id, phase: Pending, profile, effective_ttl, ...}.
+# 1. Request a lease: 200 with {id, phase: Bound, kubeconfig, ...} on a warm bind, else 202 with
+#    {id, phase: Pending, profile, effective_ttl, queue_position}.
 lease=$(curl -sS --fail-with-body -X POST -H "$AUTH" -H 'Content-Type: application/json' \
   -d "{\"profile\": \"$POOL\", \"ttl\": \"1h\"}" "$KOBE_SERVER/v1/leases") || { echo "$lease" >&2; exit 1; }
 id=$(printf '%s\n' "$lease" | field id)

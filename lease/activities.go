@@ -58,27 +58,35 @@ type CredentialRequest struct {
 // activity's retry still sees the transition and records both. The event is keyed by the
 // transition, so that two attempts racing (a timed-out one still running) write it once.
 func (a *Activities) RecordLease(ctx context.Context, r Record) error {
-	return a.Store.InTx(ctx, func(tx store.Store) error {
-		l, err := tx.GetLease(ctx, r.ID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		changed := l.Phase != r.Phase
-		l.ID, l.Pool, l.Phase, l.InstanceID, l.TTL, l.ExpiresAt, l.Reason = r.ID, r.Pool, r.Phase, r.InstanceID, r.TTL, r.ExpiresAt, r.Reason
-		if l.Principal == "" {
-			l.Principal = r.Principal
-		}
-		if err := tx.UpsertLease(ctx, l); err != nil {
-			return err
-		}
-		if !changed {
-			return nil
-		}
-		action := "lease." + strings.ToLower(string(r.Phase))
-		_, err = tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: action, Target: r.ID, Pool: r.Pool, Key: action + ":" + r.ID,
-			Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
+	return a.Store.InTx(ctx, func(tx store.Store) error { return RecordLeaseIn(ctx, tx, r) })
+}
+
+// RecordLeaseIn is RecordLease in the caller's transaction tx (not an activity: the API binding
+// a lease writes its row with its credential).
+func RecordLeaseIn(ctx context.Context, tx store.Store, r Record) error {
+	l, err := tx.GetLease(ctx, r.ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
-	})
+	}
+	changed := l.Phase != r.Phase
+	if err == nil && !changed && l.Pool == r.Pool && l.InstanceID == r.InstanceID && l.TTL == r.TTL &&
+		l.ExpiresAt.Equal(r.ExpiresAt) && l.Reason == r.Reason && l.Principal != "" {
+		return nil // already so (a warm bind's row, written by the API): no write
+	}
+	l.ID, l.Pool, l.Phase, l.InstanceID, l.TTL, l.ExpiresAt, l.Reason = r.ID, r.Pool, r.Phase, r.InstanceID, r.TTL, r.ExpiresAt, r.Reason
+	if l.Principal == "" {
+		l.Principal = r.Principal
+	}
+	if err := tx.UpsertLease(ctx, l); err != nil {
+		return err
+	}
+	if !changed {
+		return nil
+	}
+	action := "lease." + strings.ToLower(string(r.Phase))
+	_, err = tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: action, Target: r.ID, Pool: r.Pool, Key: action + ":" + r.ID,
+		Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
+	return err
 }
 
 // ActivityEnsureLeaseBound is EnsureLeaseBound's registered name (a warm-bound lease runs it

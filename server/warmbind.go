@@ -74,23 +74,36 @@ func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, i
 }
 
 // mintBound stores the bound lease's kubeconfig (minted from its member's signer, valid until
-// bind + maxTtl) and its Bound row with the lease.bound event; the lease's workflow does the
-// same if this does not happen, and the event is written once.
+// bind + maxTtl) with its Bound row and the lease.bound event, in one transaction; the lease's
+// workflow does the same if this does not happen (whoever is first wins: both hand out the
+// stored kubeconfig, and the event is written once).
 func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, asg pool.Assignment) ([]byte, error) {
 	signer, err := leasecred.Signer(ctx, s.Store, s.Secrets, asg.InstanceID)
 	if err != nil {
 		return nil, err
 	}
-	kc, err := leasecred.Ensure(ctx, s.Store, s.Secrets, signer, l.ID, asg.At.Add(in.MaxTTL))
+	cred, err := leasecred.Mint(signer, l.ID, asg.At.Add(in.MaxTTL))
 	if err != nil {
 		return nil, err
 	}
-	acts := &lease.Activities{Store: s.Store}
-	if err := acts.RecordLease(ctx, lease.Record{ID: l.ID, Pool: l.Pool, Principal: l.Principal, Phase: api.LeaseBound,
-		InstanceID: asg.InstanceID, TTL: in.TTL, ExpiresAt: l.ExpiresAt}); err != nil {
+	sealed, err := s.Secrets.Seal(cred.Kubeconfig, []byte(l.ID))
+	if err != nil {
 		return nil, err
 	}
-	return kc, nil
+	var stored store.LeaseCredential
+	err = s.Store.InTx(ctx, func(tx store.Store) error {
+		var err error
+		stored, err = tx.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: l.ID, Sealed: sealed, CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt})
+		if err != nil {
+			return err
+		}
+		return lease.RecordLeaseIn(ctx, tx, lease.Record{ID: l.ID, Pool: l.Pool, Principal: l.Principal, Phase: api.LeaseBound,
+			InstanceID: asg.InstanceID, TTL: in.TTL, ExpiresAt: l.ExpiresAt})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Secrets.Open(stored.Sealed, []byte(l.ID))
 }
 
 func (s *Server) logWarmBind(msg, leaseID string, r *http.Request, err error) {

@@ -35,7 +35,11 @@ const StopTimeout = 10 * time.Second
 
 // New creates (but does not start) the worker for taskQueue.
 func New(c client.Client, taskQueue string, acts *Activities) sdkworker.Worker {
-	w := sdkworker.New(c, taskQueue, sdkworker.Options{WorkerStopTimeout: StopTimeout})
+	// Pollers scale with the load (the default is two per kind): a burst of binds keeps enough
+	// workflow-task polls waiting that no pool or lease task queues behind another.
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{WorkerStopTimeout: StopTimeout,
+		WorkflowTaskPollerBehavior: sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{}),
+		ActivityTaskPollerBehavior: sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{})})
 	Register(w, acts)
 	return w
 }

@@ -209,6 +209,11 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		// A stopping worker's ShutdownWorker call ends its outstanding long polls at once, so the
 		// worker's Stop returns in milliseconds instead of waiting out a poll (up to a minute).
 		dynamicconfig.EnableCancelWorkerPollsOnShutdown.Key(): true,
+		// One partition per task queue: with the default four, a task can land on a partition
+		// whose poller is elsewhere and wait to be forwarded; one kobe dev has a handful of
+		// pollers, not thousands.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 	}
 
 	srv, err := temporal.NewServer(

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -117,4 +118,70 @@ func measureFloor(ctx context.Context, hostPort string, n int, log *progress) (u
 	}
 	log.Printf("  UpdateWithStart: %d samples, p50 %s", n, FormatMs(Ms(Percentile(withStart, 0.5))))
 	return update, withStart, nil
+}
+
+// measureConcurrentFloor returns the latencies of Updates sent by n clients at once, each
+// `per` times in a row, all to one running workflow: the floor of a bind level of n clients,
+// whose Updates all go to one pool's workflow.
+func measureConcurrentFloor(ctx context.Context, hostPort string, n, per int) ([]time.Duration, error) {
+	c, err := client.Dial(client.Options{HostPort: hostPort, Namespace: "default",
+		Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	if err != nil {
+		return nil, fmt.Errorf("dialing Temporal at %s: %w", hostPort, err)
+	}
+	defer c.Close()
+	w := worker.New(c, floorTaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(FloorWorkflow, workflow.RegisterOptions{Name: floorWorkflow})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("starting the floor worker: %w", err)
+	}
+	defer w.Stop()
+	id := fmt.Sprintf("kobe-bench-floor-%d-clients-%d", n, time.Now().UnixNano())
+	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: floorTaskQueue}, floorWorkflow); err != nil {
+		return nil, fmt.Errorf("starting the floor workflow: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = c.TerminateWorkflow(cctx, id, "", "kobe-bench: done")
+	}()
+	ping := func() error {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: floorUpdate,
+			WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, nil)
+	}
+	if err := ping(); err != nil { // warm-up: the worker caches the workflow
+		return nil, fmt.Errorf("floor Update (warm-up): %w", err)
+	}
+	var mu sync.Mutex
+	var out []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for range per {
+				t0 := time.Now()
+				err := ping()
+				d := time.Since(t0)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if err == nil {
+					out = append(out, d)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return out, firstErr
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -30,6 +31,8 @@ type apiBench struct {
 	clients  []*api.Client
 	stateDir string
 	log      *progress
+	// answers503 counts the 503 answers of every client's requests.
+	answers503 *counting503
 }
 
 func newAPIBench(baseURL, adminToken, stateDir string, log *progress) (*apiBench, error) {
@@ -41,9 +44,24 @@ func newAPIBench(baseURL, adminToken, stateDir string, log *progress) (*apiBench
 	// One transport for every client, keeping enough idle connections for the largest level:
 	// the default (2 per host) would make most requests of a 50-client burst open a new
 	// connection, which measures TCP churn rather than kobe.
-	admin.HTTPClient = &http.Client{Timeout: 90 * time.Second,
-		Transport: &http.Transport{MaxIdleConns: 2 * MaxClients, MaxIdleConnsPerHost: 2 * MaxClients, IdleConnTimeout: time.Minute}}
-	return &apiBench{admin: admin, stateDir: stateDir, log: log}, nil
+	counted := &counting503{base: &http.Transport{MaxIdleConns: 2 * MaxClients, MaxIdleConnsPerHost: 2 * MaxClients, IdleConnTimeout: time.Minute}}
+	admin.HTTPClient = &http.Client{Timeout: 90 * time.Second, Transport: counted}
+	return &apiBench{admin: admin, stateDir: stateDir, log: log, answers503: counted}, nil
+}
+
+// counting503 counts the 503 answers the clients got (the typed client retries them: they are
+// inside the latencies, and the report says how many there were).
+type counting503 struct {
+	base http.RoundTripper
+	n    atomic.Int64
+}
+
+func (c *counting503) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+		c.n.Add(1)
+	}
+	return resp, err
 }
 
 // makeClients creates n ci tokens (POST /v1/tokens) and a client for each.
@@ -174,8 +192,10 @@ type boundLease struct {
 	ID         string
 	Instance   string
 	Kubeconfig string
-	// Latency is POST sent → Bound answer (with the kubeconfig) received.
-	Latency time.Duration
+	// Latency is POST sent → Bound answer (with the kubeconfig) received; FirstRequest is POST
+	// sent → the first request to the cluster with that kubeconfig answered.
+	Latency      time.Duration
+	FirstRequest time.Duration
 }
 
 // leaseUntilBound is what a client does: POST /v1/leases, then long-poll GET
@@ -194,7 +214,12 @@ func leaseUntilBound(ctx context.Context, c *api.Client, pool string) (boundLeas
 		switch l.Phase {
 		case "Bound":
 			if l.Kubeconfig != "" {
-				return boundLease{ID: l.ID, Instance: l.ClusterName, Kubeconfig: l.Kubeconfig, Latency: time.Since(t0)}, nil
+				b := boundLease{ID: l.ID, Instance: l.ClusterName, Kubeconfig: l.Kubeconfig, Latency: time.Since(t0)}
+				if _, err := serverVersion(l.Kubeconfig); err != nil {
+					return b, fmt.Errorf("lease %s: its first request: %w", l.ID, err)
+				}
+				b.FirstRequest = time.Since(t0)
+				return b, nil
 			}
 		case "Pending":
 		default:

@@ -23,13 +23,13 @@ func TestParseFlagsDefaults(t *testing.T) {
 	kobe := fakeKobe(t)
 	o, err := ParseFlags([]string{"-kobe", kobe}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, []int{1, 10, 25}, o.Clients)
+	assert.Equal(t, []int{1, 10, 50}, o.Clients)
 	assert.Equal(t, "bench.json", o.Out)
-	assert.Equal(t, 10, o.RoundsFor(1), "the 1-client level gets 10 samples")
-	assert.Equal(t, 1, o.RoundsFor(10))
-	assert.Equal(t, 1, o.RoundsFor(25))
-	assert.Equal(t, 4, o.RoundsFor(3), "3 clients: 4 rounds for at least 10 binds")
-	assert.Equal(t, 25, o.MaxClientsLevel())
+	assert.Equal(t, 100, o.RoundsFor(1), "the 1-client level gets 100 samples")
+	assert.Equal(t, 10, o.RoundsFor(10))
+	assert.Equal(t, 2, o.RoundsFor(50))
+	assert.Equal(t, 34, o.RoundsFor(3), "3 clients: 34 rounds for at least 100 binds")
+	assert.Equal(t, 50, o.MaxClientsLevel())
 }
 
 func TestParseFlagsDevelopmentRun(t *testing.T) {

@@ -79,6 +79,15 @@ type BindLevel struct {
 	// CPU time divided by the binds.
 	KobeCores        float64 `json:"kobeCores"`
 	KobeCPUPerBindMs float64 `json:"kobeCpuPerBindMs"`
+	// FirstRequest is POST sent → the first request with the kubeconfig answered (a GET of
+	// the cluster's version), per bind.
+	FirstRequest Latency `json:"firstRequest"`
+	// Retries503 counts the 503 answers the clients got and retried (the typed client retries
+	// them); they are in the latencies, and counted here so that they are not hidden.
+	Retries503 int `json:"retries503"`
+	// FloorUpdate is the engine's floor at this concurrency: as many clients sending Updates
+	// at once to one running workflow, as many Updates as the level's binds.
+	FloorUpdate Latency `json:"floorUpdate"`
 }
 
 // Lifecycles is the throughput of full lease lifecycles.
@@ -218,6 +227,9 @@ func (r *Report) Render(w io.Writer) error {
 	for _, b := range r.Bind {
 		lat(fmt.Sprintf("bind (POST → Bound + kubeconfig), %d client%s", b.Clients, plural(b.Clients)), b.Latency)
 		value("  binds/s; kobe dev CPU: cores, per bind", fmt.Sprintf("%.1f /s; %.2f, %.0f ms", b.BindsPerSecond, b.KobeCores, b.KobeCPUPerBindMs))
+		lat("  POST → first request with the kubeconfig answered", b.FirstRequest)
+		lat(fmt.Sprintf("  engine floor: Update, %d client%s at once", b.Clients, plural(b.Clients)), b.FloorUpdate)
+		value("  503 answers retried", fmt.Sprint(b.Retries503))
 	}
 	lc := r.Lifecycles
 	value(fmt.Sprintf("lease lifecycles/s, %d clients, pool of %d warm", lc.Clients, lc.PoolMinReady), fmt.Sprintf("%.2f /s", lc.PerSecond))
@@ -254,6 +266,17 @@ func (r *Report) Render(w io.Writer) error {
 	fmt.Fprintf(w, "  %s is %.1fx faster than etcd + kube-apiserver the envtest way (%s)\n", ref, ra.EnvtestOverBind, FormatMs(r.Cold.Envtest.P50Ms))
 	fmt.Fprintf(w, "  %s costs %.1fx an engine Update (%s)\n", ref, ra.BindOverUpdate, FormatMs(r.Floor.Update.P50Ms))
 	fmt.Fprintf(w, "  %s costs %.1fx an engine UpdateWithStart (%s)\n", ref, ra.BindOverUpdateWithStart, FormatMs(r.Floor.UpdateWithStart.P50Ms))
+	header := "\nRATIOS per level (bind / the engine's Update at the same concurrency)\n"
+	for _, b := range r.Bind {
+		if b.FloorUpdate.N == 0 {
+			continue
+		}
+		fmt.Fprint(w, header)
+		header = ""
+		fmt.Fprintf(w, "  %d client%s: p50 %.1fx (%s / %s), p99 %.1fx (%s / %s)\n", b.Clients, plural(b.Clients),
+			Ratio(b.Latency.P50Ms, b.FloorUpdate.P50Ms), FormatMs(b.Latency.P50Ms), FormatMs(b.FloorUpdate.P50Ms),
+			Ratio(b.Latency.P99Ms, b.FloorUpdate.P99Ms), FormatMs(b.Latency.P99Ms), FormatMs(b.FloorUpdate.P99Ms))
+	}
 	return nil
 }
 

@@ -62,7 +62,7 @@ func TestRenderTable(t *testing.T) {
 		"machine:  box, 2 CPUs (Some CPU @ 2.00GHz), 24000 MiB memory, load average 1.50/1.00/0.50 at start, 3.00/2.00/1.00 at end",
 		"go:       go1.26.8 linux/amd64",
 		"kobe:     commit abc1234-dirty, `kobe version`: kobe v0.1.0-dev (commit abc)",
-		"flags:    -clients 1,10,25 -rounds 0 -lifecycles 20",
+		"flags:    -clients 1,10,50 -rounds 0 -lifecycles 20",
 		"pool:     bench, backend local, Kubernetes v1.37.2, components apiserver, maxConcurrentProvisions 4; minReady = the level's clients (warm: 10 in 40 s, 1 in 6 s)",
 		"idle CPU, per instance",
 		"2.3 % of a core",
@@ -92,7 +92,7 @@ func TestRenderTable(t *testing.T) {
 			table = append(table, line)
 		}
 	}
-	require.Len(t, table, 1+2+1+2+1+2*2+4+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (2 rows each), lifecycles (4), cold (2), floor (2)")
+	require.Len(t, table, 1+2+1+2+1+2*5+4+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (5 rows each), lifecycles (4), cold (2), floor (2)")
 	// Aligned: every row ends either where the header ends (rows with percentiles) or where
 	// its P50 / VALUE column ends (rows with one value).
 	valueEnd := strings.Index(table[0], "P50 / VALUE") + len("P50 / VALUE")
@@ -127,7 +127,7 @@ func TestWriteJSONStableNames(t *testing.T) {
 	assert.Equal(t, 2.0, m["cpus"])
 	assert.Equal(t, []any{1.5, 1.0, 0.5}, m["loadAvgStart"])
 	assert.Equal(t, 250.0, doc["warmInstances"].(map[string]any)["rssMiBPerInstance"])
-	assert.Equal(t, []any{1.0, 10.0, 25.0}, doc["flags"].(map[string]any)["clients"], "the flags are recorded")
+	assert.Equal(t, []any{1.0, 10.0, 50.0}, doc["flags"].(map[string]any)["clients"], "the flags are recorded")
 }
 
 func TestFormatMs(t *testing.T) {

@@ -226,8 +226,9 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 				wi.RSSMiB, wi.PSSMiB, strings.Join(wi.Components, ", "), 100*wi.IdleCoresPerInstance)
 		}
 		log.Printf("bind latency: %d client%s, %d round%s", c, plural(c), rounds, plural(rounds))
-		var samples []time.Duration
+		var samples, firsts []time.Duration
 		var burst, cpu time.Duration
+		answers503 := ab.answers503.n.Load()
 		for round := range rounds {
 			if _, err := ab.waitQuiet(ctx, bindPool, c, 15*time.Minute, dev.Alive); err != nil {
 				return nil, err
@@ -259,9 +260,17 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 			}
 			for _, l := range leases {
 				samples = append(samples, l.Latency)
+				firsts = append(firsts, l.FirstRequest)
 			}
 		}
+		level.Retries503 = int(ab.answers503.n.Load() - answers503)
 		level.Latency = Summarize(samples)
+		level.FirstRequest = Summarize(firsts)
+		fl, err := measureConcurrentFloor(ctx, dev.TemporalAddr, c, max(1, len(samples)/c))
+		if err != nil {
+			return nil, fmt.Errorf("engine floor at %d clients: %w", c, err)
+		}
+		level.FloorUpdate = Summarize(fl)
 		level.BurstSeconds = round1(burst.Seconds())
 		level.BindsPerSecond = Ratio(float64(len(samples)), burst.Seconds())
 		level.KobeCores = Ratio(cpu.Seconds(), burst.Seconds())
