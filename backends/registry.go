@@ -71,6 +71,7 @@ type Capabilities struct {
 	Contract    string `json:"contract"`
 	Description string `json:"description"`
 	Sleep       bool   `json:"sleep"`
+	Freeze      bool   `json:"freeze"`
 	Snapshot    bool   `json:"snapshot"`
 	CertRotate  bool   `json:"certRotation"`
 	Migrate     bool   `json:"migration"`
@@ -81,6 +82,7 @@ type Capabilities struct {
 func CapabilitiesOf(name, description string, b RuntimeBackend) Capabilities {
 	c := Capabilities{Backend: name, Contract: ContractVersion, Description: description}
 	_, c.Sleep = b.(Sleeper)
+	_, c.Freeze = b.(Freezer)
 	_, c.Snapshot = b.(Snapshotter)
 	_, c.CertRotate = b.(CertManager)
 	_, c.Migrate = b.(Migrator)
