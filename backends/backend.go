@@ -28,7 +28,7 @@ const (
 	PhaseFailed    Phase = "Failed"    // it never became ready
 	PhaseSleeping  Phase = "Sleeping"
 	PhaseFrozen    Phase = "Frozen" // its processes are stopped in place (Freezer); Thaw resumes them at once
-	PhaseGone      Phase = "Gone" // nothing of it remains
+	PhaseGone      Phase = "Gone"   // nothing of it remains
 )
 
 // ErrNotFound is returned for an instance id the backend has no trace of.
