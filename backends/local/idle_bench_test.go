@@ -41,8 +41,9 @@ func envInt(name string, def int) int {
 
 // footprint is what the processes of a set of instances use, per instance.
 type footprint struct {
-	rssMiB, pssMiB float64
-	byComponent    map[string]float64 // RSS MiB per process name, per instance
+	// uss is the memory no other process shares (private pages): what one more instance costs.
+	rssMiB, pssMiB, ussMiB float64
+	byComponent            map[string]float64 // RSS MiB per process name, per instance
 }
 
 // kibField reads a "Name:   123 kB" line of a /proc file, in KiB.
@@ -75,7 +76,9 @@ func measureFootprint(b *testing.B, ids []string) footprint {
 	for _, p := range instanceProcesses(b, ids) {
 		rss := kibField(fmt.Sprintf("/proc/%d/status", p.PID), "VmRSS") / 1024 / float64(len(ids))
 		f.rssMiB += rss
-		f.pssMiB += kibField(fmt.Sprintf("/proc/%d/smaps_rollup", p.PID), "Pss") / 1024 / float64(len(ids))
+		rollup := fmt.Sprintf("/proc/%d/smaps_rollup", p.PID)
+		f.pssMiB += kibField(rollup, "Pss") / 1024 / float64(len(ids))
+		f.ussMiB += (kibField(rollup, "Private_Clean") + kibField(rollup, "Private_Dirty")) / 1024 / float64(len(ids))
 		f.byComponent[p.Name] += rss
 	}
 	return f
@@ -106,7 +109,8 @@ func idleCores(b *testing.B, ids []string, window time.Duration) float64 {
 }
 
 // BenchmarkIdleInstance measures what a warm local instance (the default components: kine and
-// kube-apiserver) costs while nobody uses it: RSS and PSS summed over its processes, and the
+// kube-apiserver) costs while nobody uses it: RSS, PSS and private memory (USS: what one more
+// instance adds) summed over its processes, and the
 // CPU they use over a window, per instance; then, with the instances frozen (backends.Freezer),
 // their CPU again and how long a Thaw takes until the API server answers /readyz (on a new
 // connection).
@@ -173,9 +177,10 @@ func BenchmarkIdleInstance(b *testing.B) {
 
 	b.ReportMetric(f.rssMiB, "idle-RSS-MiB")
 	b.ReportMetric(f.pssMiB, "idle-PSS-MiB")
+	b.ReportMetric(f.ussMiB, "idle-USS-MiB")
 	b.ReportMetric(cores*100, "idle-CPU-%-of-a-core")
-	b.Logf("%d warm instances, per instance: RSS %.1f MiB (PSS %.1f MiB; %s), idle CPU %.2f %% of a core over %s",
-		n, f.rssMiB, f.pssMiB, strings.Join(parts, ", "), cores*100, window)
+	b.Logf("%d warm instances, per instance: RSS %.1f MiB (%s; PSS %.1f MiB, private %.1f MiB), idle CPU %.2f %% of a core over %s",
+		n, f.rssMiB, strings.Join(parts, ", "), f.pssMiB, f.ussMiB, cores*100, window)
 }
 
 // readyzProbe returns a function that asks the instance's API server for /readyz with its admin
