@@ -198,9 +198,9 @@ func (in *instance) componentArgs(b *Backend, component string) (string, []strin
 			"--storage-backend=etcd3",
 			// No watch cache: each of the ~60 resources' caches keeps a watch on kine and
 			// processes its progress notifications even when nothing changes, which was most
-			// of an idle instance's CPU (2.0 → 0.7 % of a core per instance with the runtime
-			// settings above). Watches and lists are served by kine directly, which a test
-			// cluster's few objects do not notice.
+			// of an idle instance's CPU (2.0 → 0.74 % of a core per instance). Watches and
+			// lists are served by kine directly, which a test cluster's few objects do not
+			// notice.
 			"--watch-cache=false",
 		}, nil
 	case ComponentControllerManager:
@@ -285,6 +285,9 @@ func (in *instance) start(b *Backend) error {
 	in.starting = true
 	in.adopted = false // every process is this kobe's own from here on
 	for _, c := range initialComponents {
+		if c == ComponentAPIServer {
+			in.waitKineListeningLocked()
+		}
 		if err := in.startComponentLocked(b, c); err != nil {
 			return err
 		}
@@ -293,20 +296,47 @@ func (in *instance) start(b *Backend) error {
 	return nil
 }
 
+// kineListenWait bounds how long the API server's start waits for kine to listen.
+const kineListenWait = 2 * time.Second
+
+// waitKineListeningLocked waits (briefly: kine listens within ~20 ms of its start on SQLite)
+// until kine accepts connections, or its process exited, or kineListenWait passed. An API server
+// whose first dial of its datastore is refused waits for gRPC's reconnect backoff (1 s and
+// more) before it tries again: on a busy host, where kine is slower to listen, that made cold
+// starts seconds slower.
+func (in *instance) waitKineListeningLocked() {
+	deadline := time.Now().Add(kineListenWait)
+	for time.Now().Before(deadline) && !portOpen(in.rec.KinePort) {
+		for _, p := range in.procs {
+			if p.name == "kine" && !p.alive() {
+				return // reported by status
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // runtimeEnv are the Go runtime settings of every process of an instance, chosen for many
-// mostly idle instances on one host (measured in docs/performance.md, "Idle cost of a warm local
-// instance"). GOMAXPROCS=1: an idle Go server spends most of its CPU in the scheduler looking
-// for work across its Ps (timers, network polls); with one P an idle instance uses about half
-// the CPU, and a start is no slower on a shared host. It caps a leased instance's API server at
-// one core. GOGC=50: the heap grows to 1.5× the live data instead of 2×, ~35 MiB less per
-// kube-apiserver, for a little more GC work while it is busy.
-var runtimeEnv = []string{"GOMAXPROCS=1", "GOGC=50"}
+// mostly idle instances on one host (measured in docs/performance.md, "Idle cost and cold start
+// of a local instance"). GOGC=50: the heap grows to 1.5× the live data instead of 2×, ~35 MiB
+// less per kube-apiserver, for a little more GC work while it is busy.
+var runtimeEnv = []string{"GOGC=50"}
+
+// kineRuntimeEnv is added for kine: GOMAXPROCS=1. An idle Go server spends most of its CPU in
+// the scheduler looking for work across its Ps (timers, network polls); one P halves that. Not
+// for kube-apiserver: on a loaded host the kernel shares the CPU among runnable threads, so an
+// API server with one P got half the CPU of envtest's while starting (cold start 1.4× envtest's
+// in `make bench` on a busy machine), and a leased one would be capped at one core.
+var kineRuntimeEnv = []string{"GOMAXPROCS=1"}
 
 // componentEnv is the environment added to a component's: the instance directory, by which
 // kobe recognises a process whose command line does not name it (kine on a shared datastore),
 // and kine's endpoint there.
 func (in *instance) componentEnv(component string) ([]string, error) {
 	env := append([]string{instanceDirEnv + "=" + in.dir}, runtimeEnv...)
+	if component == "kine" {
+		env = append(env, kineRuntimeEnv...)
+	}
 	if component == "kine" && in.rec.Datastore != nil {
 		dsn, err := in.readDSN()
 		if err != nil {
