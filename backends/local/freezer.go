@@ -46,11 +46,39 @@ func (in *instance) joinFreezerLocked(pid int) {
 		in.freezerErr = fmt.Sprintf("creating the freezer cgroup: %v", err)
 		return
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+	err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+	if errors.Is(err, os.ErrNotExist) {
+		// Another kobe's removeEmptyFreezers took the new, still empty cgroup: once more.
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			err = os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+		}
+	}
+	if err != nil {
 		in.freezerErr = fmt.Sprintf("moving pid %d into %s: %v", pid, dir, err)
 		return
 	}
 	in.freezerErr = ""
+}
+
+// removeEmptyFreezers removes the freezer cgroups under <FreezerRoot>/kobe that hold no process:
+// those of instances whose processes were killed and directories removed without Delete (a
+// killed kobe whose state dir was then deleted, a test harness's sweep). A cgroup with a process
+// refuses rmdir (EBUSY), so a live instance's, of this kobe or another, is never touched.
+func removeEmptyFreezers() {
+	parent := filepath.Join(FreezerRoot, "kobe")
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		if procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(procs))) == 0 {
+			_ = os.Remove(dir)
+		}
+	}
 }
 
 // freezerState reads the cgroup's state: THAWED, FREEZING or FROZEN ("" if there is no cgroup).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -215,4 +216,32 @@ func TestInstanceProcessesDoNotInheritKobesFiles(t *testing.T) {
 			assert.NotEqual(t, lockPath, target, "%s holds kobe's inherited file as fd %s", p, e.Name())
 		}
 	}
+}
+
+// TestEmptyFreezerCgroupsAreRemovedAtStart: a freezer cgroup left by an instance whose processes
+// were killed and directory removed without Delete is removed when a local backend starts; a
+// cgroup that holds a process is left alone.
+func TestEmptyFreezerCgroupsAreRemovedAtStart(t *testing.T) {
+	skipWithoutFreezer(t)
+	parent := filepath.Join(local.FreezerRoot, "kobe")
+	require.NoError(t, os.MkdirAll(parent, 0o755))
+	empty := filepath.Join(parent, fmt.Sprintf("left-behind-%d", os.Getpid()))
+	busy := filepath.Join(parent, fmt.Sprintf("busy-%d", os.Getpid()))
+	require.NoError(t, os.Mkdir(empty, 0o755))
+	require.NoError(t, os.Mkdir(busy, 0o755))
+	sleeper := exec.Command("sleep", "60")
+	require.NoError(t, sleeper.Start())
+	t.Cleanup(func() {
+		_ = sleeper.Process.Kill()
+		_ = sleeper.Wait()
+		_ = os.Remove(busy)
+		_ = os.Remove(empty)
+	})
+	require.NoError(t, os.WriteFile(filepath.Join(busy, "cgroup.procs"), []byte(fmt.Sprint(sleeper.Process.Pid)), 0o644))
+
+	newBackend(t, t.TempDir())
+	_, err := os.Stat(empty)
+	assert.True(t, os.IsNotExist(err), "the empty cgroup is removed: %v", err)
+	_, err = os.Stat(busy)
+	assert.NoError(t, err, "a cgroup with a process stays")
 }

@@ -121,6 +121,7 @@ func New(cfg Config) (*Backend, error) {
 	if err := b.adoptAll(); err != nil {
 		return nil, err
 	}
+	removeEmptyFreezers()
 	return b, nil
 }
 
