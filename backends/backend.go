@@ -27,11 +27,16 @@ const (
 	PhaseUnhealthy Phase = "Unhealthy" // it existed and worked, and now does not (e.g. a process died)
 	PhaseFailed    Phase = "Failed"    // it never became ready
 	PhaseSleeping  Phase = "Sleeping"
-	PhaseGone      Phase = "Gone" // nothing of it remains
+	PhaseFrozen    Phase = "Frozen" // its processes are stopped in place (Freezer); Thaw resumes them at once
+	PhaseGone      Phase = "Gone"   // nothing of it remains
 )
 
 // ErrNotFound is returned for an instance id the backend has no trace of.
 var ErrNotFound = errors.New("instance not found")
+
+// ErrUnavailableHere wraps the error of an optional capability that the backend implements but
+// that its host cannot provide (e.g. Freeze where no cgroup freezer can be used).
+var ErrUnavailableHere = errors.New("not available on this host")
 
 // InstanceSpec is what a backend needs to create one instance.
 type InstanceSpec struct {
@@ -100,6 +105,18 @@ type RuntimeBackend interface {
 type Sleeper interface {
 	Sleep(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
+}
+
+// Freezer is a backend that can stop a Ready instance's processes in place and resume them at
+// once (the local backend: the cgroup freezer). Unlike Sleep, nothing is stopped or restarted:
+// a frozen instance keeps its memory and uses no CPU, and a thawed one answers again within
+// milliseconds, so spare pool members can be frozen and woken on claim. A frozen instance
+// reports PhaseFrozen and does not serve. Freeze of a frozen and Thaw of a running instance
+// succeed; Delete and Sleep work on a frozen instance. Where the host cannot freeze, Freeze
+// returns an error wrapping ErrUnavailableHere.
+type Freezer interface {
+	Freeze(ctx context.Context, id string) error
+	Thaw(ctx context.Context, id string) error
 }
 
 // CertManager is a backend that knows when an instance's certificates expire and can re-issue them.

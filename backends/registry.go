@@ -71,6 +71,7 @@ type Capabilities struct {
 	Contract    string `json:"contract"`
 	Description string `json:"description"`
 	Sleep       bool   `json:"sleep"`
+	Freeze      bool   `json:"freeze"`
 	CertRotate  bool   `json:"certRotation"`
 	HostBound   bool   `json:"hostBound"`
 }
@@ -79,6 +80,7 @@ type Capabilities struct {
 func CapabilitiesOf(name, description string, b RuntimeBackend) Capabilities {
 	c := Capabilities{Backend: name, Contract: ContractVersion, Description: description}
 	_, c.Sleep = b.(Sleeper)
+	_, c.Freeze = b.(Freezer)
 	_, c.CertRotate = b.(CertManager)
 	_, c.HostBound = b.(HostBound)
 	return c

@@ -176,6 +176,55 @@ func (a *Activities) BackendDelete(ctx context.Context, req BackendRequest) erro
 	return b.Delete(ctx, req.Spec.ID)
 }
 
+// ErrCannotFreeze is the non-retryable error type of BackendFreeze and BackendThaw when the
+// backend has no Freezer capability, or its host cannot freeze (backends.ErrUnavailableHere).
+const ErrCannotFreeze = "CannotFreeze"
+
+// BackendFreeze stops a Ready instance's processes in place (backends.Freezer): a spare member
+// then uses no CPU until BackendThaw. Freezing a frozen instance succeeds.
+func (a *Activities) BackendFreeze(ctx context.Context, req BackendRequest) error {
+	f, err := a.freezer(req.Backend)
+	if err != nil {
+		return err
+	}
+	return freezerError(f.Freeze(ctx, req.Spec.ID))
+}
+
+// BackendThaw resumes a frozen instance's processes (backends.Freezer); it answers again at once.
+// Thawing an instance that is not frozen succeeds.
+func (a *Activities) BackendThaw(ctx context.Context, req BackendRequest) error {
+	f, err := a.freezer(req.Backend)
+	if err != nil {
+		return err
+	}
+	return freezerError(f.Thaw(ctx, req.Spec.ID))
+}
+
+func (a *Activities) freezer(name string) (backends.Freezer, error) {
+	b, err := a.backend(name)
+	if err != nil {
+		return nil, err
+	}
+	f, ok := b.(backends.Freezer)
+	if !ok {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backend %q cannot freeze instances", name), ErrCannotFreeze, nil)
+	}
+	return f, nil
+}
+
+// freezerError makes the errors that a retry cannot cure non-retryable.
+func freezerError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, backends.ErrNotFound):
+		return temporal.NewNonRetryableApplicationError(err.Error(), "InstanceNotFound", err)
+	case errors.Is(err, backends.ErrUnavailableHere):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrCannotFreeze, err)
+	}
+	return err
+}
+
 // RecordInstance upserts the instance's row and appends an audit event for the transition, in
 // one transaction: a row is never changed without its event.
 func (a *Activities) RecordInstance(ctx context.Context, r Record) error {

@@ -24,7 +24,7 @@ func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) a
 		Capabilities: poolCapabilities(role, p.Name), BackendCapabilities: []string{}}
 	if f, ok := backends.Lookup(p.Backend); ok {
 		c := backends.CapabilitiesOf(f.Name, f.Description, f.Prototype)
-		for name, has := range map[string]bool{"sleep": c.Sleep, "certRotation": c.CertRotate} {
+		for name, has := range map[string]bool{"sleep": c.Sleep, "freeze": c.Freeze, "certRotation": c.CertRotate} {
 			if has {
 				v.BackendCapabilities = append(v.BackendCapabilities, name)
 			}

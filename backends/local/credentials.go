@@ -31,6 +31,10 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 	if !ok {
 		return backends.Credential{}, backends.ErrNotFound
 	}
+	if req.User != "" && in.status().Phase == backends.PhaseFrozen {
+		// Its API server would not answer the binding below: say why at once.
+		return backends.Credential{}, fmt.Errorf("instance %s is frozen: Thaw it before issuing a per-lease credential", id)
+	}
 	caPEM, err := os.ReadFile(in.path("pki", "ca.crt"))
 	if err != nil {
 		return backends.Credential{}, err

@@ -42,6 +42,8 @@ type record struct {
 	Sleeping bool `json:"sleeping"`
 	// Datastore is set when kine runs on the instance's own database of a shared server.
 	Datastore *datastoreRecord `json:"datastore,omitempty"`
+	// Frozen is set while the instance's processes are stopped in place (Freezer).
+	Frozen bool `json:"frozen,omitempty"`
 }
 
 type instance struct {
@@ -58,6 +60,9 @@ type instance struct {
 	// started by an earlier kobe, or not at all if that kobe died in the middle of Create).
 	adopted bool
 	client  *http.Client
+	// freezerErr says why the processes could not join the instance's freezer cgroup ("" when
+	// they did): Freeze reports it.
+	freezerErr string
 }
 
 func (in *instance) path(parts ...string) string {
@@ -159,7 +164,7 @@ func (in *instance) componentArgs(b *Backend, component string) (string, []strin
 			"--metrics-bind-address", "0",
 		}
 		if in.rec.Datastore == nil {
-			args = append(args, "--endpoint", "sqlite://"+in.path("data", "kine.db")+"?_journal=WAL&cache=shared&_busy_timeout=30000")
+			args = append(args, "--endpoint", "sqlite://"+in.path("data", "kine.db")+sqliteParams)
 		}
 		// On a shared datastore the endpoint (with its password) is KINE_ENDPOINT, see componentEnv.
 		return bin, args, err
@@ -191,6 +196,12 @@ func (in *instance) componentArgs(b *Backend, component string) (string, []strin
 			"--allow-privileged=true",
 			"--profiling=false",
 			"--storage-backend=etcd3",
+			// No watch cache: each of the ~60 resources' caches keeps a watch on kine and
+			// processes its progress notifications even when nothing changes, which was most
+			// of an idle instance's CPU (2.0 → 0.74 % of a core per instance). Watches and
+			// lists are served by kine directly, which a test cluster's few objects do not
+			// notice.
+			"--watch-cache=false",
 		}, nil
 	case ComponentControllerManager:
 		return bin, []string{
@@ -238,6 +249,14 @@ func (in *instance) componentArgs(b *Backend, component string) (string, []strin
 	return "", nil, fmt.Errorf("unknown component %q", component)
 }
 
+// sqliteParams are kine's SQLite settings: WAL, writers take the lock when they begin (no
+// SQLITE_BUSY upgrading a reader), and synchronous=NORMAL — in WAL mode a commit then waits for
+// no fsync (only checkpoints do), which survives a crash of kine or of kobe, not of the machine:
+// what a disposable test cluster needs. It is kine's own default too; the DSN kobe passed before
+// (synchronous left at SQLite's FULL, an fsync per commit) made the API server's bootstrap,
+// some hundred writes, wait for the disk.
+const sqliteParams = "?_journal=WAL&_synchronous=NORMAL&_txlock=immediate&_busy_timeout=30000"
+
 // kwokStages are the kwok stage files (relative to its stages folder) an instance uses.
 var kwokStages = []string{
 	"node/fast/node-initialize.yaml",
@@ -266,6 +285,9 @@ func (in *instance) start(b *Backend) error {
 	in.starting = true
 	in.adopted = false // every process is this kobe's own from here on
 	for _, c := range initialComponents {
+		if c == ComponentAPIServer {
+			in.waitKineListeningLocked()
+		}
 		if err := in.startComponentLocked(b, c); err != nil {
 			return err
 		}
@@ -274,11 +296,47 @@ func (in *instance) start(b *Backend) error {
 	return nil
 }
 
+// kineListenWait bounds how long the API server's start waits for kine to listen.
+const kineListenWait = 2 * time.Second
+
+// waitKineListeningLocked waits (briefly: kine listens within ~20 ms of its start on SQLite)
+// until kine accepts connections, or its process exited, or kineListenWait passed. An API server
+// whose first dial of its datastore is refused waits for gRPC's reconnect backoff (1 s and
+// more) before it tries again: on a busy host, where kine is slower to listen, that made cold
+// starts seconds slower.
+func (in *instance) waitKineListeningLocked() {
+	deadline := time.Now().Add(kineListenWait)
+	for time.Now().Before(deadline) && !portOpen(in.rec.KinePort) {
+		for _, p := range in.procs {
+			if p.name == "kine" && !p.alive() {
+				return // reported by status
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runtimeEnv are the Go runtime settings of every process of an instance, chosen for many
+// mostly idle instances on one host (measured in docs/performance.md, "Idle cost and cold start
+// of a local instance"). GOGC=50: the heap grows to 1.5× the live data instead of 2×, ~35 MiB
+// less per kube-apiserver, for a little more GC work while it is busy.
+var runtimeEnv = []string{"GOGC=50"}
+
+// kineRuntimeEnv is added for kine: GOMAXPROCS=1. An idle Go server spends most of its CPU in
+// the scheduler looking for work across its Ps (timers, network polls); one P halves that. Not
+// for kube-apiserver: on a loaded host the kernel shares the CPU among runnable threads, so an
+// API server with one P got half the CPU of envtest's while starting (cold start 1.4× envtest's
+// in `make bench` on a busy machine), and a leased one would be capped at one core.
+var kineRuntimeEnv = []string{"GOMAXPROCS=1"}
+
 // componentEnv is the environment added to a component's: the instance directory, by which
 // kobe recognises a process whose command line does not name it (kine on a shared datastore),
 // and kine's endpoint there.
 func (in *instance) componentEnv(component string) ([]string, error) {
-	env := []string{instanceDirEnv + "=" + in.dir}
+	env := append([]string{instanceDirEnv + "=" + in.dir}, runtimeEnv...)
+	if component == "kine" {
+		env = append(env, kineRuntimeEnv...)
+	}
 	if component == "kine" && in.rec.Datastore != nil {
 		dsn, err := in.readDSN()
 		if err != nil {
@@ -303,6 +361,7 @@ func (in *instance) startComponentLocked(b *Backend, component string) error {
 		return err
 	}
 	in.procs = append(in.procs, p)
+	in.joinFreezerLocked(p.pid)
 	return nil
 }
 
@@ -330,6 +389,8 @@ func (in *instance) adopt() {
 		}
 	}
 	in.adopted = true
+	// The freezer cgroup outlives kobe: it says whether the instance is frozen.
+	in.rec.Frozen = freezerState(in.freezerDir()) == "FROZEN"
 	in.ensureClientLocked()
 }
 
@@ -416,6 +477,8 @@ func (in *instance) status() backends.InstanceStatus {
 			if !in.rec.ReadyOnce {
 				st.Phase = backends.PhaseFailed
 			}
+		} else if in.rec.Frozen {
+			st.Phase, st.Message = backends.PhaseFrozen, "its processes are frozen (cgroup freezer); Thaw resumes them"
 		} else if in.rec.ReadyOnce && !in.starting && in.allStartedLocked() {
 			st.Phase = backends.PhaseReady
 		} else {
@@ -508,7 +571,7 @@ func (in *instance) waitReady(ctx context.Context, b *Backend, progress func(bac
 		if st.Phase == backends.PhaseReady {
 			return st, nil
 		}
-		if st.Phase == backends.PhaseFailed || st.Phase == backends.PhaseUnhealthy || st.Phase == backends.PhaseSleeping {
+		if st.Phase == backends.PhaseFailed || st.Phase == backends.PhaseUnhealthy || st.Phase == backends.PhaseSleeping || st.Phase == backends.PhaseFrozen {
 			return st, fmt.Errorf("instance %s is %s: %s", st.ID, st.Phase, st.Message)
 		}
 		if progress != nil && time.Since(lastProgress) > time.Second {
@@ -576,6 +639,16 @@ func (in *instance) stopAll(grace time.Duration) error {
 	procs := append([]*process(nil), in.procs...)
 	in.mu.Unlock()
 	var errs []error
+	// A frozen process would not act on the signals below until thawed.
+	if err := thawForStop(in.dir); err != nil {
+		errs = append(errs, err)
+	}
+	in.mu.Lock()
+	if in.rec.Frozen {
+		in.rec.Frozen = false
+		_ = in.save() // the directory may be on its way out (Delete); Sleep saves again
+	}
+	in.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
 		if err := procs[i].stop(grace); err != nil {
 			errs = append(errs, err)
@@ -605,6 +678,9 @@ func (in *instance) verifyGone() error {
 	}
 	if _, err := os.Stat(in.dir); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("instance %s: directory %s remains", in.rec.ID, in.dir)
+	}
+	if _, err := os.Stat(in.freezerDir()); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("instance %s: freezer cgroup %s remains", in.rec.ID, in.freezerDir())
 	}
 	return nil
 }

@@ -97,6 +97,7 @@ var (
 	_ backends.Sleeper        = (*Backend)(nil)
 	_ backends.CertManager    = (*Backend)(nil)
 	_ backends.Preflighter    = (*Backend)(nil)
+	_ backends.Freezer        = (*Backend)(nil)
 )
 
 // New opens the backend's state and re-adopts the instances an earlier kobe left running.
@@ -121,6 +122,7 @@ func New(cfg Config) (*Backend, error) {
 	if err := b.adoptAll(); err != nil {
 		return nil, err
 	}
+	removeEmptyFreezers()
 	return b, nil
 }
 
@@ -374,6 +376,9 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing %s: %w", dir, err)
 	}
+	if err := removeFreezer(dir); err != nil {
+		return err
+	}
 	if ok {
 		return in.verifyGone()
 	}
@@ -421,8 +426,10 @@ func (b *Backend) adoptAll() error {
 		if err != nil {
 			// An instance whose record was never written completely is debris of a crash in
 			// Create: nothing was handed out, so remove it rather than leak it.
+			_ = thawForStop(filepath.Join(b.root, e.Name()))
 			_ = killByDir(filepath.Join(b.root, e.Name()))
 			_ = os.RemoveAll(filepath.Join(b.root, e.Name()))
+			_ = removeFreezer(filepath.Join(b.root, e.Name()))
 			continue
 		}
 		in.adopt()

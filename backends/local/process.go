@@ -25,6 +25,7 @@ type process struct {
 
 // startProcess starts bin with args and env added to kobe's environment, its output appended to logPath.
 func startProcess(name, bin string, args, env []string, logPath string) (*process, error) {
+	closeInheritedFilesOnExec()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -152,5 +153,21 @@ func (p *process) stop(grace time.Duration) error {
 		return nil
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, p.pid)
+	}
+}
+
+// closeInheritedFilesOnExec marks every open file descriptor above stderr close-on-exec. Go opens
+// its own files that way, but a descriptor kobe inherited from its parent without the flag (a
+// lock held by `flock kobe …`, a CI runner's pipe) would otherwise pass to every instance process,
+// which outlives kobe: the lock stays held and the pipe open until the instance is deleted.
+func closeInheritedFilesOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
 	}
 }

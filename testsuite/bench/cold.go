@@ -18,70 +18,73 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
 
-// coldLocal creates n local instances one after the other with the local backend in this
-// process (the code a pool member's Provision runs, without the workflow around it) and times
-// Create → WaitReady. WaitReady is what makes an instance Ready: Status alone never turns
-// Ready (the backend marks the instance ready-once inside WaitReady), so the bench calls it as
-// the Provision workflow does. Each instance is deleted before the next one, outside the timing.
-func coldLocal(ctx context.Context, toolsDir, version, workDir string, n int, log *progress) ([]time.Duration, error) {
-	lb, err := local.New(local.Config{StateDir: filepath.Join(workDir, "cold-local"), HostID: "kobe-bench", ToolsDir: toolsDir})
+// coldStarts times n cold starts of each kind, alternating a local instance and an etcd +
+// kube-apiserver started the envtest way, so that both kinds see the same machine load (one
+// kind after the other would give a load that changes during the run to one of them).
+func coldStarts(ctx context.Context, tools local.Tools, version, workDir string, n int, log *progress) (localStarts, envtestStarts []time.Duration, err error) {
+	lb, err := local.New(local.Config{StateDir: filepath.Join(workDir, "cold-local"), HostID: "kobe-bench", ToolsDir: tools.Dir})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []time.Duration
-	for i := range n {
-		id := fmt.Sprintf("cold-%d", i+1)
-		spec := backends.InstanceSpec{ID: id, Pool: "kobe-bench-cold", KubernetesVersion: version}
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		t0 := time.Now()
-		_, err := lb.Create(wctx, spec)
-		if err == nil {
-			_, err = lb.WaitReady(wctx, id, nil)
-		}
-		d := time.Since(t0)
-		cancel()
-		// Deleted whatever happened (a fresh context: ctx may be the one that was cancelled).
-		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
-		derr := lb.Delete(dctx, id)
-		dcancel()
-		if err != nil {
-			return nil, fmt.Errorf("local instance %s: %w", id, err)
-		}
-		if derr != nil {
-			return nil, fmt.Errorf("deleting local instance %s: %w", id, derr)
-		}
-		out = append(out, d)
-		log.Printf("  local instance %d/%d ready in %s", i+1, n, FormatMs(Ms(d)))
-	}
-	return out, nil
-}
-
-// coldEnvtest starts n times what a user does without kobe, the way controller-runtime's
-// envtest does it: a fresh etcd and a fresh kube-apiserver with envtest's default flags
-// (pkg/internal/testing/controlplane: etcd.go and apiserver.go), and waits for /readyz 200.
-// The certificates are generated inside the timing, as envtest's Start does.
-func coldEnvtest(ctx context.Context, tools local.Tools, version, workDir string, n int, log *progress) ([]time.Duration, error) {
 	etcd, err := tools.Newest("etcd", "etcd")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	apiserver, err := tools.Kubernetes(version, "kube-apiserver")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []time.Duration
 	for i := range n {
-		d, err := envtestStart(ctx, etcd, apiserver, filepath.Join(workDir, fmt.Sprintf("envtest-%d", i+1)))
+		d, err := coldLocal(ctx, lb, version, fmt.Sprintf("cold-%d", i+1))
 		if err != nil {
-			return nil, fmt.Errorf("etcd + kube-apiserver start %d: %w", i+1, err)
+			return nil, nil, err
 		}
-		out = append(out, d)
+		localStarts = append(localStarts, d)
+		log.Printf("  local instance %d/%d ready in %s", i+1, n, FormatMs(Ms(d)))
+		d, err = EnvtestStart(ctx, etcd, apiserver, filepath.Join(workDir, fmt.Sprintf("envtest-%d", i+1)))
+		if err != nil {
+			return nil, nil, fmt.Errorf("etcd + kube-apiserver start %d: %w", i+1, err)
+		}
+		envtestStarts = append(envtestStarts, d)
 		log.Printf("  etcd + kube-apiserver %d/%d ready in %s", i+1, n, FormatMs(Ms(d)))
 	}
-	return out, nil
+	return localStarts, envtestStarts, nil
 }
 
-func envtestStart(ctx context.Context, etcdBin, apiserverBin, dir string) (time.Duration, error) {
+// coldLocal creates a local instance with the local backend in this process (the code a pool
+// member's Provision runs, without the workflow around it) and times Create → WaitReady.
+// WaitReady is what makes an instance Ready: Status alone never turns Ready (the backend marks
+// the instance ready-once inside WaitReady), so the bench calls it as the Provision workflow
+// does. The instance is deleted afterwards, outside the timing.
+func coldLocal(ctx context.Context, lb *local.Backend, version, id string) (time.Duration, error) {
+	spec := backends.InstanceSpec{ID: id, Pool: "kobe-bench-cold", KubernetesVersion: version}
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	t0 := time.Now()
+	_, err := lb.Create(wctx, spec)
+	if err == nil {
+		_, err = lb.WaitReady(wctx, id, nil)
+	}
+	d := time.Since(t0)
+	cancel()
+	// Deleted whatever happened (a fresh context: ctx may be the one that was cancelled).
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+	derr := lb.Delete(dctx, id)
+	dcancel()
+	if err != nil {
+		return 0, fmt.Errorf("local instance %s: %w", id, err)
+	}
+	if derr != nil {
+		return 0, fmt.Errorf("deleting local instance %s: %w", id, derr)
+	}
+	return d, nil
+}
+
+// EnvtestStart starts what a user does without kobe, the way controller-runtime's envtest does
+// it: a fresh etcd and a fresh kube-apiserver with envtest's default flags
+// (pkg/internal/testing/controlplane: etcd.go and apiserver.go) in dir, and waits for /readyz
+// 200. The certificates are generated inside the timing, as envtest's Start does. It returns
+// the time to ready; both processes are killed and dir removed before it returns.
+func EnvtestStart(ctx context.Context, etcdBin, apiserverBin, dir string) (time.Duration, error) {
 	certDir, dataDir := filepath.Join(dir, "certs"), filepath.Join(dir, "etcd")
 	for _, d := range []string{certDir, dataDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

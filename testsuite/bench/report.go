@@ -136,6 +136,9 @@ type Ratios struct {
 	BindOverUpdate float64 `json:"bindOverUpdate"`
 	// BindOverUpdateWithStart: how many engine start+Updates one bind costs.
 	BindOverUpdateWithStart float64 `json:"bindOverUpdateWithStart"`
+	// ColdLocalOverEnvtest: a cold local instance's start over etcd + kube-apiserver's the
+	// envtest way (the goal is at most 1.0).
+	ColdLocalOverEnvtest float64 `json:"coldLocalOverEnvtest"`
 }
 
 // ComputeRatios fills r.Ratios from the figures.
@@ -157,6 +160,7 @@ func (r *Report) ComputeRatios() {
 		EnvtestOverBind:         Ratio(r.Cold.Envtest.P50Ms, bind),
 		BindOverUpdate:          Ratio(bind, r.Floor.Update.P50Ms),
 		BindOverUpdateWithStart: Ratio(bind, r.Floor.UpdateWithStart.P50Ms),
+		ColdLocalOverEnvtest:    Ratio(r.Cold.Local.P50Ms, r.Cold.Envtest.P50Ms),
 	}
 }
 
@@ -266,6 +270,7 @@ func (r *Report) Render(w io.Writer) error {
 	fmt.Fprintf(w, "  %s is %.1fx faster than etcd + kube-apiserver the envtest way (%s)\n", ref, ra.EnvtestOverBind, FormatMs(r.Cold.Envtest.P50Ms))
 	fmt.Fprintf(w, "  %s costs %.1fx an engine Update (%s)\n", ref, ra.BindOverUpdate, FormatMs(r.Floor.Update.P50Ms))
 	fmt.Fprintf(w, "  %s costs %.1fx an engine UpdateWithStart (%s)\n", ref, ra.BindOverUpdateWithStart, FormatMs(r.Floor.UpdateWithStart.P50Ms))
+	fmt.Fprintf(w, "  cold local instance p50 (%s) takes %.2fx etcd + kube-apiserver the envtest way (%s)\n", FormatMs(r.Cold.Local.P50Ms), ra.ColdLocalOverEnvtest, FormatMs(r.Cold.Envtest.P50Ms))
 	header := "\nRATIOS per level (bind / the engine's Update at the same concurrency)\n"
 	for _, b := range r.Bind {
 		if b.FloorUpdate.N == 0 {

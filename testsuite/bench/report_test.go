@@ -52,6 +52,7 @@ func TestComputeRatiosUsesTheSmallestLevel(t *testing.T) {
 	assert.Equal(t, 50.0, r.Ratios.EnvtestOverBind)
 	assert.Equal(t, 30.0, r.Ratios.BindOverUpdate)
 	assert.Equal(t, 10.0, r.Ratios.BindOverUpdateWithStart)
+	assert.Equal(t, 0.6, r.Ratios.ColdLocalOverEnvtest, "cold local over envtest")
 }
 
 func TestRenderTable(t *testing.T) {
@@ -74,6 +75,7 @@ func TestRenderTable(t *testing.T) {
 		"is 50.0x faster than etcd + kube-apiserver the envtest way (6.00 s)",
 		"costs 30.0x an engine Update (4.00 ms)",
 		"costs 10.0x an engine UpdateWithStart (12.0 ms)",
+		"cold local instance p50 (3.60 s) takes 0.60x etcd + kube-apiserver the envtest way (6.00 s)",
 	} {
 		assert.Contains(t, out, want)
 	}

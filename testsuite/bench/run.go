@@ -192,18 +192,13 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	}
 	r.Floor = Floor{Update: Summarize(upd), UpdateWithStart: Summarize(uws)}
 
-	// 4. Cold starts, in the same conditions.
-	log.Printf("cold local instances (local backend in-process): %d", o.Cold)
-	cl, err := coldLocal(ctx, o.ToolsDir, o.KubernetesVersion, work, o.Cold, log)
+	// 4. Cold starts, in the same conditions, the two kinds alternating.
+	log.Printf("cold starts, %d of each: a local instance (local backend in-process), etcd + kube-apiserver the envtest way", o.Cold)
+	cl, ce, err := coldStarts(ctx, local.Tools{Dir: o.ToolsDir}, o.KubernetesVersion, work, o.Cold, log)
 	if err != nil {
 		return nil, err
 	}
 	r.Cold.Local = Summarize(cl)
-	log.Printf("cold etcd + kube-apiserver, the envtest way: %d", o.Cold)
-	ce, err := coldEnvtest(ctx, local.Tools{Dir: o.ToolsDir}, o.KubernetesVersion, work, o.Cold, log)
-	if err != nil {
-		return nil, err
-	}
 	r.Cold.Envtest = Summarize(ce)
 
 	// 5. Bind latency per concurrency level, the pool grown to the level's size first. Every

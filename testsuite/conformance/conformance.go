@@ -169,6 +169,28 @@ func Run(t *testing.T, s Subject) {
 		})
 	}
 
+	if fr, ok := s.Backend.(backends.Freezer); ok {
+		t.Run("freeze stops the instance in place, thaw serves it again", func(t *testing.T) {
+			err := fr.Freeze(ctx, id)
+			if errors.Is(err, backends.ErrUnavailableHere) {
+				t.Skipf("%s cannot freeze on this host: %v", s.Backend.Name(), err)
+			}
+			require.NoError(t, err)
+			st, err := s.Backend.Status(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, backends.PhaseFrozen, st.Phase)
+			require.NoError(t, fr.Freeze(ctx, id), "freezing a frozen instance succeeds")
+			require.NoError(t, fr.Thaw(ctx, id))
+			require.NoError(t, fr.Thaw(ctx, id), "thawing a running instance succeeds")
+			st, err = s.Backend.Status(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, backends.PhaseReady, st.Phase)
+			got, err := admin.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
+			require.NoError(t, err, "thawed, it serves its data")
+			assert.Equal(t, "conformance", got.Data["kobe"])
+		})
+	}
+
 	if cm, ok := s.Backend.(backends.CertManager); ok {
 		t.Run("certificates: expiry known, rotation keeps the cluster and its credentials", func(t *testing.T) {
 			exp, err := cm.CertificatesExpireAt(ctx, id)

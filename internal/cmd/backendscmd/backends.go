@@ -54,9 +54,9 @@ func backendsRun(opts *Options) error {
 		return opts.Output.Print(out, m, nil)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tCONTRACT\tSLEEP\tCERT-ROTATION\tHOST-BOUND\tDESCRIPTION")
+	fmt.Fprintln(tw, "BACKEND\tCONTRACT\tSLEEP\tFREEZE\tCERT-ROTATION\tHOST-BOUND\tDESCRIPTION")
 	for _, c := range m {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Backend, c.Contract, yes(c.Sleep),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Backend, c.Contract, yes(c.Sleep), yes(c.Freeze),
 			yes(c.CertRotate), yes(c.HostBound), c.Description)
 	}
 	return tw.Flush()

@@ -1,0 +1,188 @@
+package local
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/backends"
+)
+
+// FreezerRoot is where the cgroup v1 freezer hierarchy is mounted. An instance's processes go
+// into their own cgroup below it (kobe/<instance id>-<hash of the instance directory>), so that
+// Freeze can stop all of them at once, in place, and Thaw resume them. Without a writable
+// freezer (no v1 freezer mounted, or not allowed to create cgroups) instances run as before and
+// Freeze says why it cannot.
+var FreezerRoot = "/sys/fs/cgroup/freezer"
+
+// freezerDir is the instance's freezer cgroup.
+func (in *instance) freezerDir() string { return freezerDirOf(in.dir) }
+
+// freezerDirOf is the freezer cgroup of the instance in dir (<state>/local/instances/<id>): the
+// hash of the directory keeps two kobe state dirs on one machine (tests, several `kobe dev`)
+// apart when they hold the same id.
+func freezerDirOf(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(FreezerRoot, "kobe", filepath.Base(dir)+"-"+hex.EncodeToString(sum[:4]))
+}
+
+// joinFreezerLocked puts pid into the instance's freezer cgroup, creating it if needed. It is
+// best effort: an instance whose processes cannot join runs unfrozen, and in.freezerErr says why
+// (Freeze reports it).
+func (in *instance) joinFreezerLocked(pid int) {
+	dir := in.freezerDir()
+	if _, err := os.Stat(filepath.Join(FreezerRoot, "cgroup.procs")); err != nil {
+		in.freezerErr = fmt.Sprintf("no cgroup v1 freezer is mounted at %s", FreezerRoot)
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		in.freezerErr = fmt.Sprintf("creating the freezer cgroup: %v", err)
+		return
+	}
+	err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+	if errors.Is(err, os.ErrNotExist) {
+		// Another kobe's removeEmptyFreezers took the new, still empty cgroup: once more.
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			err = os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+		}
+	}
+	if err != nil {
+		in.freezerErr = fmt.Sprintf("moving pid %d into %s: %v", pid, dir, err)
+		return
+	}
+	in.freezerErr = ""
+}
+
+// removeEmptyFreezers removes the freezer cgroups under <FreezerRoot>/kobe that hold no process:
+// those of instances whose processes were killed and directories removed without Delete (a
+// killed kobe whose state dir was then deleted, a test harness's sweep). A cgroup with a process
+// refuses rmdir (EBUSY), so a live instance's, of this kobe or another, is never touched.
+func removeEmptyFreezers() {
+	parent := filepath.Join(FreezerRoot, "kobe")
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		if procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(procs))) == 0 {
+			_ = os.Remove(dir)
+		}
+	}
+}
+
+// freezerState reads the cgroup's state: THAWED, FREEZING or FROZEN ("" if there is no cgroup).
+func freezerState(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, "freezer.state"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// setFreezerState writes want (FROZEN or THAWED) and waits until the kernel reports it: freezing
+// completes once every task of the cgroup has stopped, which takes a moment for a busy task.
+func setFreezerState(ctx context.Context, dir, want string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := os.WriteFile(filepath.Join(dir, "freezer.state"), []byte(want), 0o644); err != nil {
+			return fmt.Errorf("writing %s to %s: %w", want, dir, err)
+		}
+		got := freezerState(dir)
+		if got == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("freezer cgroup %s is %s after 10 s, want %s", dir, got, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// thawForStop thaws the processes of the instance in dir so that they can receive the signals
+// that stop them (a frozen task acts on no signal, SIGKILL included, until thawed).
+func thawForStop(dir string) error {
+	cg := freezerDirOf(dir)
+	if s := freezerState(cg); s == "" || s == "THAWED" {
+		return nil
+	}
+	return setFreezerState(context.Background(), cg, "THAWED")
+}
+
+// removeFreezer removes the (empty) freezer cgroup of the instance in dir.
+func removeFreezer(instanceDir string) error {
+	dir := freezerDirOf(instanceDir)
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the freezer cgroup %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Freeze implements backends.Freezer: every process of a Ready instance stops where it stands
+// (cgroup freezer). It keeps its memory, ports and connections and uses no CPU; it does not
+// answer until Thaw. Freezing a frozen instance succeeds.
+func (b *Backend) Freeze(ctx context.Context, id string) error {
+	unlock := b.lock(id)
+	defer unlock()
+	in, ok := b.get(id)
+	if !ok {
+		return backends.ErrNotFound
+	}
+	if st := in.status(); st.Phase != backends.PhaseReady && st.Phase != backends.PhaseFrozen {
+		return fmt.Errorf("instance %s is %s: only a Ready instance can be frozen", id, st.Phase)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	// Every process joins again (idempotent): one adopted after a restart may not be in it yet.
+	for _, p := range in.procs {
+		in.joinFreezerLocked(p.pid)
+		if in.freezerErr != "" {
+			return fmt.Errorf("instance %s cannot be frozen: %s: %w", id, in.freezerErr, backends.ErrUnavailableHere)
+		}
+	}
+	if err := setFreezerState(ctx, in.freezerDir(), "FROZEN"); err != nil {
+		// Half-frozen helps nobody: back to running.
+		_ = setFreezerState(context.WithoutCancel(ctx), in.freezerDir(), "THAWED")
+		return err
+	}
+	in.rec.Frozen = true
+	return in.save()
+}
+
+// Thaw implements backends.Freezer: the processes of a frozen instance run again from where they
+// stopped; the API server answers again at once (nothing restarts). Thawing an instance that is
+// not frozen succeeds.
+func (b *Backend) Thaw(ctx context.Context, id string) error {
+	unlock := b.lock(id)
+	defer unlock()
+	in, ok := b.get(id)
+	if !ok {
+		return backends.ErrNotFound
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if s := freezerState(in.freezerDir()); s != "" && s != "THAWED" {
+		if err := setFreezerState(ctx, in.freezerDir(), "THAWED"); err != nil {
+			return err
+		}
+	}
+	if !in.rec.Frozen {
+		return nil
+	}
+	in.rec.Frozen = false
+	return in.save()
+}
