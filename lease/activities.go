@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -78,6 +79,32 @@ func (a *Activities) RecordLease(ctx context.Context, r Record) error {
 			Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
 		return err
 	})
+}
+
+// ConditionChange is a change of one of a lease's conditions, for the audit log.
+type ConditionChange struct {
+	LeaseID    string             `json:"leaseId"`
+	Pool       string             `json:"pool"`
+	InstanceID string             `json:"instanceId"`
+	Condition  api.LeaseCondition `json:"condition"`
+	// At is when the change was seen (the condition's transition time stays when only its
+	// reason changed).
+	At time.Time `json:"at"`
+}
+
+// RecordLeaseCondition appends the audit event of a condition's change (ActionLeaseCondition),
+// keyed by the change, so that a retried activity writes it once.
+func (a *Activities) RecordLeaseCondition(ctx context.Context, c ConditionChange) error {
+	key := fmt.Sprintf("%s:%s:%s:%s:%s:%d", ActionLeaseCondition, c.LeaseID, c.Condition.Type, c.Condition.Status,
+		c.Condition.Reason, c.At.UnixMicro())
+	detail, err := json.Marshal(map[string]string{"pool": c.Pool, "instance": c.InstanceID, "type": c.Condition.Type,
+		"status": c.Condition.Status, "reason": string(c.Condition.Reason), "message": c.Condition.Message})
+	if err != nil {
+		return err
+	}
+	_, err = a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: ActionLeaseCondition, Target: c.LeaseID, Pool: c.Pool,
+		Key: key, Result: "ok", Detail: detail})
+	return err
 }
 
 // ErrInstanceBroken is the non-retryable error type of a credential asked of a broken instance.

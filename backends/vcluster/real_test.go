@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/backends/vcluster"
@@ -176,7 +177,7 @@ func TestOnRealHostCluster(t *testing.T) {
 					return vcluster.SyncError{}, false
 				}
 			}
-			waitFor := func(object, reason string) {
+			waitFor := func(object string, reason api.ReasonCode) {
 				t.Helper()
 				var got vcluster.SyncError
 				require.Eventually(t, func() bool {

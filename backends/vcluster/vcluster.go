@@ -211,8 +211,9 @@ type Backend struct {
 }
 
 var (
-	_ backends.RuntimeBackend = (*Backend)(nil)
-	_ backends.Preflighter    = (*Backend)(nil)
+	_ backends.RuntimeBackend    = (*Backend)(nil)
+	_ backends.Preflighter       = (*Backend)(nil)
+	_ backends.SyncErrorReporter = (*Backend)(nil)
 )
 
 // New connects the backend to a host cluster (lazily: nothing is asked until used).
