@@ -57,24 +57,10 @@ func (m *mysqlServer) open(ctx context.Context) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(1)
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
+	return adminConnection(ctx, sql.OpenDB(conn))
 }
 
-func (m *mysqlServer) ping(ctx context.Context) error {
-	db, err := m.open(ctx)
-	if err != nil {
-		return err
-	}
-	return db.Close()
-}
+func (m *mysqlServer) ping(ctx context.Context) error { return pingWith(ctx, m.open) }
 
 // In GRANT … ON `db`.*, '_' and '%' are wildcards: kobe_a_1 would also grant kobeXaX1. The
 // database name is escaped there, and only there.

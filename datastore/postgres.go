@@ -39,23 +39,10 @@ func (p *postgres) open(ctx context.Context) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
+	return adminConnection(ctx, db)
 }
 
-func (p *postgres) ping(ctx context.Context) error {
-	db, err := p.open(ctx)
-	if err != nil {
-		return err
-	}
-	return db.Close()
-}
+func (p *postgres) ping(ctx context.Context) error { return pingWith(ctx, p.open) }
 
 // pgQuote quotes an identifier (names are checked to be [a-z0-9_] before; quoting anyway).
 func pgQuote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
