@@ -133,33 +133,8 @@ func (m *mysqlServer) drop(ctx context.Context, name string) error {
 }
 
 func (m *mysqlServer) objects(ctx context.Context, prefix string) ([]string, error) {
-	db, err := m.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	var out []string
-	for _, q := range []struct{ kind, sql string }{
+	return namedObjects(ctx, m.open, prefix, []objectQuery{
 		{"database", "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY SCHEMA_NAME"},
 		{"user", "SELECT DISTINCT User FROM mysql.user ORDER BY User"},
-	} {
-		rows, err := db.QueryContext(ctx, q.sql)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if strings.HasPrefix(n, prefix) {
-				out = append(out, q.kind+" "+n)
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	})
 }

@@ -151,36 +151,8 @@ func (p *postgres) drop(ctx context.Context, name string) error {
 }
 
 func (p *postgres) objects(ctx context.Context, prefix string) ([]string, error) {
-	db, err := p.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	var out []string
-	for _, q := range []struct{ kind, sql string }{
+	return namedObjects(ctx, p.open, prefix, []objectQuery{
 		{"database", `SELECT datname FROM pg_database ORDER BY datname`},
 		{"role", `SELECT rolname FROM pg_roles ORDER BY rolname`},
-	} {
-		rows, err := db.QueryContext(ctx, q.sql)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if strings.HasPrefix(n, prefix) {
-				out = append(out, q.kind+" "+n)
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	})
 }

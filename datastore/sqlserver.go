@@ -3,6 +3,7 @@ package datastore
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 )
 
@@ -30,4 +31,40 @@ func pingWith(ctx context.Context, open func(context.Context) (*sql.DB, error)) 
 		return err
 	}
 	return db.Close()
+}
+
+// objectQuery lists the names of one kind of server object (databases, roles or users).
+type objectQuery struct{ kind, sql string }
+
+// namedObjects lists what exists on the server whose name starts with prefix, as "<kind> <name>".
+func namedObjects(ctx context.Context, open func(context.Context) (*sql.DB, error), prefix string, queries []objectQuery) ([]string, error) {
+	db, err := open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	var out []string
+	for _, q := range queries {
+		rows, err := db.QueryContext(ctx, q.sql)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if strings.HasPrefix(n, prefix) {
+				out = append(out, q.kind+" "+n)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -542,8 +542,8 @@ func (b *boundLease) takeHeartbeats(c workflow.ReceiveChannel) {
 func (b *boundLease) takeUnhealthy(c workflow.ReceiveChannel) {
 	var r pool.HealthReport
 	c.Receive(b.ctx, &r)
-	b.events++
-	if r.InstanceID != "" && r.InstanceID != b.view.InstanceID {
+	at, ours := b.about(r.InstanceID, r.At)
+	if !ours {
 		return
 	}
 	reason := r.Reason
@@ -553,10 +553,6 @@ func (b *boundLease) takeUnhealthy(c workflow.ReceiveChannel) {
 	msg := r.Message
 	if msg == "" {
 		msg = fmt.Sprintf("instance %s failed %d health checks in a row", b.view.InstanceID, r.Failures)
-	}
-	at := r.At
-	if at.IsZero() {
-		at = workflow.Now(b.ctx)
 	}
 	if b.setCondition(api.LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: api.ReasonCode(reason),
 		Message: msg, LastTransitionTime: at}) {
@@ -569,13 +565,9 @@ func (b *boundLease) takeUnhealthy(c workflow.ReceiveChannel) {
 func (b *boundLease) takeSynced(c workflow.ReceiveChannel) {
 	var r pool.SyncReport
 	c.Receive(b.ctx, &r)
-	b.events++
-	if r.InstanceID != "" && r.InstanceID != b.view.InstanceID {
+	at, ours := b.about(r.InstanceID, r.At)
+	if !ours {
 		return
-	}
-	at := r.At
-	if at.IsZero() {
-		at = workflow.Now(b.ctx)
 	}
 	cond := api.LeaseCondition{Type: ConditionSynced, Status: "True", Message: "every object synced onto the host", LastTransitionTime: at}
 	if !r.Synced {
@@ -586,6 +578,19 @@ func (b *boundLease) takeSynced(c workflow.ReceiveChannel) {
 		}
 	}
 	b.setCondition(cond)
+}
+
+// about counts a report of the pool just received and says whether it is about this lease's
+// instance (a report naming none is), and when it was made (now, for a report without a time).
+func (b *boundLease) about(instanceID string, at time.Time) (time.Time, bool) {
+	b.events++
+	if instanceID != "" && instanceID != b.view.InstanceID {
+		return at, false
+	}
+	if at.IsZero() {
+		at = workflow.Now(b.ctx)
+	}
+	return at, true
 }
 
 // setCondition puts c in the view (see setCondition) and, from version
