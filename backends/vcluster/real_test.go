@@ -261,7 +261,7 @@ func TestOnRealHostCluster(t *testing.T) {
 		defer cancel()
 
 		_, _, err = kobe.ApplyPool(lctx, []byte(`{"apiVersion":"kobe.kunobi.ninja/v1alpha1","kind":"ClusterPool","metadata":{"name":"vc-sync"},
-			"spec":{"size":1,"ttl":"30m","scaling":{"maxClusters":1},"healthCheck":{"intervalSeconds":2},
+			"spec":{"ttl":"30m","scaling":{"minReady":1,"maxClusters":1},"healthCheck":{"intervalSeconds":2},
 			"backend":{"type":"vcluster"},"cluster":{"version":"`+c.KubernetesVersion+`"}}}`))
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
