@@ -87,6 +87,21 @@ const (
 	ReasonHealthFailed ReasonCode = "health_failed"
 )
 
+// Why an instance could not sync an object onto its host (condition Synced of a lease; the
+// vcluster backend's syncer, docs/backends/vcluster.md).
+const (
+	// ReasonSyncDenied: the host's admission refused it (PodSecurity, a webhook, RBAC).
+	ReasonSyncDenied ReasonCode = "sync_denied"
+	// ReasonSyncConflict: the host object exists and is not the syncer's, or changed under it.
+	ReasonSyncConflict ReasonCode = "sync_conflict"
+	// ReasonHostQuotaExceeded: a ResourceQuota of the host namespace.
+	ReasonHostQuotaExceeded ReasonCode = "host_quota_exceeded"
+	// ReasonUnsupportedResource: the host does not serve the kind or field.
+	ReasonUnsupportedResource ReasonCode = "unsupported_resource"
+	// ReasonSyncFailed: anything else the syncer reports.
+	ReasonSyncFailed ReasonCode = "sync_failed"
+)
+
 // Refusals of pool and instance actions.
 const (
 	// ReasonNotQuarantined refuses an instance action (retry-teardown, forget) on an instance

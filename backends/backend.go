@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/kunobi-ninja/kobe/api"
 )
 
 // ContractVersion is the version of RuntimeBackend; a backend states the one it implements.
@@ -129,6 +131,26 @@ type CertManager interface {
 // backend): their activities must run on that host's task queue.
 type HostBound interface {
 	HostID() string
+}
+
+// SyncErrorReporter is a backend whose instances carry objects over to a host (vcluster's
+// syncer puts a virtual cluster's pods into its host namespace) and that can say which objects
+// the host refused. The pool's health check asks it about its leased members, so that the
+// lease shows why a workload never appears (condition Synced, reason codes in api).
+type SyncErrorReporter interface {
+	// SyncErrors lists the objects that could not be synced, newest first.
+	SyncErrors(ctx context.Context, id string) ([]SyncError, error)
+}
+
+// SyncError is one object the instance could not sync onto its host.
+type SyncError struct {
+	// Reason is one of api's sync reason codes (api.ReasonSyncDenied, …).
+	Reason api.ReasonCode `json:"reason"`
+	// Object is "Kind namespace/name" inside the instance.
+	Object  string    `json:"object"`
+	Message string    `json:"message"`
+	Count   int32     `json:"count"`
+	Last    time.Time `json:"last"`
 }
 
 // Preflighter is a backend whose specs can only be judged against its environment (e.g. the

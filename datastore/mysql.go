@@ -57,24 +57,10 @@ func (m *mysqlServer) open(ctx context.Context) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(1)
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
+	return adminConnection(ctx, sql.OpenDB(conn))
 }
 
-func (m *mysqlServer) ping(ctx context.Context) error {
-	db, err := m.open(ctx)
-	if err != nil {
-		return err
-	}
-	return db.Close()
-}
+func (m *mysqlServer) ping(ctx context.Context) error { return pingWith(ctx, m.open) }
 
 // In GRANT … ON `db`.*, '_' and '%' are wildcards: kobe_a_1 would also grant kobeXaX1. The
 // database name is escaped there, and only there.
@@ -147,33 +133,8 @@ func (m *mysqlServer) drop(ctx context.Context, name string) error {
 }
 
 func (m *mysqlServer) objects(ctx context.Context, prefix string) ([]string, error) {
-	db, err := m.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	var out []string
-	for _, q := range []struct{ kind, sql string }{
+	return namedObjects(ctx, m.open, prefix, []objectQuery{
 		{"database", "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY SCHEMA_NAME"},
 		{"user", "SELECT DISTINCT User FROM mysql.user ORDER BY User"},
-	} {
-		rows, err := db.QueryContext(ctx, q.sql)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if strings.HasPrefix(n, prefix) {
-				out = append(out, q.kind+" "+n)
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	})
 }

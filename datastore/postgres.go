@@ -39,23 +39,10 @@ func (p *postgres) open(ctx context.Context) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
+	return adminConnection(ctx, db)
 }
 
-func (p *postgres) ping(ctx context.Context) error {
-	db, err := p.open(ctx)
-	if err != nil {
-		return err
-	}
-	return db.Close()
-}
+func (p *postgres) ping(ctx context.Context) error { return pingWith(ctx, p.open) }
 
 // pgQuote quotes an identifier (names are checked to be [a-z0-9_] before; quoting anyway).
 func pgQuote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
@@ -164,36 +151,8 @@ func (p *postgres) drop(ctx context.Context, name string) error {
 }
 
 func (p *postgres) objects(ctx context.Context, prefix string) ([]string, error) {
-	db, err := p.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	var out []string
-	for _, q := range []struct{ kind, sql string }{
+	return namedObjects(ctx, p.open, prefix, []objectQuery{
 		{"database", `SELECT datname FROM pg_database ORDER BY datname`},
 		{"role", `SELECT rolname FROM pg_roles ORDER BY rolname`},
-	} {
-		rows, err := db.QueryContext(ctx, q.sql)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if strings.HasPrefix(n, prefix) {
-				out = append(out, q.kind+" "+n)
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	})
 }

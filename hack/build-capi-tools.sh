@@ -55,21 +55,13 @@ capi_ldflags() {
 
 build_managers() {
   mkdir -p "$DEST/bin"
-  local entry name pkg tmp t0
+  local entry name pkg t0
   for entry in "${MANAGERS[@]}"; do
     name=${entry%%=*} pkg=${entry#*=}
     if [[ -x $DEST/bin/$name ]]; then log "capi $CAPI_VERSION: $name up to date"; continue; fi
     log "capi $CAPI_VERSION: building $name ($pkg)"
     t0=$(now)
-    tmp=$(mktemp -d "$OUT/.build.XXXXXX")
-    # go build into a temporary folder, then rename: an interrupted build never leaves a
-    # half-written binary that a later run would take for a finished one.
-    if ! (cd "$MODDIR" && go build -mod=readonly -trimpath -ldflags "$(capi_ldflags)" -o "$tmp/$name" "$pkg"); then
-      rm -rf "$tmp"
-      die "go build of $pkg failed (see the compiler output above)"
-    fi
-    mv -f "$tmp/$name" "$DEST/bin/$name"
-    rm -rf "$tmp"
+    go_build_to "$OUT" "$DEST/bin/$name" "$MODDIR" "$pkg" -mod=readonly -trimpath -ldflags "$(capi_ldflags)"
     log "capi $CAPI_VERSION: $name done in $(since "$t0")"
   done
 }
@@ -102,17 +94,11 @@ copy_config() {
 
 # Adds (or replaces) the CAPI_* lines of versions.env, atomically.
 record_manifest() {
-  local env=$OUT/versions.env
-  local tmp; tmp=$(mktemp "$OUT/.versions.env.XXXXXX")
-  if [[ -f $env ]]; then grep -v '^CAPI_' "$env" >"$tmp" || true; fi
-  cat >>"$tmp" <<EOF
+  record_versions "$OUT" '^CAPI_' 'CAPI_*' <<EOF
 CAPI_VERSION=$CAPI_VERSION
 CAPI_BIN_DIR=$DEST/bin
 CAPI_CONFIG_DIR=$DEST/config
 EOF
-  chmod 0644 "$tmp"
-  mv -f "$tmp" "$env"
-  log "manifest: $env (CAPI_*)"
 }
 
 sync_module() {
@@ -136,19 +122,12 @@ replace (
 	sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api $CAPI_VERSION
 )
 EOF
-  rm -f "$MODDIR/go.sum"
-  (cd "$MODDIR" && go mod tidy) || die "sync of $MODDIR failed"
+  tidy_module "$MODDIR"
   check_pin
 }
 
 main() {
-  case ${1:-build} in
-    sync) sync_module; log "sync done; review and commit hack/tools/capi/go.mod and go.sum"; return ;;
-    build) ;;
-    *) die "unknown command '$1' (usage: $0 [build|sync])" ;;
-  esac
-  mkdir -p "$OUT"
-  [[ -f $OUT/.gitignore ]] || printf '*\n' >"$OUT/.gitignore"
+  tools_command sync_module "$MODDIR" "$OUT" "$@"
   local t0; t0=$(now)
   check_pin
   build_managers

@@ -74,36 +74,22 @@ build_k3s() {
   command -v gcc >/dev/null || die "k3s needs cgo (kine's sqlite): install gcc (apt-get install gcc)"
   log "k3s $K3S_VERSION: building k3s (cold: ~12 min on 2 cores, 220 MB)"
   local t0; t0=$(now)
-  local tmp; tmp=$(mktemp -d "$OUT/.build.XXXXXX")
   # -mod=readonly with the committed go.sum: every module, the 28 above included, is checked
   # against the hashes pinned there; no checksum-database lookup is skipped at build time.
   # Tags as upstream's scripts/build minus ctrd (containerd's Main, for the agent), apparmor and
   # seccomp (libseccomp; the agent's container runtime only).
-  if ! (cd "$MODDIR" && go build -mod=readonly -buildvcs=false \
-    -tags "netcgo osusergo providerless urfave_cli_no_docs" \
-    -ldflags "$(k3s_ldflags)" -o "$tmp/k3s" github.com/k3s-io/k3s/cmd/server); then
-    rm -rf "$tmp"
-    die "go build of github.com/k3s-io/k3s/cmd/server failed (see the compiler output above)"
-  fi
-  "$tmp/k3s" --version >/dev/null || { rm -rf "$tmp"; die "the built k3s does not run"; }
-  mkdir -p "$DEST"
-  mv -f "$tmp/k3s" "$DEST/k3s"
-  rm -rf "$tmp"
+  go_build_to "$OUT" "$DEST/k3s" "$MODDIR" github.com/k3s-io/k3s/cmd/server -mod=readonly -buildvcs=false \
+    -tags "netcgo osusergo providerless urfave_cli_no_docs" -ldflags "$(k3s_ldflags)"
+  "$DEST/k3s" --version >/dev/null || { rm -f "$DEST/k3s"; die "the built k3s does not run"; }
   log "k3s $K3S_VERSION: done in $(since "$t0")"
 }
 
 # Adds (or replaces) the K3S_* lines of versions.env, atomically.
 record_manifest() {
-  local env=$OUT/versions.env
-  local tmp; tmp=$(mktemp "$OUT/.versions.env.XXXXXX")
-  if [[ -f $env ]]; then grep -v '^K3S_\|^K3S=' "$env" >"$tmp" || true; fi
-  cat >>"$tmp" <<EOF
+  record_versions "$OUT" '^K3S_\|^K3S=' 'K3S_*' <<EOF
 K3S_VERSION=$K3S_VERSION
 K3S=$DEST/k3s
 EOF
-  chmod 0644 "$tmp"
-  mv -f "$tmp" "$env"
-  log "manifest: $env (K3S_*)"
 }
 
 sync_module() {
@@ -141,19 +127,12 @@ replace (
 $replaces
 )
 EOF
-  rm -f "$MODDIR/go.sum"
-  (cd "$MODDIR" && GONOSUMDB=$(gonosumdb) GOFLAGS=-mod=mod go mod tidy) || die "sync of $MODDIR failed"
+  tidy_module "$MODDIR" GONOSUMDB="$(gonosumdb)" GOFLAGS=-mod=mod
   check_pin "$MODDIR" github.com/k3s-io/k3s "$K3S_MODULE_VERSION" "hack/build-k3s-tools.sh sync"
 }
 
 main() {
-  case ${1:-build} in
-    sync) sync_module; log "sync done; review and commit hack/tools/k3s/go.mod and go.sum"; return ;;
-    build) ;;
-    *) die "unknown command '$1' (usage: $0 [build|sync])" ;;
-  esac
-  mkdir -p "$OUT"
-  [[ -f $OUT/.gitignore ]] || printf '*\n' >"$OUT/.gitignore"
+  tools_command sync_module "$MODDIR" "$OUT" "$@"
   local t0; t0=$(now)
   build_k3s
   record_manifest

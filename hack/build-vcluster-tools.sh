@@ -36,21 +36,11 @@ command -v go >/dev/null || die "go is not on PATH"
 build_syncer() {
   if [[ -x $DEST/vcluster ]]; then log "vcluster $VCLUSTER_VERSION: syncer up to date"; return; fi
   log "vcluster $VCLUSTER_VERSION: building the syncer ($MODULE/cmd/vcluster; ~7 min cold on 2 cores)"
-  mkdir -p "$DEST"
-  local t0 tmp
-  t0=$(now)
-  tmp=$(mktemp -d "$OUT/.build.XXXXXX")
-  # Into a temporary folder, then renamed: an interrupted build never leaves a half-written
-  # binary that a later run would take for a finished one. The SyncerVersion stamp is what
-  # `vcluster version` prints and what the syncer reports to the chart's status.
-  if ! (cd "$MODDIR" && go build -mod=readonly -trimpath \
-    -ldflags "-s -w -X $MODULE/pkg/telemetry.SyncerVersion=${VCLUSTER_VERSION#v}" \
-    -o "$tmp/vcluster" "$MODULE/cmd/vcluster"); then
-    rm -rf "$tmp"
-    die "go build of $MODULE/cmd/vcluster failed (see the compiler output above)"
-  fi
-  mv -f "$tmp/vcluster" "$DEST/vcluster"
-  rm -rf "$tmp"
+  local t0; t0=$(now)
+  # The SyncerVersion stamp is what `vcluster version` prints and what the syncer reports to
+  # the chart's status.
+  go_build_to "$OUT" "$DEST/vcluster" "$MODDIR" "$MODULE/cmd/vcluster" -mod=readonly -trimpath \
+    -ldflags "-s -w -X $MODULE/pkg/telemetry.SyncerVersion=${VCLUSTER_VERSION#v}"
   log "vcluster $VCLUSTER_VERSION: syncer done in $(since "$t0")"
 }
 
@@ -88,17 +78,11 @@ copy_chart() {
 
 # Adds (or replaces) the VCLUSTER_* lines of versions.env, atomically.
 record_manifest() {
-  local env=$OUT/versions.env
-  local tmp; tmp=$(mktemp "$OUT/.versions.env.XXXXXX")
-  if [[ -f $env ]]; then grep -v '^VCLUSTER_' "$env" >"$tmp" || true; fi
-  cat >>"$tmp" <<EOV
+  record_versions "$OUT" '^VCLUSTER_' 'VCLUSTER_*' <<EOV
 VCLUSTER_VERSION=$VCLUSTER_VERSION
 VCLUSTER_SYNCER=$DEST/vcluster
 VCLUSTER_CHART_DIR=$DEST/chart
 EOV
-  chmod 0644 "$tmp"
-  mv -f "$tmp" "$env"
-  log "manifest: $env (VCLUSTER_*)"
 }
 
 sync_module() {
@@ -115,19 +99,12 @@ require $MODULE $VCLUSTER_VERSION
 
 replace github.com/loft-sh/e2e-framework => ./stub/e2e-framework
 EOM
-  rm -f "$MODDIR/go.sum"
-  (cd "$MODDIR" && go mod tidy) || die "sync of $MODDIR failed"
+  tidy_module "$MODDIR"
   check_pin "$MODDIR" "$MODULE" "$VCLUSTER_VERSION" "hack/build-vcluster-tools.sh sync"
 }
 
 main() {
-  case ${1:-build} in
-    sync) sync_module; log "sync done; review and commit hack/tools/vcluster/go.mod and go.sum"; return ;;
-    build) ;;
-    *) die "unknown command '$1' (usage: $0 [build|sync])" ;;
-  esac
-  mkdir -p "$OUT"
-  [[ -f $OUT/.gitignore ]] || printf '*\n' >"$OUT/.gitignore"
+  tools_command sync_module "$MODDIR" "$OUT" "$@"
   local t0; t0=$(now)
   check_pin "$MODDIR" "$MODULE" "$VCLUSTER_VERSION" "hack/build-vcluster-tools.sh sync"
   build_syncer

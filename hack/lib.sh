@@ -32,3 +32,53 @@ missing() { # <dir> <binary>...: prints the binaries of <dir> that do not exist 
   local b
   for b in "$@"; do [[ -x $dir/$b ]] || printf '%s ' "$b"; done
 }
+
+# The command line of a build-*-tools.sh script: `sync` runs <sync function> (it regenerates the
+# script's wrapper module) and exits; `build`, the default, makes the output folder <out> ready
+# (with a .gitignore, so that a cache inside the repository is never committed) and returns.
+tools_command() { # <sync function> <module dir> <out> [build|sync]
+  local sync=$1 moddir=$2 out=$3
+  case ${4:-build} in
+    sync) "$sync"; log "sync done; review and commit ${moddir#"$REPO_ROOT"/}/go.mod and go.sum"; exit 0 ;;
+    build) ;;
+    *) die "unknown command '$4' (usage: $0 [build|sync])" ;;
+  esac
+  mkdir -p "$out"
+  [[ -f $out/.gitignore ]] || printf '*\n' >"$out/.gitignore"
+}
+
+# go build of <package> in <module dir> into the file <dest>, through a temporary folder of
+# <out> renamed at the end: an interrupted build never leaves a half-written binary that a
+# later run would take for a finished one. The remaining arguments go to go build.
+go_build_to() { # <out> <dest> <module dir> <package> [go build flags...]
+  local out=$1 dest=$2 moddir=$3 pkg=$4; shift 4
+  local tmp; tmp=$(mktemp -d "$out/.build.XXXXXX")
+  if ! (cd "$moddir" && go build "$@" -o "$tmp/${dest##*/}" "$pkg"); then
+    rm -rf "$tmp"
+    die "go build of $pkg failed (see the compiler output above)"
+  fi
+  mkdir -p "${dest%/*}"
+  mv -f "$tmp/${dest##*/}" "$dest"
+  rm -rf "$tmp"
+}
+
+# Adds (or replaces) lines of <out>/versions.env, atomically: the lines that match <pattern>
+# (grep's basic regular expression) go, the lines read from stdin are added; <what> names them
+# in the log.
+record_versions() { # <out> <pattern> <what>  (the new lines on stdin)
+  local env=$1/versions.env
+  local tmp; tmp=$(mktemp "$1/.versions.env.XXXXXX")
+  if [[ -f $env ]]; then grep -v "$2" "$env" >"$tmp" || true; fi
+  cat >>"$tmp"
+  chmod 0644 "$tmp"
+  mv -f "$tmp" "$env"
+  log "manifest: $env ($3)"
+}
+
+# Regenerates a wrapper module's go.sum from its go.mod (rewritten by the caller): go mod tidy
+# with the environment given (e.g. GONOSUMDB=…), or dies naming the folder.
+tidy_module() { # <module dir> [VAR=value...]
+  local moddir=$1; shift
+  rm -f "$moddir/go.sum"
+  (cd "$moddir" && env "$@" go mod tidy) || die "sync of $moddir failed"
+}

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/backends/leasecred"
+	"github.com/kunobi-ninja/kobe/backends/leasesigner"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
@@ -275,7 +275,7 @@ func (a *Activities) PrepareLeaseCredentials(ctx context.Context, req BackendReq
 	if err != nil {
 		return false, err
 	}
-	sealed, err := leasecred.Seal(a.Secrets, req.Spec.ID, signer)
+	sealed, err := leasesigner.Seal(a.Secrets, req.Spec.ID, signer)
 	if err != nil {
 		return false, err
 	}

@@ -9,6 +9,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
+	"go.uber.org/zap"
+
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 )
 
@@ -24,7 +27,29 @@ type HealthResult struct {
 	Healthy    bool   `json:"healthy"`
 	// Message says what failed; never a credential.
 	Message string `json:"message,omitempty"`
+	// Sync says what the instance could not sync onto its host lately, for a backend that
+	// syncs (backends.SyncErrorReporter) and an instance whose API answered; nil otherwise
+	// (unknown: the pool keeps what it knew).
+	Sync *SyncState `json:"sync,omitempty"`
 }
+
+// SyncState is what an instance could not sync onto its host within SyncErrorWindow.
+type SyncState struct {
+	// Reason is the reason code of the newest sync error (api.ReasonSyncDenied, …); empty when
+	// every object synced.
+	Reason api.ReasonCode `json:"reason,omitempty"`
+	// Message names the object and says what the host answered ("Pod default/web: …").
+	Message string `json:"message,omitempty"`
+	// Objects counts the objects with a sync error.
+	Objects int `json:"objects,omitempty"`
+}
+
+// SyncErrorWindow is how recent a sync error must be to count. A syncer retries an object it
+// could not sync with a backoff of at most about 17 minutes (controller-runtime's default
+// rate limiter, 1000 s) and reports each failure again, so an error that still stands is seen
+// again within the window, and one that was resolved (or whose object was deleted) stops
+// counting once the window has passed. The syncer reports no success to go by.
+const SyncErrorWindow = 20 * time.Minute
 
 // healthRequestTimeout bounds the request to one instance's API: a live API server answers
 // /readyz in milliseconds, a wedged one must not hold the whole check.
@@ -45,6 +70,7 @@ func (a *Activities) CheckHealth(ctx context.Context, req HealthRequest) ([]Heal
 			res.Message = msg
 		} else {
 			res.Healthy = true
+			res.Sync = a.syncState(ctx, b, id)
 		}
 		out = append(out, res)
 	}
@@ -92,6 +118,41 @@ func (a *Activities) checkOne(ctx context.Context, b backends.RuntimeBackend, ba
 		return fmt.Sprintf("the instance's API answers /readyz with %q", truncate(string(body), 200))
 	}
 	return ""
+}
+
+// syncState asks a backend that syncs what it could not sync lately; nil when it does not sync
+// or cannot say now.
+func (a *Activities) syncState(ctx context.Context, b backends.RuntimeBackend, id string) *SyncState {
+	r, ok := b.(backends.SyncErrorReporter)
+	if !ok {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, healthRequestTimeout)
+	defer cancel()
+	errs, err := r.SyncErrors(rctx, id)
+	if err != nil {
+		if a.Logger != nil {
+			a.Logger.Warn("sync errors unknown", zap.String("instance", id), zap.Error(err))
+		}
+		return nil
+	}
+	return syncStateOf(errs, time.Now())
+}
+
+// syncStateOf keeps the errors seen within SyncErrorWindow of now (errs newest first).
+func syncStateOf(errs []backends.SyncError, now time.Time) *SyncState {
+	st := &SyncState{}
+	for _, e := range errs {
+		if now.Sub(e.Last) > SyncErrorWindow {
+			continue
+		}
+		if st.Objects == 0 {
+			st.Reason = e.Reason
+			st.Message = truncate(e.Object+": "+e.Message, 300)
+		}
+		st.Objects++
+	}
+	return st
 }
 
 func truncate(s string, n int) string {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/backends/leasecred"
+	"github.com/kunobi-ninja/kobe/backends/leasesigner"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
@@ -107,17 +108,43 @@ func (a *Activities) EnsureLeaseBound(ctx context.Context, b BoundLease) error {
 		return temporal.NewNonRetryableApplicationError("this worker has no secret key: it cannot store lease credentials", "NoSecretKey", nil)
 	}
 	if _, err := a.Store.GetLeaseCredential(ctx, b.Record.ID); errors.Is(err, store.ErrNotFound) {
-		signer, err := leasecred.Signer(ctx, a.Store, a.Secrets, b.Record.InstanceID)
+		signer, err := leasesigner.Signer(ctx, a.Store, a.Secrets, b.Record.InstanceID)
 		if err != nil {
 			return err
 		}
-		if _, err := leasecred.Ensure(ctx, a.Store, a.Secrets, signer, b.Record.ID, b.NotAfter); err != nil {
+		if _, err := leasesigner.Ensure(ctx, a.Store, a.Secrets, signer, b.Record.ID, b.NotAfter); err != nil {
 			return err
 		}
 	} else if err != nil {
 		return err
 	}
 	return a.RecordLease(ctx, b.Record)
+}
+
+// ConditionChange is a change of one of a lease's conditions, for the audit log.
+type ConditionChange struct {
+	LeaseID    string             `json:"leaseId"`
+	Pool       string             `json:"pool"`
+	InstanceID string             `json:"instanceId"`
+	Condition  api.LeaseCondition `json:"condition"`
+	// At is when the change was seen (the condition's transition time stays when only its
+	// reason changed).
+	At time.Time `json:"at"`
+}
+
+// RecordLeaseCondition appends the audit event of a condition's change (ActionLeaseCondition),
+// keyed by the change, so that a retried activity writes it once.
+func (a *Activities) RecordLeaseCondition(ctx context.Context, c ConditionChange) error {
+	key := fmt.Sprintf("%s:%s:%s:%s:%s:%d", ActionLeaseCondition, c.LeaseID, c.Condition.Type, c.Condition.Status,
+		c.Condition.Reason, c.At.UnixMicro())
+	detail, err := json.Marshal(map[string]string{"pool": c.Pool, "instance": c.InstanceID, "type": c.Condition.Type,
+		"status": c.Condition.Status, "reason": string(c.Condition.Reason), "message": c.Condition.Message})
+	if err != nil {
+		return err
+	}
+	_, err = a.Store.AppendEvent(ctx, store.Event{Actor: "kobe", Action: ActionLeaseCondition, Target: c.LeaseID, Pool: c.Pool,
+		Key: key, Result: "ok", Detail: detail})
+	return err
 }
 
 // ErrInstanceBroken is the non-retryable error type of a credential asked of a broken instance.

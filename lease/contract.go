@@ -2,3 +2,11 @@ package lease
 
 // ConditionInstanceHealthy is False once the lease's instance failed its health checks.
 const ConditionInstanceHealthy = "InstanceHealthy"
+
+// ConditionSynced is False while the lease's instance reports objects it could not sync onto
+// its host (a backend that syncs, such as vcluster), with the newest error's reason code
+// (api.ReasonSyncDenied, …), and True again once they are over.
+const ConditionSynced = "Synced"
+
+// ActionLeaseCondition is the audit action of a change of one of a lease's conditions.
+const ActionLeaseCondition = "lease.condition"

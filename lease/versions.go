@@ -16,4 +16,8 @@ const (
 	// drained and every handler finished), records its instance's health as a condition, and
 	// re-arms its timers only when they fire, so that heartbeats do not grow its history.
 	leaseVersionBoundRuns = "lease-bound-runs"
+	// leaseVersionConditionsAudited shows the instance's sync errors as the condition Synced
+	// (SignalInstanceSync from the pool) and audits every change of a condition
+	// (RecordLeaseCondition).
+	leaseVersionConditionsAudited = "lease-conditions-audited"
 )

@@ -408,6 +408,9 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 		b := &boundLease{ctx: ctx, in: in, view: &view, lastSeen: &lastSeen, extending: &extending, metrics: metrics,
 			release: releaseCh, heartbeat: heartbeatCh, unhealthy: workflow.GetSignalChannel(ctx, pool.SignalInstanceUnhealthy),
 			assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh}, project: project}
+		if in.Bound != nil || workflow.GetVersion(ctx, leaseVersionConditionsAudited, workflow.DefaultVersion, 1) >= 1 {
+			b.synced = workflow.GetSignalChannel(ctx, pool.SignalInstanceSync)
+		}
 		if b.hold() {
 			next := in
 			next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, IssueFor: issueFor}
@@ -448,6 +451,9 @@ type boundLease struct {
 	release   workflow.ReceiveChannel
 	heartbeat workflow.ReceiveChannel
 	unhealthy workflow.ReceiveChannel
+	// synced receives the pool's sync reports (version lease-conditions-audited: nil before
+	// it, when conditions are not audited either).
+	synced    workflow.ReceiveChannel
 	assigned  workflow.ReceiveChannel
 	leftovers []workflow.ReceiveChannel
 	project   func()
@@ -512,6 +518,9 @@ func (b *boundLease) hold() bool {
 		sel.AddReceive(b.release, func(c workflow.ReceiveChannel, _ bool) { b.takeRelease(c) })
 		sel.AddReceive(b.heartbeat, func(c workflow.ReceiveChannel, _ bool) { b.takeHeartbeats(c) })
 		sel.AddReceive(b.unhealthy, func(c workflow.ReceiveChannel, _ bool) { b.takeUnhealthy(c) })
+		if b.synced != nil {
+			sel.AddReceive(b.synced, func(c workflow.ReceiveChannel, _ bool) { b.takeSynced(c) })
+		}
 		sel.AddReceive(b.assigned, func(c workflow.ReceiveChannel, _ bool) { b.takeAssigned(c) })
 		for _, ch := range b.leftovers {
 			sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { b.takeLeftover(c) })
@@ -535,7 +544,11 @@ func (b *boundLease) continueAsNew(threshold int) bool {
 // whether there was any.
 func (b *boundLease) drain() bool {
 	got := false
-	for _, ch := range append([]workflow.ReceiveChannel{b.release, b.heartbeat, b.unhealthy, b.assigned}, b.leftovers...) {
+	channels := []workflow.ReceiveChannel{b.release, b.heartbeat, b.unhealthy, b.assigned}
+	if b.synced != nil {
+		channels = append(channels, b.synced)
+	}
+	for _, ch := range append(channels, b.leftovers...) {
 		for ch.Len() > 0 {
 			got = true
 			switch ch {
@@ -545,6 +558,8 @@ func (b *boundLease) drain() bool {
 				b.takeHeartbeats(ch)
 			case b.unhealthy:
 				b.takeUnhealthy(ch)
+			case b.synced:
+				b.takeSynced(ch)
 			case b.assigned:
 				b.takeAssigned(ch)
 			default:
@@ -576,8 +591,8 @@ func (b *boundLease) takeHeartbeats(c workflow.ReceiveChannel) {
 func (b *boundLease) takeUnhealthy(c workflow.ReceiveChannel) {
 	var r pool.HealthReport
 	c.Receive(b.ctx, &r)
-	b.events++
-	if r.InstanceID != "" && r.InstanceID != b.view.InstanceID {
+	at, ours := b.about(r.InstanceID, r.At)
+	if !ours {
 		return
 	}
 	reason := r.Reason
@@ -588,14 +603,66 @@ func (b *boundLease) takeUnhealthy(c workflow.ReceiveChannel) {
 	if msg == "" {
 		msg = fmt.Sprintf("instance %s failed %d health checks in a row", b.view.InstanceID, r.Failures)
 	}
-	at := r.At
-	if at.IsZero() {
-		at = workflow.Now(b.ctx)
-	}
-	if setCondition(b.view, api.LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: api.ReasonCode(reason),
+	if b.setCondition(api.LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: api.ReasonCode(reason),
 		Message: msg, LastTransitionTime: at}) {
 		b.metrics.Counter(MetricLeaseInstanceUnhealthy).Inc(1)
 	}
+}
+
+// takeSynced records what the lease's instance could not sync onto its host (condition
+// Synced: False with the newest error's reason, True once every object synced again).
+func (b *boundLease) takeSynced(c workflow.ReceiveChannel) {
+	var r pool.SyncReport
+	c.Receive(b.ctx, &r)
+	at, ours := b.about(r.InstanceID, r.At)
+	if !ours {
+		return
+	}
+	cond := api.LeaseCondition{Type: ConditionSynced, Status: "True", Message: "every object synced onto the host", LastTransitionTime: at}
+	if !r.Synced {
+		cond.Status, cond.Reason = "False", r.Reason
+		cond.Message = r.Message
+		if r.Objects > 1 {
+			cond.Message = fmt.Sprintf("%s (and %d more objects)", r.Message, r.Objects-1)
+		}
+	}
+	b.setCondition(cond)
+}
+
+// about counts a report of the pool just received and says whether it is about this lease's
+// instance (a report naming none is), and when it was made (now, for a report without a time).
+func (b *boundLease) about(instanceID string, at time.Time) (time.Time, bool) {
+	b.events++
+	if instanceID != "" && instanceID != b.view.InstanceID {
+		return at, false
+	}
+	if at.IsZero() {
+		at = workflow.Now(b.ctx)
+	}
+	return at, true
+}
+
+// setCondition puts c in the view (see setCondition) and, from version
+// lease-conditions-audited, audits a change of its status or reason; it says whether the
+// status changed.
+func (b *boundLease) setCondition(c api.LeaseCondition) bool {
+	var before *api.LeaseCondition
+	for i := range b.view.Conditions {
+		if b.view.Conditions[i].Type == c.Type {
+			old := b.view.Conditions[i]
+			before = &old
+		}
+	}
+	changed := setCondition(b.view, c)
+	if b.synced == nil || (before != nil && before.Status == c.Status && before.Reason == c.Reason) {
+		return changed
+	}
+	var a *Activities
+	short := workflow.WithActivityOptions(b.ctx, instance.StoreWriteOptions())
+	b.events += 3
+	_ = workflow.ExecuteActivity(short, a.RecordLeaseCondition, ConditionChange{LeaseID: b.view.ID, Pool: b.view.Pool,
+		InstanceID: b.view.InstanceID, Condition: c, At: workflow.Now(b.ctx)}).Get(b.ctx, nil)
+	return changed
 }
 
 // takeAssigned handles an assignment that arrives once the lease is Bound (a duplicate of its

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -602,4 +603,60 @@ func TestLeaseInstanceUnhealthy(t *testing.T) {
 	require.NotNil(t, next.Resume)
 	assert.Equal(t, at8.Conditions, next.Resume.View.Conditions, "the condition is carried into the next run")
 	assert.Empty(t, le.released)
+}
+
+// What the instance could not sync onto its host shows on its lease as the condition Synced
+// (False with the newest error's reason, True once every object synced again), and every change
+// of a condition, its reason included, is in the audit log once; the lease stays Bound.
+func TestLeaseInstanceSyncErrors(t *testing.T) {
+	le, _, _ := newCredLeaseEnv(t)
+	le.assignAfter(time.Second)
+	report := func(r pool.SyncReport, at time.Duration) {
+		le.env.RegisterDelayedCallback(func() {
+			r.At = le.env.Now()
+			le.env.SignalWorkflow(pool.SignalInstanceSync, r)
+		}, at)
+	}
+	report(pool.SyncReport{InstanceID: "other", Reason: api.ReasonSyncConflict, Message: "not this lease's"}, 2*time.Minute)
+	report(pool.SyncReport{InstanceID: "i1", Reason: api.ReasonSyncDenied, Message: "Pod default/p: forbidden", Objects: 1}, 3*time.Minute)
+	report(pool.SyncReport{InstanceID: "i1", Reason: api.ReasonHostQuotaExceeded, Message: "Pod default/q: exceeded quota", Objects: 2}, 5*time.Minute)
+	report(pool.SyncReport{InstanceID: "i1", Synced: true}, 7*time.Minute)
+	le.env.RegisterDelayedCallback(func() {
+		le.env.SignalWorkflow(pool.SignalInstanceUnhealthy, pool.HealthReport{InstanceID: "i1", Reason: pool.ReasonHealthFailed,
+			Message: "kube-apiserver: connection refused", Failures: 3, At: le.env.Now()})
+	}, 8*time.Minute)
+	var at4, at6, at9 lease.View
+	le.env.RegisterDelayedCallback(func() { at4 = le.view(t) }, 4*time.Minute)
+	le.env.RegisterDelayedCallback(func() { at6 = le.view(t) }, 6*time.Minute)
+	le.env.RegisterDelayedCallback(func() { at9 = le.view(t); le.env.SignalWorkflow(lease.SignalReleaseLease, nil) }, 9*time.Minute)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
+	require.NoError(t, le.env.GetWorkflowError())
+
+	require.Len(t, at4.Conditions, 1)
+	c := at4.Conditions[0]
+	assert.Equal(t, lease.ConditionSynced, c.Type)
+	assert.Equal(t, "False", c.Status)
+	assert.Equal(t, api.ReasonSyncDenied, c.Reason)
+	assert.Equal(t, "Pod default/p: forbidden", c.Message)
+	assert.Equal(t, api.LeaseBound, at4.Phase)
+	require.Len(t, at6.Conditions, 1)
+	assert.Equal(t, api.ReasonHostQuotaExceeded, at6.Conditions[0].Reason)
+	assert.Equal(t, "Pod default/q: exceeded quota (and 1 more objects)", at6.Conditions[0].Message)
+	assert.True(t, c.LastTransitionTime.Equal(at6.Conditions[0].LastTransitionTime), "still False: the transition time stays")
+	require.Len(t, at9.Conditions, 2)
+	assert.Equal(t, "True", at9.Conditions[0].Status, "synced again")
+	assert.Empty(t, at9.Conditions[0].Reason)
+	assert.Equal(t, lease.ConditionInstanceHealthy, at9.Conditions[1].Type)
+
+	events, err := le.store.ListEvents(context.Background(), store.EventFilter{Action: lease.ActionLeaseCondition, Target: "lease-1"})
+	require.NoError(t, err)
+	var got []string
+	for _, e := range events {
+		var d map[string]string
+		require.NoError(t, json.Unmarshal(e.Detail, &d))
+		assert.Equal(t, "i1", d["instance"])
+		got = append(got, d["type"]+"="+d["status"]+" "+d["reason"])
+	}
+	assert.ElementsMatch(t, []string{"Synced=False sync_denied", "Synced=False host_quota_exceeded", "Synced=True ",
+		"InstanceHealthy=False health_failed"}, got, "one event a change")
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
+
 	"github.com/kunobi-ninja/kobe/instance"
 )
 
@@ -41,6 +43,23 @@ type HealthReport struct {
 	Message    string    `json:"message"`
 	Failures   int       `json:"failures"`
 	At         time.Time `json:"at"`
+}
+
+// SignalInstanceSync goes from the pool to a lease when what its member could not sync onto
+// its host changed (SyncReport, from a backend that syncs: backends.SyncErrorReporter); the
+// lease shows it as its Synced condition.
+const SignalInstanceSync = "instance-sync"
+
+// SyncReport says whether a member synced every object onto its host lately
+// (instance.SyncState): Synced, or the reason code of the newest sync error.
+type SyncReport struct {
+	InstanceID string         `json:"instanceId"`
+	Synced     bool           `json:"synced"`
+	Reason     api.ReasonCode `json:"reason,omitempty"`
+	Message    string         `json:"message,omitempty"`
+	// Objects counts the objects with a sync error.
+	Objects int       `json:"objects,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // Health check vocabulary.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -21,7 +22,18 @@ import (
 type brokenSet struct {
 	mu     sync.Mutex
 	broken map[string]bool
+	// sync is what a healthy member's check says of its sync errors (nil: nothing).
+	sync   map[string]*instance.SyncState
 	checks int
+}
+
+func (b *brokenSet) setSync(id string, st *instance.SyncState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sync == nil {
+		b.sync = map[string]*instance.SyncState{}
+	}
+	b.sync[id] = st
 }
 
 func (b *brokenSet) set(id string, broken bool) {
@@ -39,6 +51,8 @@ func (b *brokenSet) check(_ context.Context, req instance.HealthRequest) ([]inst
 		r := instance.HealthResult{InstanceID: id, Healthy: !b.broken[id]}
 		if !r.Healthy {
 			r.Message = "kube-apiserver is not running"
+		} else {
+			r.Sync = b.sync[id]
 		}
 		out = append(out, r)
 	}
@@ -175,4 +189,37 @@ func TestPoolReportsABrokenLeasedMember(t *testing.T) {
 	assert.Equal(t, 1, after.Unhealthy)
 	assert.Equal(t, 1, after.Creating, "the warm target is refilled beside the broken leased member")
 	assert.LessOrEqual(t, len(after.Members), 2, "within maxClusters")
+}
+
+// A Leased member's sync errors go to its lease when they change (instance-sync): the first
+// one, the same one again (nothing), every object synced again.
+func TestPoolReportsALeasedMembersSyncErrors(t *testing.T) {
+	pol := basePolicy()
+	pol.WarmTarget, pol.MaxClusters, pol.MaxConcurrentProvisions = 1, 2, 1
+	pol.HealthCheckInterval = 10 * time.Second
+	env, checks, _, out := healthEnv(t)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(instance.SignalMemberReady, instance.MemberReport{InstanceID: "p-t-1", Endpoint: "https://1"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(pool.SignalClaim, pool.ClaimRequest{LeaseID: "lease-1", At: env.Now()})
+	}, 2*time.Second)
+	denied := &instance.SyncState{Reason: api.ReasonSyncDenied, Message: "Pod default/p: forbidden", Objects: 1}
+	env.RegisterDelayedCallback(func() { checks.setSync("p-t-1", denied) }, 3*time.Second)
+	env.RegisterDelayedCallback(func() { checks.setSync("p-t-1", &instance.SyncState{}) }, 45*time.Second)
+	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, 2*time.Minute)
+	env.ExecuteWorkflow(pool.WorkflowName, pool.Snapshot{Policy: pol, Incarnation: "t"})
+
+	var reports []pool.SyncReport
+	for _, s := range *out {
+		if r, ok := s.arg.(pool.SyncReport); ok && s.signal == pool.SignalInstanceSync {
+			assert.Equal(t, "lease-1", s.to)
+			reports = append(reports, r)
+		}
+	}
+	require.Len(t, reports, 2, "one report a change: %+v", reports)
+	assert.Equal(t, pool.SyncReport{InstanceID: "p-t-1", Reason: api.ReasonSyncDenied, Message: "Pod default/p: forbidden", Objects: 1,
+		At: reports[0].At}, reports[0])
+	assert.True(t, reports[1].Synced)
+	assert.Empty(t, reports[1].Reason)
 }

@@ -38,10 +38,12 @@ type Versions struct {
 	Hardened bool
 	// ForgetsUnchanged: see poolVersionForgetsUnchanged.
 	ForgetsUnchanged bool
+	// SyncReports: see poolVersionSyncReports.
+	SyncReports bool
 }
 
 // latestVersions are the behaviours of a pool started by this kobe (what the tests play).
-var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true}
+var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true}
 
 // State is a pool's state as its decisions see it.
 type State struct {
@@ -236,6 +238,9 @@ type Member struct {
 	HealthMessage  string `json:"healthMessage,omitempty"`
 	// Broken marks a Leased member that failed failureThreshold checks: its lease was told.
 	Broken bool `json:"broken,omitempty"`
+	// SyncReason is what a Leased member's lease was last told of its sync errors (the newest
+	// one's reason code; empty: synced, or never told).
+	SyncReason api.ReasonCode `json:"syncReason,omitempty"`
 	// TeardownAttempts counts the teardowns started for it (each a workflow of its own id).
 	TeardownAttempts int `json:"teardownAttempts,omitempty"`
 	// Prepared: its lease credential was prepared when it became Ready (UpdateClaim binds it).
@@ -1071,6 +1076,7 @@ func (s *State) HealthChecked(results []instance.HealthResult, fx Executor) {
 		_ = fx.Do(CountHealthCheck{Result: result})
 		if r.Healthy {
 			m.HealthFailures, m.HealthMessage = 0, ""
+			s.syncChecked(m, r.Sync, fx)
 			continue
 		}
 		m.HealthFailures++
@@ -1080,6 +1086,19 @@ func (s *State) HealthChecked(results []instance.HealthResult, fx Executor) {
 		}
 		s.memberBroken(m, fx)
 	}
+}
+
+// syncChecked tells a Leased member's lease when what its instance could not sync onto its host
+// changed: the first sync error, another reason, or every object synced again. A sync state
+// that is unknown (nil: the backend does not sync, or could not say) changes nothing.
+func (s *State) syncChecked(m *Member, st *instance.SyncState, fx Executor) {
+	if !s.SyncReports || st == nil || m.Phase != MemberLeased || st.Reason == m.SyncReason {
+		return
+	}
+	m.SyncReason = st.Reason
+	report := SyncReport{InstanceID: m.ID, Synced: st.Reason == "", Reason: st.Reason, Message: st.Message, Objects: st.Objects, At: fx.Now()}
+	// A lease that already ended needs no report.
+	_ = fx.Do(SignalLease{LeaseID: m.LeaseID, Signal: SignalInstanceSync, Arg: report})
 }
 
 // memberBroken acts on a member that failed failureThreshold checks in a row: a Ready one is

@@ -38,6 +38,12 @@ func describe(a Action) string {
 			return fmt.Sprintf("signal %s %s %s", a.LeaseID, a.Signal, arg.Reason)
 		case HealthReport:
 			return fmt.Sprintf("signal %s %s %s", a.LeaseID, a.Signal, arg.InstanceID)
+		case SyncReport:
+			state := string(arg.Reason)
+			if arg.Synced {
+				state = "synced"
+			}
+			return fmt.Sprintf("signal %s %s %s %s", a.LeaseID, a.Signal, arg.InstanceID, state)
 		}
 		return fmt.Sprintf("signal %s %s %v", a.LeaseID, a.Signal, a.Arg)
 	case CancelCreation:
@@ -406,6 +412,31 @@ func TestDecisions(t *testing.T) {
 		},
 		want:  []string{"send record m1 Unhealthy", "do signal lease-a instance-unhealthy m1"},
 		check: func(t *testing.T, s *State) { require.True(t, s.Members["m1"].Broken) },
+	}, {
+		name:    "a Leased member's sync errors are reported to its lease when they change, a Ready member's not",
+		members: []*Member{{ID: "m1", Phase: MemberLeased, LeaseID: "lease-a", Since: t0}, member("m2", MemberReady, time.Minute)},
+		event: func(s *State, fx *recorder) {
+			check := func(st *instance.SyncState) {
+				s.HealthChecked([]instance.HealthResult{{InstanceID: "m1", Healthy: true, Sync: st}, {InstanceID: "m2", Healthy: true, Sync: st}}, fx)
+			}
+			denied := &instance.SyncState{Reason: api.ReasonSyncDenied, Message: "Pod default/p: forbidden", Objects: 1}
+			check(denied)
+			check(denied) // unchanged: nothing to say
+			check(&instance.SyncState{Reason: api.ReasonHostQuotaExceeded, Message: "Pod default/q: exceeded quota", Objects: 2})
+			check(nil) // unknown: nothing changes
+			check(&instance.SyncState{})
+		},
+		want: []string{"do signal lease-a instance-sync m1 sync_denied", "do signal lease-a instance-sync m1 host_quota_exceeded",
+			"do signal lease-a instance-sync m1 synced"},
+		check: func(t *testing.T, s *State) { require.Empty(t, s.Members["m1"].SyncReason) },
+	}, {
+		name:     "before pool-sync-reports a Leased member's sync errors are not reported",
+		versions: Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true},
+		members:  []*Member{{ID: "m1", Phase: MemberLeased, LeaseID: "lease-a", Since: t0}},
+		event: func(s *State, fx *recorder) {
+			s.HealthChecked([]instance.HealthResult{{InstanceID: "m1", Healthy: true, Sync: &instance.SyncState{Reason: api.ReasonSyncDenied}}}, fx)
+		},
+		want: []string{},
 	}, {
 		name:    "health checks are grouped by host queue, skipping a queue still in flight",
 		members: []*Member{member("m1", MemberReady, time.Minute), member("m2", MemberReady, 2*time.Minute), {ID: "m3", Phase: MemberReady, Placement: instance.HostAssignment{TaskQueue: "other"}}},

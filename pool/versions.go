@@ -29,4 +29,10 @@ const (
 	// ended was lost, leaving a pool row with no workflow, and a claim was never answered.
 	poolVersionForgetChange                      = "pool-forget-unchanged"
 	poolVersionForgetsUnchanged workflow.Version = 1
+
+	// poolVersionSyncChange (issue 17): the health check of a Leased member also reads what
+	// its instance could not sync onto its host (backends that sync, such as vcluster) and
+	// tells the lease when that changes (SignalInstanceSync).
+	poolVersionSyncChange                   = "pool-sync-reports"
+	poolVersionSyncReports workflow.Version = 1
 )

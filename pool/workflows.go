@@ -43,6 +43,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	v.CancelReclaims = workflow.GetVersion(ctx, poolVersionCancelChange, workflow.DefaultVersion, poolVersionCancelReclaims) >= poolVersionCancelReclaims
 	v.Hardened = workflow.GetVersion(ctx, poolVersionHardenChange, workflow.DefaultVersion, poolVersionHardened) >= poolVersionHardened
 	v.ForgetsUnchanged = workflow.GetVersion(ctx, poolVersionForgetChange, workflow.DefaultVersion, poolVersionForgetsUnchanged) >= poolVersionForgetsUnchanged
+	v.SyncReports = workflow.GetVersion(ctx, poolVersionSyncChange, workflow.DefaultVersion, poolVersionSyncReports) >= poolVersionSyncReports
 	s := NewState(st, v)
 	p := &poolRun{ctx: ctx, s: s}
 	if s.Hardened && s.Incarnation == "" {

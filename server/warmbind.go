@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/backends/leasecred"
+	"github.com/kunobi-ninja/kobe/backends/leasesigner"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
@@ -78,11 +78,11 @@ func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, i
 // workflow does the same if this does not happen (whoever is first wins: both hand out the
 // stored kubeconfig, and the event is written once).
 func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, asg pool.Assignment) ([]byte, error) {
-	signer, err := leasecred.Signer(ctx, s.Store, s.Secrets, asg.InstanceID)
+	signer, err := leasesigner.Signer(ctx, s.Store, s.Secrets, asg.InstanceID)
 	if err != nil {
 		return nil, err
 	}
-	cred, err := leasecred.Mint(signer, l.ID, asg.At.Add(in.MaxTTL))
+	cred, err := leasesigner.Mint(signer, l.ID, asg.At.Add(in.MaxTTL))
 	if err != nil {
 		return nil, err
 	}

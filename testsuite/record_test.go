@@ -91,6 +91,12 @@ spec:
 	require.NoError(t, wait.Get(ctx, nil))
 	require.Equal(t, api.LeaseBound, leaseView(t, tmp.Client, "lease-rec").Phase)
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", lease.SignalHeartbeat, nil))
+	// A sync report of its member (v7: the condition Synced, audited), as the pool sends it after
+	// a health check of a member whose backend syncs (vcluster); the local backend does not.
+	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", pool.SignalInstanceSync, pool.SyncReport{
+		InstanceID: leaseView(t, tmp.Client, "lease-rec").InstanceID, Reason: api.ReasonSyncDenied,
+		Message: "Pod default/p: pods is forbidden: violates PodSecurity", Objects: 1, At: time.Now()}))
+	require.Eventually(t, func() bool { return len(leaseView(t, tmp.Client, "lease-rec").Conditions) == 1 }, time.Minute, 50*time.Millisecond)
 	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: lease.UpdateExtend,
 		Args: []any{lease.ExtendRequest{By: time.Minute}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
@@ -200,7 +206,7 @@ spec:
 `
 
 // recordVersion names the files of this recording (doctor's excepted).
-const recordVersion = "v7"
+const recordVersion = "v8"
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	iter := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

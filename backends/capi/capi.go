@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/internal/wait"
 )
 
 // Name is spec.backend.type for this backend.
@@ -311,28 +312,7 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.InstanceStatu
 // WaitReady implements backends.RuntimeBackend. Creating and Unhealthy are waited through (a
 // Cluster's conditions go back and forth while it comes up); Failed ends the wait.
 func (b *Backend) WaitReady(ctx context.Context, id string, progress func(backends.InstanceStatus)) (backends.InstanceStatus, error) {
-	for {
-		st, err := b.Status(ctx, id)
-		switch {
-		case err != nil && (errors.Is(err, backends.ErrNotFound) || ctx.Err() != nil):
-			return st, err
-		case err == nil && st.Phase == backends.PhaseReady:
-			return st, nil
-		case err == nil && st.Phase == backends.PhaseFailed:
-			return st, fmt.Errorf("instance %s failed: %s", id, st.Message)
-		}
-		if err == nil && progress != nil {
-			progress(st)
-		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = fmt.Errorf("instance %s not ready: %s: %w", id, st.Message, ctx.Err())
-			}
-			return st, err
-		case <-time.After(b.poll):
-		}
-	}
+	return wait.Ready(ctx, id, b.poll, b.Status, progress)
 }
 
 // Delete implements backends.RuntimeBackend: deletes the Cluster (CAPI's finalizers delete its

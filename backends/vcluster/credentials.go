@@ -2,21 +2,18 @@ package vcluster
 
 import (
 	"context"
-	"crypto"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/internal/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/kubeconfig"
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
@@ -24,8 +21,8 @@ import (
 // LeaseUserPrefix and LeaseGroup: the identity of per-lease credentials, as the other
 // backends' (one RBAC query finds every lease's access on any backend).
 const (
-	LeaseUserPrefix = "kobe:lease:"
-	LeaseGroup      = "kobe:leases"
+	LeaseUserPrefix = leasecred.UserPrefix
+	LeaseGroup      = leasecred.Group
 )
 
 // Credentials implements backends.RuntimeBackend. The admin credential is the kubeconfig the
@@ -42,11 +39,8 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 	if req.User == "" {
 		return backends.Credential{Kubeconfig: admin.kubeconfig, User: admin.user, ExpiresAt: admin.cert.NotAfter, ID: admin.cert.SerialNumber.Text(16)}, nil
 	}
-	if !userPattern.MatchString(req.User) || len(req.User) > 63 {
-		return backends.Credential{}, fmt.Errorf("credential user %q: must be a DNS label", req.User)
-	}
-	if req.TTL <= 0 {
-		return backends.Credential{}, fmt.Errorf("credential for %s: ttl must be positive", req.User)
+	if err := leasecred.Check(req); err != nil {
+		return backends.Credential{}, err
 	}
 	ns := Namespace(id)
 	certs, err := b.kube.CoreV1().Secrets(ns).Get(ctx, id+"-certs", metav1.GetOptions{})
@@ -57,31 +51,12 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 	if err != nil {
 		return backends.Credential{}, fmt.Errorf("instance %s: Secret %s-certs: %w", id, id, err)
 	}
-	user := LeaseUserPrefix + req.User
 	virtual, err := virtualClient(admin.kubeconfig)
 	if err != nil {
 		return backends.Credential{}, err
 	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: bindingName(req.User), Labels: map[string]string{"kobe.kunobi.ninja/lease": req.User}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
-	}
-	if _, err := virtual.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return backends.Credential{}, fmt.Errorf("binding %s in instance %s: %w", user, id, err)
-	}
-	cred, err := ca.IssueClient(user, []string{LeaseGroup}, req.TTL)
-	if err != nil {
-		return backends.Credential{}, err
-	}
-	kc, err := kubeconfig.ForClientCert(id, admin.server, admin.caPEM, cred.CertPEM, cred.KeyPEM, user)
-	return backends.Credential{Kubeconfig: kc, User: user, ExpiresAt: cred.NotAfter, ID: cred.Serial}, err
+	return leasecred.Issue(ctx, leasecred.Instance{ID: id, Server: admin.server, ServerCA: admin.caPEM, ClientCA: ca, Admin: virtual}, req)
 }
-
-// userPattern: a lease user names a ClusterRoleBinding (a DNS label).
-var userPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
-func bindingName(user string) string { return "kobe-lease-" + user }
 
 // RevokeCredentials implements backends.RuntimeBackend: the lease's ClusterRoleBinding goes,
 // so its certificate, still valid, authorizes nothing.
@@ -94,11 +69,7 @@ func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error 
 	if err != nil {
 		return err
 	}
-	err = virtual.RbacV1().ClusterRoleBindings().Delete(ctx, bindingName(user), metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("revoking %s in instance %s: %w", user, id, err)
-	}
-	return nil
+	return leasecred.Revoke(ctx, id, virtual, user)
 }
 
 type adminCredential struct {
@@ -183,34 +154,8 @@ func virtualClient(kc []byte) (*kubernetes.Clientset, error) {
 func clientCA(s *corev1.Secret) (*pki.CA, error) {
 	for _, pair := range [][2]string{{"client-ca.crt", "client-ca.key"}, {"ca.crt", "ca.key"}} {
 		if len(s.Data[pair[0]]) > 0 && len(s.Data[pair[1]]) > 0 {
-			return loadCA(s.Data[pair[0]], s.Data[pair[1]])
+			return leasecred.LoadCA(s.Data[pair[0]], s.Data[pair[1]])
 		}
 	}
 	return nil, errors.New("no client CA (client-ca.crt/key or ca.crt/key)")
-}
-
-// loadCA reads a CA: certificate and key in PEM, the key RSA (PKCS#1, what kubeadm's code
-// in the syncer writes), PKCS#8 or EC.
-func loadCA(certPEM, keyPEM []byte) (*pki.CA, error) {
-	cert, err := pki.ParseCert(certPEM)
-	if err != nil {
-		return nil, fmt.Errorf("ca certificate: %w", err)
-	}
-	if !cert.IsCA {
-		return nil, errors.New("ca certificate: not a CA")
-	}
-	block, _ := pem.Decode(keyPEM)
-	if block == nil {
-		return nil, errors.New("ca key: no PEM key")
-	}
-	var key crypto.Signer
-	if block.Type == "RSA PRIVATE KEY" {
-		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-	} else {
-		key, err = pki.ParseKey(keyPEM)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ca key: %w", err)
-	}
-	return &pki.CA{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 )
 
@@ -129,7 +130,7 @@ func TestEndpointOfAService(t *testing.T) {
 
 // The messages are the host API's errors as the syncer wraps them in its SyncError events.
 func TestSyncErrorsAreClassified(t *testing.T) {
-	for msg, want := range map[string]string{
+	for msg, want := range map[string]api.ReasonCode{
 		`Error syncing: create object: pods "x-x-default-x-vc" is forbidden: exceeded quota: full, requested: pods=1, used: pods=3, limited: pods=3`:                                             HostQuotaExceeded,
 		`Error syncing: create object: pods "p-x-default-x-vc" is forbidden: violates PodSecurity "baseline:latest": privileged (container "main" must not set securityContext.privileged=true)`: SyncDenied,
 		`Error syncing: admission webhook "policy.example.com" denied the request: no`:                                                                                                           SyncDenied,

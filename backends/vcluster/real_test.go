@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,12 +23,23 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/backends/vcluster"
+	"github.com/kunobi-ninja/kobe/internal/cmd/cmdtest"
+	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
+	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
+	leasecmd "github.com/kunobi-ninja/kobe/internal/cmd/lease"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
+	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/server"
+	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/conformance"
 	"github.com/kunobi-ninja/kobe/testsuite/hostcluster"
 	"github.com/kunobi-ninja/kobe/testsuite/hostcluster/images"
+	"github.com/kunobi-ninja/kobe/worker"
 )
 
 // testValues are what an operator of this host sets: no PersistentVolume provisioner here (the
@@ -176,7 +190,7 @@ func TestOnRealHostCluster(t *testing.T) {
 					return vcluster.SyncError{}, false
 				}
 			}
-			waitFor := func(object, reason string) {
+			waitFor := func(object string, reason api.ReasonCode) {
 				t.Helper()
 				var got vcluster.SyncError
 				require.Eventually(t, func() bool {
@@ -223,6 +237,138 @@ func TestOnRealHostCluster(t *testing.T) {
 		dctx, dcancel := context.WithTimeout(ctx, 3*time.Minute)
 		defer dcancel()
 		require.NoError(t, b.Delete(dctx, id))
+		require.NoError(t, nothingLeft(c.Client, b)(id))
+	})
+
+	// The whole path of a sync error: kobe's pool and lease workflows on a worker with this
+	// backend, the API: the lease's holder makes pods the host refuses, and the pool's health
+	// check brings the syncer's errors to the lease (condition Synced), to `kobe lease get` and to
+	// the audit log, each reason as the host produced it.
+	t.Run("sync errors show on the lease, in kobe lease get and in the audit log", func(t *testing.T) {
+		tmp := testsuite.StartTemporal(t)
+		st := testsuite.NewStore(t, "sqlite")
+		acts := worker.NewActivities(st, zap.NewNop())
+		acts.Backends[vcluster.Name] = b
+		acts.SharedQueue, acts.Secrets = "vcluster-sync", secretbox.Random()
+		w := worker.New(tmp.Client, "vcluster-sync", acts)
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+		srv := httptest.NewServer((&server.Server{Store: st, Temporal: tmp.Client, TaskQueue: "vcluster-sync",
+			InsecureNoAuth: true, Secrets: acts.Secrets}).Handler())
+		t.Cleanup(srv.Close)
+		kobe, err := api.NewClient(srv.URL)
+		require.NoError(t, err)
+		lctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+		defer cancel()
+
+		_, _, err = kobe.ApplyPool(lctx, []byte(`{"apiVersion":"kobe.kunobi.ninja/v1alpha1","kind":"ClusterPool","metadata":{"name":"vc-sync"},
+			"spec":{"ttl":"30m","scaling":{"minReady":1,"maxClusters":1},"healthCheck":{"intervalSeconds":2},
+			"backend":{"type":"vcluster"},"cluster":{"version":"`+c.KubernetesVersion+`"}}}`))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			p, err := kobe.GetPool(lctx, "vc-sync")
+			return err == nil && p.Ready == 1
+		}, 6*time.Minute, time.Second, "a warm vcluster")
+		l, _, err := kobe.CreateLease(lctx, api.LeaseRequest{Pool: "vc-sync"})
+		require.NoError(t, err)
+		l, err = kobe.GetLease(lctx, l.ID, 2*time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, api.LeaseBound, l.Phase)
+		require.NotEmpty(t, l.Kubeconfig)
+		id, virtual := l.ClusterName, clientOf(t, []byte(l.Kubeconfig))
+		t.Logf("lease %s bound to %s", l.ID, id)
+
+		synced := func(reason api.ReasonCode) api.LeaseCondition {
+			t.Helper()
+			var got []api.LeaseCondition
+			var cond api.LeaseCondition
+			require.Eventually(t, func() bool {
+				l, err := kobe.GetLease(lctx, l.ID, 0)
+				if err != nil {
+					return false
+				}
+				got = l.Conditions
+				for _, c := range l.Conditions {
+					if c.Type == "Synced" && c.Status == "False" && c.Reason == reason {
+						cond = c
+						return true
+					}
+				}
+				return false
+			}, 3*time.Minute, time.Second, "condition Synced=False (%s) on GET /v1/leases/%s (last seen: %+v)", reason, l.ID, got)
+			t.Logf("Synced=False (%s): %s", cond.Reason, cond.Message)
+			return cond
+		}
+		pod := func(name string, privileged bool) *corev1.Pod {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr(int64(1)), Containers: []corev1.Container{{
+					Name: "main", Image: images.BusyboxName, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sleep", "3600"}}}},
+			}
+			if privileged {
+				p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
+			}
+			return p
+		}
+
+		// sync_denied: the host namespace enforces PodSecurity baseline.
+		hostNS := vcluster.Namespace(id)
+		ns, err := c.Client.CoreV1().Namespaces().Get(lctx, hostNS, metav1.GetOptions{})
+		require.NoError(t, err)
+		ns.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+		_, err = c.Client.CoreV1().Namespaces().Update(lctx, ns, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			_, err = virtual.CoreV1().Pods("default").Create(lctx, pod("privileged", true), metav1.CreateOptions{})
+			return err == nil || apierrors.IsAlreadyExists(err)
+		}, 2*time.Minute, time.Second, "the virtual cluster accepts the pod: %v", err)
+		denied := synced(api.ReasonSyncDenied)
+		assert.Contains(t, denied.Message, "Pod default/privileged")
+		// Deleted, it is not retried: the next refusal is the newest from then on.
+		require.NoError(t, virtual.CoreV1().Pods("default").Delete(lctx, "privileged", metav1.DeleteOptions{}))
+
+		// host_quota_exceeded: a host ResourceQuota its pods already fill.
+		list, err := c.Client.CoreV1().Pods(hostNS).List(lctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		_, err = c.Client.CoreV1().ResourceQuotas(hostNS).Create(lctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "full"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(len(list.Items)), resource.DecimalSI)}}},
+			metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			q, err := c.Client.CoreV1().ResourceQuotas(hostNS).Get(lctx, "full", metav1.GetOptions{})
+			return err == nil && len(q.Status.Hard) > 0
+		}, time.Minute, 200*time.Millisecond, "the host's quota controller has counted the namespace")
+		_, err = virtual.CoreV1().Pods("default").Create(lctx, pod("over-quota", false), metav1.CreateOptions{})
+		require.NoError(t, err)
+		quota := synced(api.ReasonHostQuotaExceeded)
+		assert.Contains(t, quota.Message, "Pod default/over-quota")
+
+		// kobe lease get shows it as the holder sees it.
+		ios, _, out, _ := iostreams.Test()
+		f := &factory.Factory{IOStreams: ios, APIClient: func() (*api.Client, error) { return api.NewClient(srv.URL) }}
+		require.NoError(t, cmdtest.Run(leasecmd.NewCmdGet(f, nil), l.ID))
+		assert.Regexp(t, `Condition:\s+Synced=False \(host_quota_exceeded\): Pod default/over-quota`, out.String())
+
+		// The audit log has each change once.
+		events, err := kobe.ListAudit(lctx, api.AuditQuery{Action: lease.ActionLeaseCondition})
+		require.NoError(t, err)
+		var reasons []string
+		for _, e := range events {
+			assert.Equal(t, l.ID, e.Target)
+			if e.Detail["type"] == "Synced" {
+				reasons = append(reasons, fmt.Sprint(e.Detail["reason"]))
+			}
+		}
+		// In the order they happened (a refusal of the vcluster's own objects may come first).
+		denial, overQuota := slices.Index(reasons, string(api.ReasonSyncDenied)), slices.Index(reasons, string(api.ReasonHostQuotaExceeded))
+		assert.True(t, denial >= 0 && overQuota > denial, "lease.condition events of Synced, in order: %v", reasons)
+
+		// The pool deleted (it makes no new member), then the lease released: nothing of the
+		// member is left on the host.
+		_, err = kobe.DeletePool(lctx, "vc-sync")
+		require.NoError(t, err)
+		require.NoError(t, kobe.ReleaseLease(lctx, l.ID))
+		require.NoError(t, tmp.Client.GetWorkflow(lctx, pool.WorkflowID("vc-sync"), "").Get(lctx, nil), "the pool drains and ends")
 		require.NoError(t, nothingLeft(c.Client, b)(id))
 	})
 

@@ -5,34 +5,30 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/backends"
 )
 
 // Sync error reason codes: why the syncer could not carry a virtual object over to the host.
-// Stable: tools may match on them.
+// Stable: tools may match on them (defined once, in api).
 const (
-	SyncDenied          = "sync_denied"          // the host's admission refused it (PodSecurity, a webhook, RBAC)
-	SyncConflict        = "sync_conflict"        // the host object exists and is not the syncer's, or changed under it
-	HostQuotaExceeded   = "host_quota_exceeded"  // a ResourceQuota of the host namespace
-	UnsupportedResource = "unsupported_resource" // the host does not serve the kind or field
-	SyncFailed          = "sync_failed"          // anything else the syncer reports
+	SyncDenied          = api.ReasonSyncDenied          // the host's admission refused it (PodSecurity, a webhook, RBAC)
+	SyncConflict        = api.ReasonSyncConflict        // the host object exists and is not the syncer's, or changed under it
+	HostQuotaExceeded   = api.ReasonHostQuotaExceeded   // a ResourceQuota of the host namespace
+	UnsupportedResource = api.ReasonUnsupportedResource // the host does not serve the kind or field
+	SyncFailed          = api.ReasonSyncFailed          // anything else the syncer reports
 )
 
 // SyncError is one object the syncer could not sync, as it reported it: a Warning event with
 // reason SyncError on the virtual object.
-type SyncError struct {
-	Reason  string    `json:"reason"`
-	Object  string    `json:"object"` // Kind namespace/name in the virtual cluster
-	Message string    `json:"message"`
-	Count   int32     `json:"count"`
-	Last    time.Time `json:"last"`
-}
+type SyncError = backends.SyncError
 
 // classifySyncError maps the syncer's message (the host API's error, wrapped) to a reason code.
-func classifySyncError(msg string) string {
+func classifySyncError(msg string) api.ReasonCode {
 	m := strings.ToLower(msg)
 	switch {
 	case strings.Contains(m, "exceeded quota"), strings.Contains(m, "must specify limits"), strings.Contains(m, "must specify requests"):
@@ -49,7 +45,7 @@ func classifySyncError(msg string) string {
 }
 
 // SyncErrors lists what the syncer could not sync, newest first, read from the virtual
-// cluster's events (reason SyncError) through the admin credential.
+// cluster's events (reason SyncError) through the admin credential (backends.SyncErrorReporter).
 func (b *Backend) SyncErrors(ctx context.Context, id string) ([]SyncError, error) {
 	admin, err := b.adminKubeconfig(ctx, id)
 	if err != nil {

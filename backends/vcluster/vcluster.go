@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/internal/wait"
 	"github.com/kunobi-ninja/kobe/backends/local"
 )
 
@@ -211,8 +212,9 @@ type Backend struct {
 }
 
 var (
-	_ backends.RuntimeBackend = (*Backend)(nil)
-	_ backends.Preflighter    = (*Backend)(nil)
+	_ backends.RuntimeBackend    = (*Backend)(nil)
+	_ backends.Preflighter       = (*Backend)(nil)
+	_ backends.SyncErrorReporter = (*Backend)(nil)
 )
 
 // New connects the backend to a host cluster (lazily: nothing is asked until used).
@@ -488,28 +490,7 @@ func (b *Backend) probe(ctx context.Context, id string) error {
 // WaitReady implements backends.RuntimeBackend. Creating and Unhealthy are waited through;
 // Failed ends the wait.
 func (b *Backend) WaitReady(ctx context.Context, id string, progress func(backends.InstanceStatus)) (backends.InstanceStatus, error) {
-	for {
-		st, err := b.Status(ctx, id)
-		switch {
-		case err != nil && (errors.Is(err, backends.ErrNotFound) || ctx.Err() != nil):
-			return st, err
-		case err == nil && st.Phase == backends.PhaseReady:
-			return st, nil
-		case err == nil && st.Phase == backends.PhaseFailed:
-			return st, fmt.Errorf("instance %s failed: %s", id, st.Message)
-		}
-		if err == nil && progress != nil {
-			progress(st)
-		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = fmt.Errorf("instance %s not ready: %s: %w", id, st.Message, ctx.Err())
-			}
-			return st, err
-		case <-time.After(b.poll):
-		}
-	}
+	return wait.Ready(ctx, id, b.poll, b.Status, progress)
 }
 
 // Delete implements backends.RuntimeBackend: helm uninstall, then the namespace (with the pods

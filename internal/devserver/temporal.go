@@ -214,6 +214,9 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		// pollers, not thousands.
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+		// A burst of warm binds is a burst of Updates to one pool's workflow: the default of 10
+		// in flight per workflow refuses the eleventh of 50 clients (it then takes the slow path).
+		dynamicconfig.WorkflowExecutionMaxInFlightUpdates.Key(): 500,
 	}
 
 	srv, err := temporal.NewServer(

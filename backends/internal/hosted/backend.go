@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/internal/wait"
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
 
@@ -563,28 +564,7 @@ func (b *Backend) endpoint(ctx context.Context, ca *corev1.Secret, shape instanc
 // WaitReady implements backends.RuntimeBackend. Creating and Unhealthy are waited through;
 // Failed ends the wait.
 func (b *Backend) WaitReady(ctx context.Context, id string, progress func(backends.InstanceStatus)) (backends.InstanceStatus, error) {
-	for {
-		st, err := b.Status(ctx, id)
-		switch {
-		case err != nil && (errors.Is(err, backends.ErrNotFound) || ctx.Err() != nil):
-			return st, err
-		case err == nil && st.Phase == backends.PhaseReady:
-			return st, nil
-		case err == nil && st.Phase == backends.PhaseFailed:
-			return st, fmt.Errorf("instance %s failed: %s", id, st.Message)
-		}
-		if err == nil && progress != nil {
-			progress(st)
-		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = fmt.Errorf("instance %s not ready: %s: %w", id, st.Message, ctx.Err())
-			}
-			return st, err
-		case <-time.After(b.poll):
-		}
-	}
+	return wait.Ready(ctx, id, b.poll, b.Status, progress)
 }
 
 // Delete implements backends.RuntimeBackend: deletes every object labelled with the instance

@@ -8,13 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/internal/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/kubeconfig"
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
@@ -23,8 +21,8 @@ import (
 // finds every lease's access on any backend).
 const (
 	AdminUser       = "kobe:admin"
-	LeaseUserPrefix = "kobe:lease:"
-	LeaseGroup      = "kobe:leases"
+	LeaseUserPrefix = leasecred.UserPrefix
+	LeaseGroup      = leasecred.Group
 	// adminValidity of an admin kubeconfig: kobe issues a new one on every request.
 	adminValidity = 30 * 24 * time.Hour
 )
@@ -107,34 +105,15 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 		kc, err := kubeconfig.ForClientCert(id, endpoint, c.CertPEM, cred.CertPEM, cred.KeyPEM, AdminUser)
 		return backends.Credential{Kubeconfig: kc, User: AdminUser, ExpiresAt: cred.NotAfter, ID: cred.Serial}, err
 	}
-	if !dnsLabel.MatchString(req.User) || len(req.User) > 63 {
-		return backends.Credential{}, fmt.Errorf("credential user %q: must be a DNS label", req.User)
-	}
-	if req.TTL <= 0 {
-		return backends.Credential{}, fmt.Errorf("credential for %s: ttl must be positive", req.User)
+	if err := leasecred.Check(req); err != nil {
+		return backends.Credential{}, err
 	}
 	admin, err := b.instanceClient(ca, endpoint)
 	if err != nil {
 		return backends.Credential{}, err
 	}
-	user := LeaseUserPrefix + req.User
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: bindingName(req.User), Labels: map[string]string{"kobe.kunobi.ninja/lease": req.User}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
-	}
-	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return backends.Credential{}, fmt.Errorf("binding %s in instance %s: %w", user, id, err)
-	}
-	cred, err := c.IssueClient(user, []string{LeaseGroup}, req.TTL)
-	if err != nil {
-		return backends.Credential{}, err
-	}
-	kc, err := kubeconfig.ForClientCert(id, endpoint, c.CertPEM, cred.CertPEM, cred.KeyPEM, user)
-	return backends.Credential{Kubeconfig: kc, User: user, ExpiresAt: cred.NotAfter, ID: cred.Serial}, err
+	return leasecred.Issue(ctx, leasecred.Instance{ID: id, Server: endpoint, ServerCA: c.CertPEM, ClientCA: c, Admin: admin}, req)
 }
-
-func bindingName(user string) string { return "kobe-lease-" + user }
 
 func (b *Backend) instanceClient(ca *corev1.Secret, endpoint string) (*kubernetes.Clientset, error) {
 	cfg, _, err := b.adminConfig(ca, endpoint, 10*time.Minute)
@@ -164,11 +143,7 @@ func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error 
 	if err != nil {
 		return err
 	}
-	err = admin.RbacV1().ClusterRoleBindings().Delete(ctx, bindingName(user), metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("revoking %s in instance %s: %w", user, id, err)
-	}
-	return nil
+	return leasecred.Revoke(ctx, id, admin, user)
 }
 
 func jsonUnmarshal(s string, v any) error {

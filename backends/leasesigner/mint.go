@@ -1,8 +1,8 @@
-// Package leasecred mints a lease's kubeconfig from a backends.LeaseSigner prepared when its
+// Package leasesigner mints a lease's kubeconfig from a backends.LeaseSigner prepared when its
 // instance became Ready: a certificate for the lease's own user, signed by the instance's
 // client CA, valid until the lease can live no longer. It is what makes a warm bind cost no
 // call to the instance; the API server and the workers both use it.
-package leasecred
+package leasesigner
 
 import (
 	"context"

@@ -1,0 +1,120 @@
+// Package leasecred is the per-lease credential of the backends that reach their instances'
+// Kubernetes API as an admin (capi, vcluster, and the hosted k3s and k0s): a client certificate
+// for kobe:lease:<user> (group kobe:leases) signed with the instance's client CA and valid for
+// the lease's TTL, bound to cluster-admin in the instance by ClusterRoleBinding
+// kobe-lease-<user>; revoking it deletes the binding, so the certificate, still valid until it
+// expires, authorizes nothing (403). The local backend issues the same identity through its own
+// HTTP client.
+package leasecred
+
+import (
+	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"regexp"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/kubeconfig"
+	"github.com/kunobi-ninja/kobe/internal/pki"
+)
+
+// UserPrefix and Group: the identity of per-lease credentials on every backend (one RBAC
+// query finds every lease's access).
+const (
+	UserPrefix = "kobe:lease:"
+	Group      = "kobe:leases"
+)
+
+// userPattern: a lease user names a ClusterRoleBinding (a DNS label).
+var userPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Check refuses a per-lease request whose user cannot name a binding or whose TTL is not
+// positive.
+func Check(req backends.CredentialRequest) error {
+	if !userPattern.MatchString(req.User) || len(req.User) > 63 {
+		return fmt.Errorf("credential user %q: must be a DNS label", req.User)
+	}
+	if req.TTL <= 0 {
+		return fmt.Errorf("credential for %s: ttl must be positive", req.User)
+	}
+	return nil
+}
+
+// Instance is what a per-lease credential is made of.
+type Instance struct {
+	// ID names the kubeconfig's cluster, user and context.
+	ID string
+	// Server is the address the kubeconfig points at; ServerCA the CA it trusts there (PEM).
+	Server   string
+	ServerCA []byte
+	// ClientCA signs the lease's certificate.
+	ClientCA *pki.CA
+	// Admin is the instance's API as its admin (it creates the binding).
+	Admin kubernetes.Interface
+}
+
+// Issue binds req.User to cluster-admin in the instance and issues its certificate, valid for
+// req.TTL (see Check); issuing again for the same user keeps the binding.
+func Issue(ctx context.Context, in Instance, req backends.CredentialRequest) (backends.Credential, error) {
+	user := UserPrefix + req.User
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: BindingName(req.User), Labels: map[string]string{"kobe.kunobi.ninja/lease": req.User}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
+	}
+	if _, err := in.Admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return backends.Credential{}, fmt.Errorf("binding %s in instance %s: %w", user, in.ID, err)
+	}
+	cred, err := in.ClientCA.IssueClient(user, []string{Group}, req.TTL)
+	if err != nil {
+		return backends.Credential{}, err
+	}
+	kc, err := kubeconfig.ForClientCert(in.ID, in.Server, in.ServerCA, cred.CertPEM, cred.KeyPEM, user)
+	return backends.Credential{Kubeconfig: kc, User: user, ExpiresAt: cred.NotAfter, ID: cred.Serial}, err
+}
+
+// Revoke deletes the user's binding in the instance; a binding already gone is fine.
+func Revoke(ctx context.Context, id string, admin kubernetes.Interface, user string) error {
+	err := admin.RbacV1().ClusterRoleBindings().Delete(ctx, BindingName(user), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("revoking %s in instance %s: %w", user, id, err)
+	}
+	return nil
+}
+
+// BindingName is the ClusterRoleBinding of a lease user.
+func BindingName(user string) string { return "kobe-lease-" + user }
+
+// LoadCA reads a CA made by someone else (Cluster API's, or kubeadm's code in the vcluster
+// syncer): certificate and key in PEM, the key RSA (PKCS#1, what both write), PKCS#8 or EC.
+func LoadCA(certPEM, keyPEM []byte) (*pki.CA, error) {
+	cert, err := pki.ParseCert(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("ca certificate: %w", err)
+	}
+	if !cert.IsCA {
+		return nil, errors.New("ca certificate: not a CA")
+	}
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		return nil, errors.New("ca key: no PEM key")
+	}
+	var key crypto.Signer
+	if block.Type == "RSA PRIVATE KEY" {
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	} else {
+		key, err = pki.ParseKey(keyPEM)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ca key: %w", err)
+	}
+	return &pki.CA{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
+}
