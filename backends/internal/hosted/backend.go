@@ -203,11 +203,22 @@ func (b *Backend) preflight(ctx context.Context, spec backends.InstanceSpec, p P
 			}
 		}
 	}
+	if err := b.preflightDatastore(ctx, p); err != nil {
+		return err
+	}
 	ca, err := b.createCA(ctx, spec, p, true)
 	if err != nil {
 		return err
 	}
-	return b.createObjects(ctx, spec, p, image, ca, true)
+	return b.createObjects(ctx, spec, p, image, ca, dryRunEndpoint(p), true)
+}
+
+// dryRunEndpoint stands for the instance's own datastore URL in a dry-run (none is made).
+func dryRunEndpoint(p Parsed) string {
+	if p.SharedDatastore == nil {
+		return ""
+	}
+	return "postgres://dry-run:dry-run@dry-run:5432/dry-run"
 }
 
 func (b *Backend) lock(id string) func() {
@@ -247,16 +258,23 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		return backends.InstanceStatus{}, err
 	}
 	p.Namespace = ca.Namespace
-	if err := b.createObjects(ctx, spec, p, image, ca, false); err != nil {
+	// The database before the servers that use it.
+	endpoint, err := b.ensureDatabase(ctx, spec, p, ca)
+	if err != nil {
+		return backends.InstanceStatus{}, err
+	}
+	if err := b.createObjects(ctx, spec, p, image, ca, endpoint, false); err != nil {
 		return backends.InstanceStatus{}, err
 	}
 	return b.statusOf(ctx, ca), nil
 }
 
 // createObjects creates (or, with dryRun, has the host check without keeping) every object of
-// the instance after its CA Secret: the token Secret, the Service, the configuration, the
-// StatefulSets and the PodDisruptionBudget.
-func (b *Backend) createObjects(ctx context.Context, spec backends.InstanceSpec, p Parsed, image string, ca *corev1.Secret, dryRun bool) error {
+// the instance after its CA Secret (and its database): the token Secret, the datastore Secret
+// (dry-run only: Create makes it with the database), the Service, the configuration, the
+// StatefulSets and the PodDisruptionBudget. endpoint is the instance's own datastore URL ("":
+// embedded datastore).
+func (b *Backend) createObjects(ctx context.Context, spec backends.InstanceSpec, p Parsed, image string, ca *corev1.Secret, endpoint string, dryRun bool) error {
 	d := b.distro
 	ns := p.Namespace
 	opts := metav1.CreateOptions{}
@@ -280,6 +298,12 @@ func (b *Backend) createObjects(ctx context.Context, spec backends.InstanceSpec,
 	if _, err := b.kube.CoreV1().Secrets(ns).Create(ctx, token, opts); err != nil && !apierrors.IsAlreadyExists(err) {
 		return refused("Secret", token.Name, err)
 	}
+	if dryRun && endpoint != "" {
+		ds := renderDatastoreSecret(d, spec.ID, spec.Pool, ns, endpoint)
+		if _, err := b.kube.CoreV1().Secrets(ns).Create(ctx, ds, opts); err != nil {
+			return refused("Secret", ds.Name, err)
+		}
+	}
 	svc := renderService(d, spec.ID, spec.Pool, p)
 	svc.OwnerReferences = owner
 	got, err := b.kube.CoreV1().Services(ns).Create(ctx, svc, opts)
@@ -298,16 +322,16 @@ func (b *Backend) createObjects(ctx context.Context, spec backends.InstanceSpec,
 	in := ServerInput{
 		ID: spec.ID, Namespace: ns, SANs: sans(spec.ID, ns, got.Spec.ClusterIP, extra),
 		ServiceName: svc.Name, ServerURL: fmt.Sprintf("https://%s.%s.svc:%d", svc.Name, ns, APIPort),
-		TokenFile: TokenDir + "/token", Options: p,
+		TokenFile: TokenDir + "/token", Options: p, DatastoreEndpoint: endpoint,
 	}
-	cm, err := renderConfigMap(d, spec.ID, spec.Pool, in)
+	cfg, err := renderConfig(d, spec.ID, spec.Pool, in)
 	if err != nil {
 		return err
 	}
-	if cm != nil {
-		cm.OwnerReferences = owner
-		if _, err := b.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, opts); err != nil && !apierrors.IsAlreadyExists(err) {
-			return refused("ConfigMap", cm.Name, err)
+	if cfg != nil {
+		cfg.OwnerReferences = owner
+		if _, err := b.kube.CoreV1().Secrets(ns).Create(ctx, cfg, opts); err != nil && !apierrors.IsAlreadyExists(err) {
+			return refused("Secret", cfg.Name, err)
 		}
 	}
 	for _, set := range []*appsv1.StatefulSet{renderServers(d, spec.ID, spec.Pool, image, in), renderAgents(d, spec.ID, spec.Pool, image, in)} {
@@ -336,12 +360,23 @@ func (b *Backend) createCA(ctx context.Context, spec backends.InstanceSpec, p Pa
 	}
 	lbl := labels(b.distro, spec.ID, spec.Pool, ComponentCA)
 	// What the instance was created from, so Status can tell the servers and agents to expect.
-	shape, _ := json.Marshal(instanceShape{Servers: p.Servers, Agents: p.Agents, ExposeType: p.ExposeType})
+	sh := instanceShape{Servers: p.Servers, Agents: p.Agents, ExposeType: p.ExposeType}
+	if p.SharedDatastore != nil {
+		sh.Datastore = &datastoreRef{SecretRef: p.SharedDatastore.SecretRef, SecretKey: p.SharedDatastore.Key()}
+	}
+	shape, _ := json.Marshal(sh)
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: caSecretName(spec.ID), Namespace: p.Namespace, Labels: lbl,
 			Annotations: map[string]string{shapeAnnotation: string(shape)}},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM},
+	}
+	if b.distro.ServiceAccountKeyFiles != nil {
+		pub, priv, err := pki.NewSigningKey()
+		if err != nil {
+			return nil, err
+		}
+		s.Data[saKeyKey], s.Data[saPubKey] = priv, pub
 	}
 	opts := metav1.CreateOptions{}
 	if dryRun {
@@ -376,6 +411,8 @@ type instanceShape struct {
 	Servers    int    `json:"servers"`
 	Agents     int    `json:"agents"`
 	ExposeType string `json:"exposeType"`
+	// Datastore: the instance has a database on a shared datastore (dropped at Delete).
+	Datastore *datastoreRef `json:"datastore,omitempty"`
 }
 
 func (b *Backend) nodeAddresses(ctx context.Context) ([]string, error) {
@@ -597,7 +634,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	defer b.lock(id)()
 	sel := metav1.ListOptions{LabelSelector: LabelInstance + "=" + id + "," + LabelBackend + "=" + b.distro.Name}
 	for {
-		left, err := b.deleteRound(ctx, sel)
+		left, err := b.deleteRound(ctx, id, sel)
 		if err == nil && len(left) == 0 {
 			return nil
 		}
@@ -613,7 +650,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 }
 
 // deleteRound deletes what is left of an instance and says what was still there.
-func (b *Backend) deleteRound(ctx context.Context, sel metav1.ListOptions) ([]string, error) {
+func (b *Backend) deleteRound(ctx context.Context, id string, sel metav1.ListOptions) ([]string, error) {
 	left, err := b.leftovers(ctx, sel)
 	if err != nil || len(left) == 0 {
 		return nil, err
@@ -626,6 +663,18 @@ func (b *Backend) deleteRound(ctx context.Context, sel metav1.ListOptions) ([]st
 	for _, o := range left {
 		if !strings.HasPrefix(o.kind, "Secret") || o.component != ComponentCA {
 			onlyCA = false
+		}
+	}
+	if onlyCA {
+		// Every server is gone: the instance's database goes before its anchor, which says
+		// where it is (a failure keeps the CA, and the next round or Delete tries again).
+		ca, err := b.findCA(ctx, id)
+		if err == nil {
+			if err := b.dropDatabase(ctx, ca); err != nil {
+				return nil, err
+			}
+		} else if !errors.Is(err, backends.ErrNotFound) {
+			return nil, err
 		}
 	}
 	for _, o := range left {

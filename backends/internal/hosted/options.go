@@ -81,6 +81,8 @@ type Parsed struct {
 	StorageType     string
 	StorageSize     resource.Quantity
 	ExposeType      string
+	// SharedDatastore is spec.backend.datastore (nil: each server keeps its embedded datastore).
+	SharedDatastore *DatastoreOptions
 }
 
 // ParseOptions decodes and checks the options; errors name the manifest field (section is
@@ -134,13 +136,14 @@ func ParseOptions(section string, raw json.RawMessage) (Parsed, error) {
 			return p, fmt.Errorf("spec.cluster.serverArgs[%d]: %q is not a flag (each entry is one --flag or --flag=value)", i, a)
 		}
 	}
-	if len(o.Datastore) > 0 {
-		// The shared datastore (a database and role per instance on PostgreSQL, MySQL or NATS) is
-		// provisioned by the datastore package, which this build does not have yet.
-		return p, errors.New("spec.backend.datastore: shared datastores are not supported by this version of kobe's k3s/k0s backends yet (each instance keeps its own embedded datastore)")
+	ds, err := parseDatastore(o.Datastore)
+	if err != nil {
+		return p, err
 	}
-	if p.Servers > 1 {
-		return p, fmt.Errorf("spec.cluster.servers: %d servers need a shared datastore (spec.backend.datastore), which this version of kobe does not support yet: use servers: 1", p.Servers)
+	p.SharedDatastore = ds
+	if p.Servers > 1 && ds == nil {
+		// Servers with embedded datastores would be separate clusters behind one Service.
+		return p, fmt.Errorf("spec.cluster.servers: %d servers need a shared datastore (spec.backend.datastore): each server's embedded one would make it a cluster of its own; use servers: 1 or name a datastore", p.Servers)
 	}
 	if ps := c.Persistence; ps != nil {
 		switch ps.StorageType {
