@@ -336,6 +336,12 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 				return pol, err
 			}
 			pol.BackendOptions = opts
+		case sec.backend == pol.Backend && sec.backend == "local" && len(s.Backend.Datastore) > 0:
+			opts, err := localWithDatastore(sec.raw, s.Backend.Datastore)
+			if err != nil {
+				return pol, err
+			}
+			pol.BackendOptions = opts
 		case sec.backend == pol.Backend:
 			pol.BackendOptions = sec.raw
 		case len(sec.raw) > 0 && refuse:
@@ -347,6 +353,9 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		return pol, errors.New("spec.cluster.version: required")
 	}
 	if refuse {
+		if len(s.Backend.Datastore) > 0 && !hostedBackends[pol.Backend] && pol.Backend != "local" {
+			return pol, fmt.Errorf("spec.backend.datastore is not supported by the %s backend (a shared datastore is read by the k3s, k0s and local backends)", pol.Backend)
+		}
 		if err := refuseUnsupported(s, hostedBackends[pol.Backend]); err != nil {
 			return pol, err
 		}
@@ -534,7 +543,6 @@ func refuseUnsupported(s Spec, hosted bool) error {
 		{"spec.resources", s.Resources != nil && !hosted},
 		{"spec.diagnostics", len(s.Diagnostics) > 0},
 		{"spec.snapshot", len(s.Snapshot) > 0},
-		{"spec.backend.datastore", len(s.Backend.Datastore) > 0 && !hosted},
 		{"spec.backend.vkobe", len(s.Backend.VKobe) > 0},
 		{"spec.cluster.servers", s.Cluster.Servers != nil && !hosted},
 		{"spec.cluster.agents", s.Cluster.Agents != nil && !hosted},
@@ -561,6 +569,23 @@ func parseDuration(field string, v Duration, def time.Duration) (time.Duration, 
 		return 0, fmt.Errorf("%s: %q is not a duration (use e.g. 30s, 5m, 2h)", field, string(v))
 	}
 	return d, nil
+}
+
+// localWithDatastore is the local backend's options with upstream's spec.backend.datastore
+// given as spec.backend.local.datastore, the field the local backend reads (the same shape).
+// Both at once would say the same thing twice, and could disagree: refused.
+func localWithDatastore(section, datastore json.RawMessage) (json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if len(section) > 0 && string(section) != "null" {
+		if err := json.Unmarshal(section, &out); err != nil {
+			return nil, errors.New("spec.backend.local: must be an object")
+		}
+	}
+	if _, ok := out["datastore"]; ok {
+		return nil, errors.New("spec.backend.datastore: given twice (spec.backend.local.datastore too): keep one")
+	}
+	out["datastore"] = datastore
+	return json.Marshal(out)
 }
 
 // hostedBackends run each member as pods of a host cluster (backends/internal/hosted): they read

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -119,7 +121,7 @@ func TestOnRealHostCluster(t *testing.T) {
 			{backends.InstanceSpec{ID: "r2", KubernetesVersion: "v1.20.0+k3s1"}, "spec.cluster.version: v1.20.0+k3s1 is older than"},
 			{spec("r3", map[string]any{"servers": 3}), "spec.cluster.servers: 3 servers need a shared datastore (spec.backend.datastore)"},
 			{backends.InstanceSpec{ID: "r4", KubernetesVersion: version, Options: json.RawMessage(`{"datastore":{"secretRef":"no-such-secret"}}`)}, "spec.backend.datastore.secretRef: the host cluster has no Secret default/no-such-secret"},
-			{spec("r5", map[string]any{"expose": map[string]any{"exposeType": "LoadBalancer"}}), "spec.cluster.expose.exposeType: LoadBalancer is not supported"},
+			{spec("r5", map[string]any{"expose": map[string]any{"exposeType": "ingress"}}), "spec.cluster.expose.exposeType: ingress is not supported by kobe: the instance's API needs TLS passed through"},
 			{spec("r6", map[string]any{"persistence": map[string]any{"storageType": "tmpfs"}}), `spec.cluster.persistence.storageType: "tmpfs"`},
 			{spec("r7", map[string]any{"serverArgs": []string{"disable-agent"}}), `spec.cluster.serverArgs[0]: "disable-agent" is not a flag`},
 			{backends.InstanceSpec{ID: "r8", KubernetesVersion: version, Options: json.RawMessage(`{"namespace":"nowhere"}`)}, `spec.backend.k3s.namespace: the host cluster has no namespace "nowhere"`},
@@ -338,6 +340,65 @@ func TestOnRealHostCluster(t *testing.T) {
 		t.Run("create to ready, 10 runs (KOBE_K3S_MEASURE=1)", func(t *testing.T) {
 			measure(t, b, haSpec, "k3s servers:3 on PostgreSQL", 5*time.Minute)
 		})
+	})
+
+	t.Run("exposed as a LoadBalancer: the servers wait for its address, the kubeconfig reaches the API through it", func(t *testing.T) {
+		// This host has no load-balancer controller: the test plays one, giving the Service an
+		// address on the node's bridge that kube-proxy then routes to the servers, as it does
+		// for the addresses a cloud's controller writes.
+		const id = "lb"
+		lbIP := net.ParseIP(c.NodeIP).To4()
+		require.NotNil(t, lbIP)
+		lbIP = append(net.IP{}, lbIP...)
+		lbIP[3] = 250
+		created := make(chan error, 1)
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		go func() {
+			_, err := b.Create(cctx, spec(id, map[string]any{"expose": map[string]any{"exposeType": "LoadBalancer"}}))
+			created <- err
+		}()
+		var svc *corev1.Service
+		require.Eventually(t, func() bool {
+			var err error
+			svc, err = c.Client.CoreV1().Services("default").Get(ctx, id, metav1.GetOptions{})
+			return err == nil
+		}, time.Minute, 200*time.Millisecond)
+		assert.Equal(t, corev1.ServiceTypeLoadBalancer, svc.Spec.Type)
+		_, err := c.Client.AppsV1().StatefulSets("default").Get(ctx, id+"-server", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "no server before the load balancer has an address: %v", err)
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: lbIP.String()}}
+		_, err = c.Client.CoreV1().Services("default").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, <-created)
+		st, err := b.WaitReady(cctx, id, nil)
+		require.NoError(t, err)
+		assert.Equal(t, "https://"+lbIP.String()+":6443", st.Endpoint)
+		cred, err := b.Credentials(ctx, id, backends.CredentialRequest{})
+		require.NoError(t, err)
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(cred.Kubeconfig)
+		require.NoError(t, err)
+		client, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		v, err := client.Discovery().ServerVersion()
+		require.NoError(t, err, "the certificate names the load balancer's address")
+		assert.Equal(t, version, v.GitVersion)
+		require.NoError(t, b.Delete(cctx, id))
+	})
+
+	t.Run("a LoadBalancer that never gets an address: Create says so, Delete cleans up", func(t *testing.T) {
+		const id = "lb-none"
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err := b.Create(cctx, spec(id, map[string]any{"expose": map[string]any{"exposeType": "LoadBalancer"}}))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "got no load balancer address: does the host cluster run a load-balancer controller?")
+		dctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		require.NoError(t, b.Delete(dctx, id))
+		left, err := b.Leftovers(ctx, id)
+		require.NoError(t, err)
+		assert.Empty(t, left)
 	})
 
 	t.Run("create to ready, 10 runs (KOBE_K3S_MEASURE=1)", func(t *testing.T) {

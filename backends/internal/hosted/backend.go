@@ -314,8 +314,15 @@ func (b *Backend) createObjects(ctx context.Context, spec backends.InstanceSpec,
 		return refused("Service", svc.Name, err)
 	}
 	var extra []string
-	if p.ExposeType == ExposeNodePort {
+	switch {
+	case p.ExposeType == ExposeNodePort:
 		if extra, err = b.nodeAddresses(ctx); err != nil {
+			return err
+		}
+	case p.ExposeType == ExposeLoadBalancer && !dryRun:
+		// The servers' certificate names the load balancer's address, which the host's
+		// load-balancer controller gives the Service: the servers wait for it.
+		if extra, err = b.loadBalancerAddresses(ctx, ns, svc.Name); err != nil {
 			return err
 		}
 	}
@@ -429,6 +436,37 @@ func (b *Backend) nodeAddresses(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// loadBalancerAddresses waits until the host gives the Service its load balancer's addresses
+// (IPs or host names), or ctx ends.
+func (b *Backend) loadBalancerAddresses(ctx context.Context, ns, name string) ([]string, error) {
+	for {
+		svc, err := b.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("Service %s/%s: %w", ns, name, err)
+		}
+		if addrs := lbAddresses(svc); len(addrs) > 0 {
+			return addrs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("Service %s/%s (type LoadBalancer) got no load balancer address: does the host cluster run a load-balancer controller? %w", ns, name, ctx.Err())
+		case <-time.After(b.poll):
+		}
+	}
+}
+
+func lbAddresses(svc *corev1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			out = append(out, in.IP)
+		} else if in.Hostname != "" {
+			out = append(out, in.Hostname)
+		}
+	}
+	return out
 }
 
 // findCA finds an instance's CA Secret (its anchor) by label, in any namespace.
@@ -580,6 +618,13 @@ func (b *Backend) endpoint(ctx context.Context, ca *corev1.Secret, shape instanc
 	svc, err := b.kube.CoreV1().Services(ca.Namespace).Get(ctx, serviceName(id), metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("Service %s/%s: %w", ca.Namespace, serviceName(id), err)
+	}
+	if shape.ExposeType == ExposeLoadBalancer {
+		addrs := lbAddresses(svc)
+		if len(addrs) == 0 {
+			return "", errors.New("no load balancer address yet")
+		}
+		return "https://" + net.JoinHostPort(addrs[0], strconv.Itoa(APIPort)), nil
 	}
 	if shape.ExposeType == ExposeNodePort {
 		if len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].NodePort == 0 {

@@ -75,11 +75,14 @@ func renderService(d Distro, id, pool string, p Parsed) *corev1.Service {
 			PublishNotReadyAddresses: false,
 		},
 	}
-	if p.ExposeType == ExposeNodePort {
+	switch p.ExposeType {
+	case ExposeNodePort:
 		svc.Spec.Type = corev1.ServiceTypeNodePort
 		if np := p.Cluster.Expose.NodePort; np != nil {
 			svc.Spec.Ports[0].NodePort = *np
 		}
+	case ExposeLoadBalancer:
+		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 	}
 	return svc
 }

@@ -62,8 +62,9 @@ const (
 	StorageEmptyDir = "emptyDir"
 	StoragePVC      = "pvc"
 
-	ExposeClusterIP = "ClusterIP"
-	ExposeNodePort  = "NodePort"
+	ExposeClusterIP    = "ClusterIP"
+	ExposeNodePort     = "NodePort"
+	ExposeLoadBalancer = "LoadBalancer"
 )
 
 // Limits that keep a typo from asking for something absurd.
@@ -180,13 +181,21 @@ func ParseOptions(section string, raw json.RawMessage) (Parsed, error) {
 			if e.NodePort != nil && (*e.NodePort < 1 || *e.NodePort > 65535) {
 				return p, fmt.Errorf("spec.cluster.expose.nodePort: %d is not a port", *e.NodePort)
 			}
-		case "LoadBalancer", "ingress", "Ingress":
-			return p, fmt.Errorf("spec.cluster.expose.exposeType: %s is not supported by this version of kobe (use ClusterIP or NodePort)", e.ExposeType)
+		case ExposeLoadBalancer:
+			p.ExposeType = ExposeLoadBalancer
+			if e.NodePort != nil {
+				return p, errors.New("spec.cluster.expose.nodePort: needs exposeType: NodePort")
+			}
+		case "ingress", "Ingress":
+			// An Ingress routes HTTP and terminates TLS at its controller; the instance's API
+			// authenticates clients by certificate, which needs TLS passed through to the servers,
+			// and the Ingress API has no field for that (each controller has its own annotation).
+			return p, fmt.Errorf("spec.cluster.expose.exposeType: %s is not supported by kobe: the instance's API needs TLS passed through to its servers (client certificates), which an Ingress does not express; use NodePort or LoadBalancer", e.ExposeType)
 		default:
-			return p, fmt.Errorf("spec.cluster.expose.exposeType: %q is not one of ClusterIP, NodePort", e.ExposeType)
+			return p, fmt.Errorf("spec.cluster.expose.exposeType: %q is not one of ClusterIP, NodePort, LoadBalancer", e.ExposeType)
 		}
 		if e.IngressClassName != "" {
-			return p, errors.New("spec.cluster.expose.ingressClassName: only with exposeType ingress, which this version of kobe does not support")
+			return p, errors.New("spec.cluster.expose.ingressClassName: only with exposeType ingress, which kobe does not support")
 		}
 	}
 	if r := o.Resources; r != nil {
