@@ -72,14 +72,18 @@ type Spec struct {
 // spec.backend.capi and spec.backend.vcluster are read by their backends; the others parse,
 // and Validate refuses them).
 type Backend struct {
-	Type      string          `json:"type,omitempty"`
-	Local     json.RawMessage `json:"local,omitempty"`
-	Datastore json.RawMessage `json:"datastore,omitempty"`
-	CAPI      json.RawMessage `json:"capi,omitempty"`
-	K3s       json.RawMessage `json:"k3s,omitempty"`
-	K0s       json.RawMessage `json:"k0s,omitempty"`
-	VCluster  json.RawMessage `json:"vcluster,omitempty"`
-	VKobe     json.RawMessage `json:"vkobe,omitempty"`
+	Type string `json:"type,omitempty"`
+	// HostCluster (kobe addition) names the host cluster the members run in, for the backends
+	// that run in one (k3s, k0s, vcluster): the workers started with --host-cluster-name of
+	// that name serve them. Empty: any worker running the backend.
+	HostCluster string          `json:"hostCluster,omitempty"`
+	Local       json.RawMessage `json:"local,omitempty"`
+	Datastore   json.RawMessage `json:"datastore,omitempty"`
+	CAPI        json.RawMessage `json:"capi,omitempty"`
+	K3s         json.RawMessage `json:"k3s,omitempty"`
+	K0s         json.RawMessage `json:"k0s,omitempty"`
+	VCluster    json.RawMessage `json:"vcluster,omitempty"`
+	VKobe       json.RawMessage `json:"vkobe,omitempty"`
 }
 
 // Cluster describes the Kubernetes cluster of every member. Only Version is acted on; the other
@@ -269,6 +273,9 @@ type Policy struct {
 	Gates                   []ReadinessGate
 	Addons                  []Addon
 	BackendOptions          json.RawMessage
+	// HostCluster is spec.backend.hostCluster: the members' activities run on the workers of
+	// that host cluster only ("": any worker running the backend).
+	HostCluster string `json:",omitempty"`
 	// Drift recycling (spec.upgradePolicy): at most MaxRecycling outdated members torn down at
 	// a time (0 pauses drift recycling), while at least MinReadyDuringUpgrade members stay Ready.
 	MaxRecycling          int
@@ -347,6 +354,15 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		case len(sec.raw) > 0 && refuse:
 			return pol, fmt.Errorf("spec.backend.%s is not supported by the %s backend (it is read when spec.backend.type is %s)", sec.backend, pol.Backend, sec.backend)
 		}
+	}
+	if h := s.Backend.HostCluster; h != "" {
+		if !nameRE.MatchString(h) || len(h) > 63 {
+			return pol, fmt.Errorf("spec.backend.hostCluster: %q is not a host cluster name (a DNS label, as given to --host-cluster-name)", h)
+		}
+		if !hostClusterBackends[pol.Backend] {
+			return pol, fmt.Errorf("spec.backend.hostCluster: the %s backend does not run in a host cluster (k3s, k0s and vcluster do)", pol.Backend)
+		}
+		pol.HostCluster = h
 	}
 	pol.KubernetesVersion = s.Cluster.Version
 	if pol.KubernetesVersion == "" {
@@ -570,6 +586,9 @@ func parseDuration(field string, v Duration, def time.Duration) (time.Duration, 
 	}
 	return d, nil
 }
+
+// hostClusterBackends run their members in a host cluster, which a pool may name.
+var hostClusterBackends = map[string]bool{"k3s": true, "k0s": true, "vcluster": true}
 
 // localWithDatastore is the local backend's options with upstream's spec.backend.datastore
 // given as spec.backend.local.datastore, the field the local backend reads (the same shape).
