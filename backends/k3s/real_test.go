@@ -200,6 +200,18 @@ func TestOnRealHostCluster(t *testing.T) {
 
 	t.Run("HA: 3 servers on a shared PostgreSQL", func(t *testing.T) {
 		pg := sharedPostgres(t, c)
+		t.Cleanup(func() {
+			// Whatever a failed subtest left, deleted while PostgreSQL is still reachable (the
+			// forwarder stops after this), so that its database is dropped too.
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			ids, _ := b.InstanceIDs(ctx)
+			for _, id := range ids {
+				if err := b.Delete(ctx, id); err != nil {
+					t.Errorf("cleanup of %s: %v", id, err)
+				}
+			}
+		})
 		haSpec := func(id string) backends.InstanceSpec { return spec(id, map[string]any{"servers": 3}, pg.datastore) }
 
 		t.Run("conformance", func(t *testing.T) {

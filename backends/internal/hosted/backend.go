@@ -556,8 +556,25 @@ func (b *Backend) statusOf(ctx context.Context, ca *corev1.Secret) backends.Inst
 			return notReady(fmt.Sprintf("%s_%ss_starting", b.distro.Name, c.component), "%d/%d %s pods Ready%s", ready, c.want, c.component, detail)
 		}
 	}
-	if err := b.probeAPI(ctx, ca, endpoint); err != nil {
+	if err := b.probeAPI(ctx, ca, endpoint, ""); err != nil {
 		return notReady(b.distro.Name+"_api_not_answering", "%s: %v", endpoint, err)
+	}
+	if shape.Servers > 1 {
+		// The Service reaches one server per connection: each is asked at its own address, so
+		// that Ready means every server serves (a server's port opens before its API does).
+		for i := 0; i < shape.Servers; i++ {
+			name := serverPodName(id, i)
+			var ip string
+			for j := range pods.Items {
+				if pods.Items[j].Name == name {
+					ip = pods.Items[j].Status.PodIP
+				}
+			}
+			addr := "https://" + net.JoinHostPort(ip, strconv.Itoa(APIPort))
+			if err := b.probeAPI(ctx, ca, addr, serviceDNSName(id, ca.Namespace)); err != nil {
+				return notReady(b.distro.Name+"_api_not_answering", "server %s at %s: %v", name, addr, err)
+			}
+		}
 	}
 	st.Phase, st.Message = backends.PhaseReady, ""
 	if !seenReady {

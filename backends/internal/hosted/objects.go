@@ -51,6 +51,7 @@ func configName(id string) string           { return id + "-config" }
 func serverSetName(id string) string        { return id + "-server" }
 func agentSetName(id string) string         { return id + "-agent" }
 func serviceName(id string) string          { return id }
+func serviceDNSName(id, ns string) string   { return serviceName(id) + "." + ns + ".svc" }
 func pdbName(id string) string              { return id + "-server" }
 func dataVolumeName() string                { return "data" }
 func serverPodName(id string, i int) string { return fmt.Sprintf("%s-%d", serverSetName(id), i) }
