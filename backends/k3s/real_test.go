@@ -310,6 +310,34 @@ func TestOnRealHostCluster(t *testing.T) {
 			assert.Empty(t, dbs, "Delete drops the database and the role")
 		})
 
+		t.Run("a stale database of the same id is not taken over", func(t *testing.T) {
+			// What an earlier instance of this id left (its drop never happened): k3s would find
+			// bootstrap data encrypted with another token and refuse to start.
+			const id = "ha-stale"
+			_, err := b.Create(ctx, haSpec(id))
+			require.NoError(t, err)
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			defer cancel()
+			_, err = b.WaitReady(wctx, id, nil)
+			require.NoError(t, err)
+			// The instance's objects go, its database stays (as a Delete interrupted before the drop).
+			_, err = c.Kubectl("delete", "secret", id+"-ca", "--wait=true")
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				left, err := b.Leftovers(ctx, id)
+				return err == nil && len(left) == 0
+			}, 2*time.Minute, time.Second, "the host's garbage collector removes what the CA owned")
+			dbs, err := pg.server.Leftovers(ctx, id)
+			require.NoError(t, err)
+			require.NotEmpty(t, dbs, "the stale database")
+
+			_, err = b.Create(ctx, haSpec(id))
+			require.NoError(t, err)
+			_, err = b.WaitReady(wctx, id, nil)
+			require.NoError(t, err, "a new instance of the id starts on a fresh database")
+			require.NoError(t, b.Delete(wctx, id))
+		})
+
 		t.Run("bad datastore input is refused at preflight, nothing created", func(t *testing.T) {
 			_, err := c.Client.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: "pg-down"},

@@ -247,7 +247,8 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	}
 	defer b.lock(spec.ID)()
 	ca, err := b.findCA(ctx, spec.ID)
-	if errors.Is(err, backends.ErrNotFound) {
+	fresh := errors.Is(err, backends.ErrNotFound)
+	if fresh {
 		// Only a new instance is judged against the host.
 		if err := b.preflight(ctx, spec, p, image); err != nil {
 			return backends.InstanceStatus{}, err
@@ -259,7 +260,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	}
 	p.Namespace = ca.Namespace
 	// The database before the servers that use it.
-	endpoint, err := b.ensureDatabase(ctx, spec, p, ca)
+	endpoint, err := b.ensureDatabase(ctx, spec, p, ca, fresh)
 	if err != nil {
 		return backends.InstanceStatus{}, err
 	}

@@ -123,7 +123,12 @@ func (b *Backend) preflightDatastore(ctx context.Context, p Parsed) error {
 // holds (provisioning again would change the password under running servers). A crash between
 // provisioning and the Secret is repaired by the next Create: Provision is idempotent and sets
 // a new password. "" without a shared datastore.
-func (b *Backend) ensureDatabase(ctx context.Context, spec backends.InstanceSpec, p Parsed, ca *corev1.Secret) (string, error) {
+//
+// fresh says the instance was new in this Create: a database of its name can then only be a
+// stale one (an earlier instance of the same id whose drop did not happen), whose data the
+// servers would take as theirs (k3s refuses bootstrap data encrypted with another token), so it
+// is dropped first.
+func (b *Backend) ensureDatabase(ctx context.Context, spec backends.InstanceSpec, p Parsed, ca *corev1.Secret, fresh bool) (string, error) {
 	if p.SharedDatastore == nil {
 		return "", nil
 	}
@@ -138,6 +143,11 @@ func (b *Backend) ensureDatabase(ctx context.Context, spec backends.InstanceSpec
 	s, err := b.datastoreServer(ctx, p.Namespace, datastoreRef{SecretRef: p.SharedDatastore.SecretRef, SecretKey: p.SharedDatastore.Key()})
 	if err != nil {
 		return "", err
+	}
+	if fresh {
+		if err := s.Drop(ctx, spec.ID); err != nil {
+			return "", err
+		}
 	}
 	made, err := s.Provision(ctx, spec.ID)
 	if err != nil {
