@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,10 @@ type Activities struct {
 	HostID      string
 	HostQueue   string
 	SharedQueue string
+	// HostClusterQueue is the queue of the host cluster this worker's k3s, k0s and vcluster
+	// backends run in, when it was named (--host-cluster-name): HostQueue(SharedQueue,
+	// HostClusterID(name)). "" for an unnamed host cluster.
+	HostClusterQueue string
 	// Backends this worker runs, by name.
 	Backends map[string]backends.RuntimeBackend
 	// Secrets seals the lease signers of Ready instances; nil: this worker prepares none.
@@ -85,13 +90,26 @@ func Backend(running map[string]backends.RuntimeBackend, host, name string) (bac
 // run there, on the workers of the host that holds it.
 func HostQueue(sharedQueue, hostID string) string { return sharedQueue + "-host-" + hostID }
 
+// HostClusterID is the host id of the instances of a named host cluster (spec.backend.hostCluster):
+// they live in that cluster, not on a worker's machine, and any worker of that cluster serves
+// them on the queue HostQueue(shared, HostClusterID(name)).
+func HostClusterID(name string) string { return HostClusterPrefix + name }
+
+// HostClusterPrefix starts the host id of a named host cluster (worker host ids never do: they
+// are a machine name and a random suffix, see worker.HostID).
+const HostClusterPrefix = "hostcluster-"
+
 // SelectHost runs on the shared task queue: whichever worker takes it offers its own host queue,
 // so instances spread over the workers that run the backend. Host-independent backends stay
-// on the shared queue.
+// on the shared queue. Run on a host cluster's queue (a pool that names its host cluster), it
+// places the instance in that host cluster: every later activity goes to that queue.
 func (a *Activities) SelectHost(ctx context.Context, backendName string) (HostAssignment, error) {
 	b, err := a.backend(backendName)
 	if err != nil {
 		return HostAssignment{}, err
+	}
+	if q := activity.GetInfo(ctx).TaskQueue; a.HostClusterQueue != "" && q == a.HostClusterQueue {
+		return HostAssignment{HostID: strings.TrimPrefix(q, a.SharedQueue+"-host-"), TaskQueue: q}, nil
 	}
 	if _, ok := b.(backends.HostBound); ok {
 		return HostAssignment{HostID: a.HostID, TaskQueue: a.HostQueue}, nil

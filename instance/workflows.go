@@ -40,6 +40,9 @@ type ProvisionInput struct {
 	Addons       []pools.Addon         `json:"addons,omitempty"`
 	Gates        []pools.ReadinessGate `json:"gates,omitempty"`
 	GatesTimeout time.Duration         `json:"gatesTimeout,omitempty"`
+	// HostCluster is the pool's spec.backend.hostCluster: the instance is placed by a worker of
+	// that host cluster ("": any worker running the backend).
+	HostCluster string `json:"hostCluster,omitempty"`
 }
 
 // ProvisionResult is a ready instance and where it lives.
@@ -93,7 +96,19 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 	}
 	short := workflow.WithActivityOptions(ctx, StoreWriteOptions())
 	var res ProvisionResult
-	if err := workflow.ExecuteActivity(short, a.SelectHost, in.Backend).Get(ctx, &res.Placement); err != nil {
+	if in.HostCluster != "" {
+		// Only runs that name a host cluster take this path (and carry the marker): none did
+		// before it existed.
+		workflow.GetVersion(ctx, provisionVersionHostCluster, workflow.DefaultVersion, 1)
+		opts := StoreWriteOptions()
+		opts.TaskQueue = HostQueue(workflow.GetInfo(ctx).TaskQueueName, HostClusterID(in.HostCluster))
+		// No worker of that host cluster polls: fail, rather than wait for one forever.
+		opts.ScheduleToStartTimeout = HostClusterWait
+		sctx := workflow.WithActivityOptions(ctx, opts)
+		if err := workflow.ExecuteActivity(sctx, a.SelectHost, in.Backend).Get(ctx, &res.Placement); err != nil {
+			return res, fmt.Errorf("no worker of host cluster %q (--host-cluster-name) runs backend %s: %w", in.HostCluster, in.Backend, err)
+		}
+	} else if err := workflow.ExecuteActivity(short, a.SelectHost, in.Backend).Get(ctx, &res.Placement); err != nil {
 		return res, fmt.Errorf("no worker runs backend %s: %w", in.Backend, err)
 	}
 	req := BackendRequest{Backend: in.Backend, Spec: in.Spec}

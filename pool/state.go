@@ -289,7 +289,8 @@ func templateChanged(a, b pools.Policy) bool {
 	//workflowcheck:ignore DeepEqual compares two values; nothing in it depends on the run
 	return a.Backend != b.Backend || a.KubernetesVersion != b.KubernetesVersion ||
 		string(a.BackendOptions) != string(b.BackendOptions) ||
-		!reflect.DeepEqual(a.Gates, b.Gates) || !reflect.DeepEqual(a.Addons, b.Addons)
+		!reflect.DeepEqual(a.Gates, b.Gates) || !reflect.DeepEqual(a.Addons, b.Addons) ||
+		a.HostCluster != b.HostCluster // members move to the named host cluster
 }
 
 func (s *State) count(phase MemberPhase) int {
@@ -919,6 +920,7 @@ func (s *State) provision(fx Executor) {
 		NotifyPool:      WorkflowID(pol.Name),
 		Addons:          pol.Addons,
 		Gates:           pol.Gates,
+		HostCluster:     pol.HostCluster,
 	}
 	if err := fx.Do(StartProvision{MemberID: id, Input: in}); err != nil && s.Hardened {
 		// Nothing was created: the member is dropped and it counts as a failed creation.

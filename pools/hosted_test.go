@@ -2,6 +2,7 @@ package pools_test
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -80,4 +81,31 @@ func TestHostedBackendRefusals(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// spec.backend.datastore reaches the k3s backend, which takes servers > 1 with it and refuses
+// what it does not implement (golden templates) by name.
+func TestHostedDatastore(t *testing.T) {
+	m := strings.Replace(k3sPool, "    k3s: {namespace: tenants}\n", "    k3s: {namespace: tenants}\n    datastore: {secretRef: shared-postgres}\n", 1)
+	m = strings.Replace(m, "servers: 1", "servers: 3", 1)
+	p, err := pools.Parse([]byte(m))
+	require.NoError(t, err)
+	pol, err := p.Validate()
+	require.NoError(t, err)
+	var opts map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(pol.BackendOptions, &opts))
+	assert.JSONEq(t, `{"secretRef":"shared-postgres"}`, string(opts["datastore"]))
+	f, err := backends.Resolve("k3s")
+	require.NoError(t, err)
+	require.NoError(t, f.Prototype.Validate(backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions}))
+
+	data, err := os.ReadFile("testdata/upstream/golden-k3s-postgres.yaml")
+	require.NoError(t, err)
+	p, err = pools.Parse(data)
+	require.NoError(t, err)
+	pol, err = p.Validate()
+	require.NoError(t, err)
+	err = f.Prototype.Validate(backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.backend.datastore.goldenTemplates: not supported by this version of kobe's k3s/k0s backends")
 }

@@ -72,14 +72,18 @@ type Spec struct {
 // spec.backend.capi and spec.backend.vcluster are read by their backends; the others parse,
 // and Validate refuses them).
 type Backend struct {
-	Type      string          `json:"type,omitempty"`
-	Local     json.RawMessage `json:"local,omitempty"`
-	Datastore json.RawMessage `json:"datastore,omitempty"`
-	CAPI      json.RawMessage `json:"capi,omitempty"`
-	K3s       json.RawMessage `json:"k3s,omitempty"`
-	K0s       json.RawMessage `json:"k0s,omitempty"`
-	VCluster  json.RawMessage `json:"vcluster,omitempty"`
-	VKobe     json.RawMessage `json:"vkobe,omitempty"`
+	Type string `json:"type,omitempty"`
+	// HostCluster (kobe addition) names the host cluster the members run in, for the backends
+	// that run in one (k3s, k0s, vcluster): the workers started with --host-cluster-name of
+	// that name serve them. Empty: any worker running the backend.
+	HostCluster string          `json:"hostCluster,omitempty"`
+	Local       json.RawMessage `json:"local,omitempty"`
+	Datastore   json.RawMessage `json:"datastore,omitempty"`
+	CAPI        json.RawMessage `json:"capi,omitempty"`
+	K3s         json.RawMessage `json:"k3s,omitempty"`
+	K0s         json.RawMessage `json:"k0s,omitempty"`
+	VCluster    json.RawMessage `json:"vcluster,omitempty"`
+	VKobe       json.RawMessage `json:"vkobe,omitempty"`
 }
 
 // Cluster describes the Kubernetes cluster of every member. Only Version is acted on; the other
@@ -269,6 +273,9 @@ type Policy struct {
 	Gates                   []ReadinessGate
 	Addons                  []Addon
 	BackendOptions          json.RawMessage
+	// HostCluster is spec.backend.hostCluster: the members' activities run on the workers of
+	// that host cluster only ("": any worker running the backend).
+	HostCluster string `json:",omitempty"`
 	// Drift recycling (spec.upgradePolicy): at most MaxRecycling outdated members torn down at
 	// a time (0 pauses drift recycling), while at least MinReadyDuringUpgrade members stay Ready.
 	MaxRecycling          int
@@ -336,17 +343,35 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 				return pol, err
 			}
 			pol.BackendOptions = opts
+		case sec.backend == pol.Backend && sec.backend == "local" && len(s.Backend.Datastore) > 0:
+			opts, err := localWithDatastore(sec.raw, s.Backend.Datastore)
+			if err != nil {
+				return pol, err
+			}
+			pol.BackendOptions = opts
 		case sec.backend == pol.Backend:
 			pol.BackendOptions = sec.raw
 		case len(sec.raw) > 0 && refuse:
 			return pol, fmt.Errorf("spec.backend.%s is not supported by the %s backend (it is read when spec.backend.type is %s)", sec.backend, pol.Backend, sec.backend)
 		}
 	}
+	if h := s.Backend.HostCluster; h != "" {
+		if !nameRE.MatchString(h) || len(h) > 63 {
+			return pol, fmt.Errorf("spec.backend.hostCluster: %q is not a host cluster name (a DNS label, as given to --host-cluster-name)", h)
+		}
+		if !hostClusterBackends[pol.Backend] {
+			return pol, fmt.Errorf("spec.backend.hostCluster: the %s backend does not run in a host cluster (k3s, k0s and vcluster do)", pol.Backend)
+		}
+		pol.HostCluster = h
+	}
 	pol.KubernetesVersion = s.Cluster.Version
 	if pol.KubernetesVersion == "" {
 		return pol, errors.New("spec.cluster.version: required")
 	}
 	if refuse {
+		if len(s.Backend.Datastore) > 0 && !hostedBackends[pol.Backend] && pol.Backend != "local" {
+			return pol, fmt.Errorf("spec.backend.datastore is not supported by the %s backend (a shared datastore is read by the k3s, k0s and local backends)", pol.Backend)
+		}
 		if err := refuseUnsupported(s, hostedBackends[pol.Backend]); err != nil {
 			return pol, err
 		}
@@ -534,7 +559,6 @@ func refuseUnsupported(s Spec, hosted bool) error {
 		{"spec.resources", s.Resources != nil && !hosted},
 		{"spec.diagnostics", len(s.Diagnostics) > 0},
 		{"spec.snapshot", len(s.Snapshot) > 0},
-		{"spec.backend.datastore", len(s.Backend.Datastore) > 0 && !hosted},
 		{"spec.backend.vkobe", len(s.Backend.VKobe) > 0},
 		{"spec.cluster.servers", s.Cluster.Servers != nil && !hosted},
 		{"spec.cluster.agents", s.Cluster.Agents != nil && !hosted},
@@ -561,6 +585,26 @@ func parseDuration(field string, v Duration, def time.Duration) (time.Duration, 
 		return 0, fmt.Errorf("%s: %q is not a duration (use e.g. 30s, 5m, 2h)", field, string(v))
 	}
 	return d, nil
+}
+
+// hostClusterBackends run their members in a host cluster, which a pool may name.
+var hostClusterBackends = map[string]bool{"k3s": true, "k0s": true, "vcluster": true}
+
+// localWithDatastore is the local backend's options with upstream's spec.backend.datastore
+// given as spec.backend.local.datastore, the field the local backend reads (the same shape).
+// Both at once would say the same thing twice, and could disagree: refused.
+func localWithDatastore(section, datastore json.RawMessage) (json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if len(section) > 0 && string(section) != "null" {
+		if err := json.Unmarshal(section, &out); err != nil {
+			return nil, errors.New("spec.backend.local: must be an object")
+		}
+	}
+	if _, ok := out["datastore"]; ok {
+		return nil, errors.New("spec.backend.datastore: given twice (spec.backend.local.datastore too): keep one")
+	}
+	out["datastore"] = datastore
+	return json.Marshal(out)
 }
 
 // hostedBackends run each member as pods of a host cluster (backends/internal/hosted): they read

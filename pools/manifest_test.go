@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kunobi-ninja/kobe/backends"
 	_ "github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/pools"
 )
@@ -129,7 +130,7 @@ func TestUnsupportedFieldsAreRefused(t *testing.T) {
 		"diagnostics":        {"  diagnostics: {enabled: true}\n", "spec.diagnostics is not supported by this version of kobe"},
 		"snapshot":           {"  snapshot: {name: golden}\n", "spec.snapshot is not supported by this version of kobe"},
 		"empty resources":    {"  resources: {}\n", "spec.resources is not supported"},
-		"datastore":          {"", "spec.backend.datastore is not supported by this version of kobe"},
+		"datastore twice":    {"", "spec.backend.datastore: given twice (spec.backend.local.datastore too): keep one"},
 		"capi section":       {"", "spec.backend.capi is not supported"},
 		"vcluster section":   {"", "spec.backend.vcluster is not supported"},
 		"vkobe section":      {"", "spec.backend.vkobe is not supported"},
@@ -145,7 +146,7 @@ func TestUnsupportedFieldsAreRefused(t *testing.T) {
 		"sa on a deployment": {"  readinessGates:\n  - type: DeploymentReady\n    name: web\n    namespace: apps\n    serviceAccount: default\n", "spec.readinessGates[0].serviceAccount: not used"},
 	}
 	sections := map[string]string{ // fields inside spec.backend and spec.cluster
-		"datastore":        "    datastore: {secretRef: pg}\n",
+		"datastore twice":  "    datastore: {secretRef: pg}\n    local: {datastore: {secretRef: pg}}\n",
 		"capi section":     "    capi: {infrastructureKind: DockerCluster}\n",
 		"vcluster section": "    vcluster: {chartVersion: \"\"}\n",
 		"vkobe section":    "    vkobe: {}\n",
@@ -216,7 +217,7 @@ func TestUpstreamExamplesUnsupportedFields(t *testing.T) {
 	want := map[string]string{
 		"capi-docker.yaml":         "spec.backend.capi is not supported",
 		"ci-k3s.yaml":              "spec.cluster.servers is not supported",
-		"golden-k3s-postgres.yaml": "spec.backend.datastore is not supported",
+		"golden-k3s-postgres.yaml": "", // the local backend itself refuses goldenTemplates (TestUpstreamDatastoreShape)
 		"vcluster.yaml":            "spec.backend.vcluster is not supported",
 		"k0s.yaml":                 "",
 		"dev-local.yaml":           "",
@@ -237,4 +238,27 @@ func TestUpstreamExamplesUnsupportedFields(t *testing.T) {
 			assert.ErrorContains(t, err, w, f)
 		}
 	}
+}
+
+// Upstream's spec.backend.datastore is what the local backend reads as its datastore.
+func TestUpstreamDatastoreShape(t *testing.T) {
+	m := strings.Replace(base, "    type: local\n", "    type: local\n    datastore: {secretRef: shared-postgres, secretKey: url}\n", 1)
+	p, err := pools.Parse([]byte(m))
+	require.NoError(t, err)
+	pol, err := p.Validate()
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"datastore":{"secretRef":"shared-postgres","secretKey":"url"}}`, string(pol.BackendOptions))
+
+	data, err := os.ReadFile("testdata/upstream/golden-k3s-postgres.yaml")
+	require.NoError(t, err)
+	p, err = pools.Parse(data)
+	require.NoError(t, err)
+	p.Spec.Backend.Type = "local"
+	pol, err = p.Validate()
+	require.NoError(t, err)
+	f, err := backends.Resolve("local")
+	require.NoError(t, err)
+	err = f.Prototype.Validate(backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: "v1.37.2", Options: pol.BackendOptions})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "goldenTemplates: not supported by the local backend")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
@@ -113,7 +114,9 @@ func (s *Server) handleInstanceRetryTeardown(w http.ResponseWriter, r *http.Requ
 func (s *Server) placement(in store.Instance) instance.HostAssignment {
 	p := instance.HostAssignment{HostID: in.Host, TaskQueue: s.TaskQueue}
 	if f, ok := backends.Lookup(in.Backend); ok && in.Host != "" {
-		if _, hostBound := f.Prototype.(backends.HostBound); hostBound {
+		_, hostBound := f.Prototype.(backends.HostBound)
+		if hostBound || strings.HasPrefix(in.Host, instance.HostClusterPrefix) {
+			// A host-bound instance's host, or the named host cluster it lives in.
 			p.TaskQueue = instance.HostQueue(s.TaskQueue, in.Host)
 		}
 	}

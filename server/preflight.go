@@ -10,6 +10,9 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/pools"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 )
@@ -29,6 +32,19 @@ func (s *Server) preflight(ctx context.Context, pol pools.Policy) (string, error
 	if !ok {
 		return "", nil // refused by the manifest's validation already
 	}
+	// A named host cluster: its workers judge the spec (they reach that cluster), and a name no
+	// worker has is refused.
+	queue := s.TaskQueue
+	if pol.HostCluster != "" {
+		queue = instance.HostQueue(s.TaskQueue, instance.HostClusterID(pol.HostCluster))
+		polled, err := s.polled(ctx, queue)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", errPreflightUnavailable, err)
+		}
+		if !polled {
+			return fmt.Sprintf("spec.backend.hostCluster: no worker serves host cluster %q (none was started with --host-cluster-name %s, or all have stopped)", pol.HostCluster, pol.HostCluster), nil
+		}
+	}
 	if _, ok := f.Prototype.(backends.Preflighter); !ok {
 		return "", nil
 	}
@@ -42,7 +58,7 @@ func (s *Server) preflight(ctx context.Context, pol pools.Policy) (string, error
 	defer cancel()
 	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       newID("preflight-" + pol.Name + "-"),
-		TaskQueue:                s.TaskQueue,
+		TaskQueue:                queue,
 		WorkflowExecutionTimeout: instance.PreflightTimeout,
 	}, instance.PreflightWorkflowName, in)
 	if err != nil {
@@ -57,4 +73,22 @@ func (s *Server) preflight(ctx context.Context, pol pools.Policy) (string, error
 		return "", fmt.Errorf("%w: no worker running the %s backend answered within %s: %v", errPreflightUnavailable, pol.Backend, instance.PreflightTimeout, err)
 	}
 	return res.Refusal, nil
+}
+
+// polled says whether a worker polls a task queue for activities (Temporal remembers the
+// pollers of the last minutes).
+func (s *Server) polled(ctx context.Context, queue string) (bool, error) {
+	ns := s.Namespace
+	if ns == "" {
+		ns = client.DefaultNamespace
+	}
+	resp, err := s.Temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+		Namespace:     ns,
+		TaskQueue:     &taskqueuepb.TaskQueue{Name: queue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+	})
+	if err != nil {
+		return false, fmt.Errorf("asking Temporal for the workers of task queue %s: %w", queue, err)
+	}
+	return len(resp.GetPollers()) > 0, nil
 }

@@ -22,9 +22,11 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/worker"
 )
 
 // TestRecordHistories records real workflow histories for the replay tests in worker/.
@@ -188,6 +190,45 @@ func TestRecordPreflightHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
 	writeHistory(t, ctx, tmp.Client, "record-preflight", filepath.Join("..", "worker", "testdata", "histories", "preflight-v1.json"))
+}
+
+// TestRecordHostClusterProvisionHistory records a Provision and its Teardown whose pool names
+// its host cluster (spec.backend.hostCluster): the placement goes through that host cluster's
+// queue, which a worker started with --host-cluster-name polls. The instance is a local one
+// (the workflow's commands are the same for every backend; the local one is ready fastest).
+// Files are written only when absent: a recorded history is never replaced.
+func TestRecordHostClusterProvisionHistory(t *testing.T) {
+	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
+		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
+	}
+	dir := filepath.Join("..", "worker", "testdata", "histories")
+	provisionFile, teardownFile := filepath.Join(dir, "provision-hostcluster-v1.json"), filepath.Join(dir, "teardown-hostcluster-v1.json")
+	if _, err := os.Stat(provisionFile); err == nil {
+		t.Skipf("%s is recorded already", provisionFile)
+	}
+	tmp := testsuite.StartTemporal(t)
+	s := testsuite.NewStore(t, "sqlite")
+	h, err := worker.StartHost(worker.HostConfig{Client: tmp.Client, Store: s, SharedQueue: "record", StateDir: t.TempDir(),
+		Secrets: secretbox.Random(), HostClusterName: "rec-hosts"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.DeleteInstances() })
+	t.Cleanup(h.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	spec := backends.InstanceSpec{ID: "rec-hc-instance", Pool: "rec", KubernetesVersion: "v1.37.2"}
+	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-provision-hc", TaskQueue: "record"},
+		instance.ProvisionWorkflowName, instance.ProvisionInput{Backend: "local", Spec: spec, HostCluster: "rec-hosts"})
+	require.NoError(t, err)
+	var res instance.ProvisionResult
+	require.NoError(t, run.Get(ctx, &res))
+	require.Equal(t, instance.HostClusterID("rec-hosts"), res.Placement.HostID)
+	require.Equal(t, instance.HostQueue("record", instance.HostClusterID("rec-hosts")), res.Placement.TaskQueue)
+	writeHistory(t, ctx, tmp.Client, "record-provision-hc", provisionFile)
+	run, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-teardown-hc", TaskQueue: "record"},
+		instance.TeardownWorkflowName, instance.TeardownInput{Backend: "local", Spec: spec, Placement: res.Placement})
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, nil))
+	writeHistory(t, ctx, tmp.Client, "record-teardown-hc", teardownFile)
 }
 
 // widgetsCRD is the addon of the recorded provision; its readiness gate waits for it.

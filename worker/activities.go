@@ -30,6 +30,8 @@ type Activities struct {
 	HostID      string
 	HostQueue   string
 	SharedQueue string
+	// HostClusterQueue is the queue of this host's named host cluster (--host-cluster-name), "" if unnamed.
+	HostClusterQueue string
 	// Backends this worker runs, by name.
 	Backends map[string]backends.RuntimeBackend
 	// Secrets seals kubeconfigs before they are stored.
@@ -48,7 +50,7 @@ func NewActivities(s store.Store, logger *zap.Logger) *Activities {
 // Instance returns the instance domain's activities on these dependencies.
 func (a *Activities) Instance() *instance.Activities {
 	return &instance.Activities{Store: a.Store, Logger: a.Logger, Host: a.Host, HostID: a.HostID,
-		HostQueue: a.HostQueue, SharedQueue: a.SharedQueue, Backends: a.Backends, Secrets: a.Secrets}
+		HostQueue: a.HostQueue, SharedQueue: a.SharedQueue, HostClusterQueue: a.HostClusterQueue, Backends: a.Backends, Secrets: a.Secrets}
 }
 
 // Pool returns the pool domain's activities.

@@ -29,6 +29,9 @@ type HostConfig struct {
 	Secrets *secretbox.Box
 	// HostKubeconfig is the host cluster of the k3s, k0s and vcluster backends (--host-kubeconfig).
 	HostKubeconfig string
+	// HostClusterName names that host cluster (--host-cluster-name): the host also polls its
+	// queue, where the members of pools naming it are placed. "": unnamed.
+	HostClusterName string
 }
 
 // Host is a started kobe host: every backend compiled in, built for this host, and two
@@ -51,6 +54,11 @@ func StartHost(cfg HostConfig) (*Host, error) {
 	acts := NewActivities(cfg.Store, cfg.Logger)
 	acts.HostID, acts.SharedQueue, acts.HostQueue = hostID, cfg.SharedQueue, instance.HostQueue(cfg.SharedQueue, hostID)
 	acts.Secrets = cfg.Secrets
+	queues := []string{cfg.SharedQueue, acts.HostQueue}
+	if cfg.HostClusterName != "" {
+		acts.HostClusterQueue = instance.HostQueue(cfg.SharedQueue, instance.HostClusterID(cfg.HostClusterName))
+		queues = append(queues, acts.HostClusterQueue)
+	}
 	for _, name := range backends.Names() {
 		f, _ := backends.Lookup(name)
 		b, err := f.New(backends.Environment{StateDir: cfg.StateDir, HostID: hostID, HostKubeconfig: cfg.HostKubeconfig})
@@ -60,7 +68,7 @@ func StartHost(cfg HostConfig) (*Host, error) {
 		acts.Backends[name] = b
 	}
 	h := &Host{Activities: acts}
-	for _, queue := range []string{cfg.SharedQueue, acts.HostQueue} {
+	for _, queue := range queues {
 		w := New(cfg.Client, queue, acts)
 		if err := w.Start(); err != nil {
 			h.Stop()

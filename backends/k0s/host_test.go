@@ -9,11 +9,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/internal/hosted"
 	"github.com/kunobi-ninja/kobe/backends/k0s"
+	"github.com/kunobi-ninja/kobe/datastore"
+	"github.com/kunobi-ninja/kobe/testsuite/dbtest"
 	"github.com/kunobi-ninja/kobe/testsuite/hostcluster"
 )
 
@@ -84,9 +87,10 @@ func TestOnHostCluster(t *testing.T) {
 			return err == nil && len(pvcs.Items) == 1
 		}, time.Minute, 300*time.Millisecond, "the server's claim")
 		assert.Equal(t, backends.PhaseCreating, st.Phase)
-		cm, err := c.Client.CoreV1().ConfigMaps("default").Get(ctx, id+"-config", metav1.GetOptions{})
+		cm, err := c.Client.CoreV1().Secrets("default").Get(ctx, id+"-config", metav1.GetOptions{})
 		require.NoError(t, err)
-		cfg := cm.Data["k0s.yaml"]
+		cfg := string(cm.Data["k0s.yaml"])
+		assert.Contains(t, cfg, "type: etcd", "the embedded datastore without spec.backend.datastore")
 		assert.Contains(t, cfg, "kind: ClusterConfig")
 		assert.Contains(t, cfg, id+".default.svc")
 		set, err := c.Client.AppsV1().StatefulSets("default").Get(ctx, id+"-server", metav1.GetOptions{})
@@ -115,6 +119,58 @@ func TestOnHostCluster(t *testing.T) {
 		_, err = b.Status(ctx, id)
 		assert.ErrorIs(t, err, backends.ErrNotFound)
 		require.NoError(t, b.Delete(dctx, id), "twice is fine")
+	})
+
+	t.Run("HA: 3 controllers on a shared PostgreSQL (kine), their database dropped at delete", func(t *testing.T) {
+		// The host's pods never run here (kwok), so the machine's PostgreSQL is named by its
+		// loopback address: what is checked is what kobe makes of it.
+		admin := dbtest.PostgresAdminURL(t)
+		server, err := datastore.Parse(admin)
+		require.NoError(t, err)
+		_, err = c.Client.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "shared-postgres"},
+			Data:       map[string][]byte{"connection-url": []byte(admin)},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		const id = "k0s-ha"
+		ha := spec(id, `{"cluster":{"servers":3},"datastore":{"secretRef":"shared-postgres"}}`)
+		require.NoError(t, b.Preflight(ctx, ha), "the host accepts the HA manifests (dry-run)")
+		left, err := server.Leftovers(ctx, id)
+		require.NoError(t, err)
+		assert.Empty(t, left, "a preflight provisions nothing")
+
+		_, err = b.Create(ctx, ha)
+		require.NoError(t, err)
+		name, err := server.Name(id)
+		require.NoError(t, err)
+		left, err = server.Leftovers(ctx, id)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"database " + name, "role " + name}, left)
+		dsn, err := b.DatastoreEndpoint(ctx, id)
+		require.NoError(t, err)
+		secret, err := c.Client.CoreV1().Secrets("default").Get(ctx, id+"-config", metav1.GetOptions{})
+		require.NoError(t, err)
+		cfg := string(secret.Data["k0s.yaml"])
+		assert.Contains(t, cfg, "type: kine")
+		assert.Contains(t, cfg, "dataSource: "+dsn.Reveal(), "kine on the instance's own database (in a Secret: it holds the password)")
+		set, err := c.Client.AppsV1().StatefulSets("default").Get(ctx, id+"-server", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, int32(3), *set.Spec.Replicas)
+		assert.Contains(t, set.Spec.Template.Spec.InitContainers[0].Command[2], "cp /var/lib/kobe/ca/sa.key /var/lib/k0s/pki/sa.key",
+			"every controller gets the instance's ServiceAccount key")
+		pdb, err := c.Client.PolicyV1().PodDisruptionBudgets("default").Get(ctx, id+"-server", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, int32(1), pdb.Spec.MaxUnavailable.IntVal)
+
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		require.NoError(t, b.Delete(dctx, id))
+		hostLeft, err := b.Leftovers(ctx, id)
+		require.NoError(t, err)
+		assert.Empty(t, hostLeft)
+		left, err = server.Leftovers(ctx, id)
+		require.NoError(t, err)
+		assert.Empty(t, left, "the database and role are dropped with the instance")
 	})
 
 	t.Run("a running k0s: ready, credentials, revocation", func(t *testing.T) {

@@ -65,8 +65,12 @@ var Distro = hosted.Distro{
 	Image:   Image,
 	DataDir: DataDir,
 	// k0s takes a CA it finds in pki/ at first start instead of generating one.
-	CAFiles:   [][2]string{{"pki/ca.crt", "pki/ca.key"}},
-	ConfigDir: ConfigDir,
+	CAFiles: [][2]string{{"pki/ca.crt", "pki/ca.key"}},
+	// k0s controllers each make their own ServiceAccount key unless they find one (a joining
+	// controller gets it from a join token, which kobe does not use): kobe gives every
+	// controller of an instance the same pair, so that HA controllers accept each other's tokens.
+	ServiceAccountKeyFiles: &[2]string{"pki/sa.key", "pki/sa.pub"},
+	ConfigDir:              ConfigDir,
 	ServerCommand: func(in hosted.ServerInput) []string {
 		cmd := []string{"k0s", "controller", "--config=" + ConfigDir + "/k0s.yaml", "--data-dir=" + DataDir, "--enable-worker", "--no-taints"}
 		return append(cmd, in.Options.Cluster.ServerArgs...)
@@ -79,7 +83,7 @@ var Distro = hosted.Distro{
 			"spec": map[string]any{
 				"api":       map[string]any{"port": hosted.APIPort, "sans": in.SANs},
 				"network":   map[string]any{"serviceCIDR": "10.43.0.0/16", "podCIDR": "10.42.0.0/16"},
-				"storage":   map[string]any{"type": "etcd"},
+				"storage":   storage(in),
 				"telemetry": map[string]any{"enabled": false},
 			},
 		}
@@ -89,4 +93,13 @@ var Distro = hosted.Distro{
 		}
 		return map[string]string{"k0s.yaml": string(out)}, nil
 	},
+}
+
+// storage of k0s.yaml: its embedded etcd, or kine on the instance's own database of the shared
+// datastore (spec.backend.datastore), which several controllers share (HA, as for k3s).
+func storage(in hosted.ServerInput) map[string]any {
+	if in.DatastoreEndpoint == "" {
+		return map[string]any{"type": "etcd"}
+	}
+	return map[string]any{"type": "kine", "kine": map[string]any{"dataSource": in.DatastoreEndpoint}}
 }

@@ -64,6 +64,9 @@ var Distro = hosted.Distro{
 		{"server/tls/server-ca.crt", "server/tls/server-ca.key"},
 		{"server/tls/client-ca.crt", "server/tls/client-ca.key"},
 	},
+	// k3s's --datastore-endpoint, read from the environment: the instance's own database on the
+	// shared datastore (spec.backend.datastore), which lets several servers form one cluster.
+	DatastoreEnv: "K3S_DATASTORE_ENDPOINT",
 	ServerCommand: func(in hosted.ServerInput) []string {
 		cmd := []string{"/bin/k3s", "server",
 			"--data-dir=" + DataDir,

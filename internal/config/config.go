@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -42,6 +43,9 @@ type Config struct {
 	// HostKubeconfig is the kubeconfig of the host cluster the k3s, k0s and vcluster backends
 	// put their instances in (dev and worker); empty: the in-cluster config, if any.
 	HostKubeconfig string
+	// HostClusterName names that host cluster (dev and worker): a pool whose
+	// spec.backend.hostCluster is this name has its members placed by the workers that have it.
+	HostClusterName string
 	// SecretKeyFile holds the base64 AES-256 key that seals lease kubeconfigs in the store.
 	// The API server and every worker must share it. Dev mode keeps one in --state-dir.
 	SecretKeyFile string
@@ -157,6 +161,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 func (c *Config) addHostFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.HostKubeconfig, "host-kubeconfig", c.HostKubeconfig,
 		"kubeconfig of the host cluster the k3s, k0s and vcluster backends create instances in (default: the in-cluster config)")
+	fs.StringVar(&c.HostClusterName, "host-cluster-name", c.HostClusterName,
+		"name of that host cluster: pools with spec.backend.hostCluster of this name are placed by the workers that have it (a DNS label; default: unnamed, any pool without a hostCluster)")
 }
 
 func (c *Config) addAccessFlags(fs *pflag.FlagSet, adminTokenHelp string) {
@@ -212,6 +218,9 @@ func (c *Config) Validate(mode Mode) error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("--log-level %q: must be one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.HostClusterName != "" && (!hostClusterName.MatchString(c.HostClusterName) || len(c.HostClusterName) > 63) {
+		return fmt.Errorf("--host-cluster-name %q: must be a DNS label (lowercase letters, digits, '-')", c.HostClusterName)
 	}
 	if c.HostKubeconfig != "" && mode != ModeServer {
 		if _, err := os.Stat(c.HostKubeconfig); err != nil {
@@ -318,3 +327,5 @@ func validatePort(flag string, port int, zeroOK bool) error {
 	}
 	return nil
 }
+
+var hostClusterName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)

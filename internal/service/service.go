@@ -305,7 +305,8 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 	}
 	p.secrets = secrets
 	h, err := worker.StartHost(worker.HostConfig{Client: c, Store: st, Logger: logger.Named("activities"),
-		SharedQueue: sharedQueue, StateDir: stateDir, Secrets: secrets, HostKubeconfig: cfg.HostKubeconfig})
+		SharedQueue: sharedQueue, StateDir: stateDir, Secrets: secrets, HostKubeconfig: cfg.HostKubeconfig,
+		HostClusterName: cfg.HostClusterName})
 	if err != nil {
 		return err
 	}

@@ -204,11 +204,22 @@ func (b *Backend) preflight(ctx context.Context, spec backends.InstanceSpec, p P
 			}
 		}
 	}
+	if err := b.preflightDatastore(ctx, p); err != nil {
+		return err
+	}
 	ca, err := b.createCA(ctx, spec, p, true)
 	if err != nil {
 		return err
 	}
-	return b.createObjects(ctx, spec, p, image, ca, true)
+	return b.createObjects(ctx, spec, p, image, ca, dryRunEndpoint(p), true)
+}
+
+// dryRunEndpoint stands for the instance's own datastore URL in a dry-run (none is made).
+func dryRunEndpoint(p Parsed) string {
+	if p.SharedDatastore == nil {
+		return ""
+	}
+	return "postgres://dry-run:dry-run@dry-run:5432/dry-run"
 }
 
 func (b *Backend) lock(id string) func() {
@@ -237,7 +248,8 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	}
 	defer b.lock(spec.ID)()
 	ca, err := b.findCA(ctx, spec.ID)
-	if errors.Is(err, backends.ErrNotFound) {
+	fresh := errors.Is(err, backends.ErrNotFound)
+	if fresh {
 		// Only a new instance is judged against the host.
 		if err := b.preflight(ctx, spec, p, image); err != nil {
 			return backends.InstanceStatus{}, err
@@ -248,16 +260,23 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		return backends.InstanceStatus{}, err
 	}
 	p.Namespace = ca.Namespace
-	if err := b.createObjects(ctx, spec, p, image, ca, false); err != nil {
+	// The database before the servers that use it.
+	endpoint, err := b.ensureDatabase(ctx, spec, p, ca, fresh)
+	if err != nil {
+		return backends.InstanceStatus{}, err
+	}
+	if err := b.createObjects(ctx, spec, p, image, ca, endpoint, false); err != nil {
 		return backends.InstanceStatus{}, err
 	}
 	return b.statusOf(ctx, ca), nil
 }
 
 // createObjects creates (or, with dryRun, has the host check without keeping) every object of
-// the instance after its CA Secret: the token Secret, the Service, the configuration, the
-// StatefulSets and the PodDisruptionBudget.
-func (b *Backend) createObjects(ctx context.Context, spec backends.InstanceSpec, p Parsed, image string, ca *corev1.Secret, dryRun bool) error {
+// the instance after its CA Secret (and its database): the token Secret, the datastore Secret
+// (dry-run only: Create makes it with the database), the Service, the configuration, the
+// StatefulSets and the PodDisruptionBudget. endpoint is the instance's own datastore URL ("":
+// embedded datastore).
+func (b *Backend) createObjects(ctx context.Context, spec backends.InstanceSpec, p Parsed, image string, ca *corev1.Secret, endpoint string, dryRun bool) error {
 	d := b.distro
 	ns := p.Namespace
 	opts := metav1.CreateOptions{}
@@ -281,6 +300,12 @@ func (b *Backend) createObjects(ctx context.Context, spec backends.InstanceSpec,
 	if _, err := b.kube.CoreV1().Secrets(ns).Create(ctx, token, opts); err != nil && !apierrors.IsAlreadyExists(err) {
 		return refused("Secret", token.Name, err)
 	}
+	if dryRun && endpoint != "" {
+		ds := renderDatastoreSecret(d, spec.ID, spec.Pool, ns, endpoint)
+		if _, err := b.kube.CoreV1().Secrets(ns).Create(ctx, ds, opts); err != nil {
+			return refused("Secret", ds.Name, err)
+		}
+	}
 	svc := renderService(d, spec.ID, spec.Pool, p)
 	svc.OwnerReferences = owner
 	got, err := b.kube.CoreV1().Services(ns).Create(ctx, svc, opts)
@@ -291,24 +316,31 @@ func (b *Backend) createObjects(ctx context.Context, spec backends.InstanceSpec,
 		return refused("Service", svc.Name, err)
 	}
 	var extra []string
-	if p.ExposeType == ExposeNodePort {
+	switch {
+	case p.ExposeType == ExposeNodePort:
 		if extra, err = b.nodeAddresses(ctx); err != nil {
+			return err
+		}
+	case p.ExposeType == ExposeLoadBalancer && !dryRun:
+		// The servers' certificate names the load balancer's address, which the host's
+		// load-balancer controller gives the Service: the servers wait for it.
+		if extra, err = b.loadBalancerAddresses(ctx, ns, svc.Name); err != nil {
 			return err
 		}
 	}
 	in := ServerInput{
 		ID: spec.ID, Namespace: ns, SANs: sans(spec.ID, ns, got.Spec.ClusterIP, extra),
 		ServiceName: svc.Name, ServerURL: fmt.Sprintf("https://%s.%s.svc:%d", svc.Name, ns, APIPort),
-		TokenFile: TokenDir + "/token", Options: p,
+		TokenFile: TokenDir + "/token", Options: p, DatastoreEndpoint: endpoint,
 	}
-	cm, err := renderConfigMap(d, spec.ID, spec.Pool, in)
+	cfg, err := renderConfig(d, spec.ID, spec.Pool, in)
 	if err != nil {
 		return err
 	}
-	if cm != nil {
-		cm.OwnerReferences = owner
-		if _, err := b.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, opts); err != nil && !apierrors.IsAlreadyExists(err) {
-			return refused("ConfigMap", cm.Name, err)
+	if cfg != nil {
+		cfg.OwnerReferences = owner
+		if _, err := b.kube.CoreV1().Secrets(ns).Create(ctx, cfg, opts); err != nil && !apierrors.IsAlreadyExists(err) {
+			return refused("Secret", cfg.Name, err)
 		}
 	}
 	for _, set := range []*appsv1.StatefulSet{renderServers(d, spec.ID, spec.Pool, image, in), renderAgents(d, spec.ID, spec.Pool, image, in)} {
@@ -337,12 +369,23 @@ func (b *Backend) createCA(ctx context.Context, spec backends.InstanceSpec, p Pa
 	}
 	lbl := labels(b.distro, spec.ID, spec.Pool, ComponentCA)
 	// What the instance was created from, so Status can tell the servers and agents to expect.
-	shape, _ := json.Marshal(instanceShape{Servers: p.Servers, Agents: p.Agents, ExposeType: p.ExposeType})
+	sh := instanceShape{Servers: p.Servers, Agents: p.Agents, ExposeType: p.ExposeType}
+	if p.SharedDatastore != nil {
+		sh.Datastore = &datastoreRef{SecretRef: p.SharedDatastore.SecretRef, SecretKey: p.SharedDatastore.Key()}
+	}
+	shape, _ := json.Marshal(sh)
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: caSecretName(spec.ID), Namespace: p.Namespace, Labels: lbl,
 			Annotations: map[string]string{shapeAnnotation: string(shape)}},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM},
+	}
+	if b.distro.ServiceAccountKeyFiles != nil {
+		pub, priv, err := pki.NewSigningKey()
+		if err != nil {
+			return nil, err
+		}
+		s.Data[saKeyKey], s.Data[saPubKey] = priv, pub
 	}
 	opts := metav1.CreateOptions{}
 	if dryRun {
@@ -377,6 +420,8 @@ type instanceShape struct {
 	Servers    int    `json:"servers"`
 	Agents     int    `json:"agents"`
 	ExposeType string `json:"exposeType"`
+	// Datastore: the instance has a database on a shared datastore (dropped at Delete).
+	Datastore *datastoreRef `json:"datastore,omitempty"`
 }
 
 func (b *Backend) nodeAddresses(ctx context.Context) ([]string, error) {
@@ -393,6 +438,37 @@ func (b *Backend) nodeAddresses(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// loadBalancerAddresses waits until the host gives the Service its load balancer's addresses
+// (IPs or host names), or ctx ends.
+func (b *Backend) loadBalancerAddresses(ctx context.Context, ns, name string) ([]string, error) {
+	for {
+		svc, err := b.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("Service %s/%s: %w", ns, name, err)
+		}
+		if addrs := lbAddresses(svc); len(addrs) > 0 {
+			return addrs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("Service %s/%s (type LoadBalancer) got no load balancer address: does the host cluster run a load-balancer controller? %w", ns, name, ctx.Err())
+		case <-time.After(b.poll):
+		}
+	}
+}
+
+func lbAddresses(svc *corev1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			out = append(out, in.IP)
+		} else if in.Hostname != "" {
+			out = append(out, in.Hostname)
+		}
+	}
+	return out
 }
 
 // findCA finds an instance's CA Secret (its anchor) by label, in any namespace.
@@ -482,8 +558,25 @@ func (b *Backend) statusOf(ctx context.Context, ca *corev1.Secret) backends.Inst
 			return notReady(fmt.Sprintf("%s_%ss_starting", b.distro.Name, c.component), "%d/%d %s pods Ready%s", ready, c.want, c.component, detail)
 		}
 	}
-	if err := b.probeAPI(ctx, ca, endpoint); err != nil {
+	if err := b.probeAPI(ctx, ca, endpoint, ""); err != nil {
 		return notReady(b.distro.Name+"_api_not_answering", "%s: %v", endpoint, err)
+	}
+	if shape.Servers > 1 {
+		// The Service reaches one server per connection: each is asked at its own address, so
+		// that Ready means every server serves (a server's port opens before its API does).
+		for i := 0; i < shape.Servers; i++ {
+			name := serverPodName(id, i)
+			var ip string
+			for j := range pods.Items {
+				if pods.Items[j].Name == name {
+					ip = pods.Items[j].Status.PodIP
+				}
+			}
+			addr := "https://" + net.JoinHostPort(ip, strconv.Itoa(APIPort))
+			if err := b.probeAPI(ctx, ca, addr, serviceDNSName(id, ca.Namespace)); err != nil {
+				return notReady(b.distro.Name+"_api_not_answering", "server %s at %s: %v", name, addr, err)
+			}
+		}
 	}
 	st.Phase, st.Message = backends.PhaseReady, ""
 	if !seenReady {
@@ -545,6 +638,13 @@ func (b *Backend) endpoint(ctx context.Context, ca *corev1.Secret, shape instanc
 	if err != nil {
 		return "", fmt.Errorf("Service %s/%s: %w", ca.Namespace, serviceName(id), err)
 	}
+	if shape.ExposeType == ExposeLoadBalancer {
+		addrs := lbAddresses(svc)
+		if len(addrs) == 0 {
+			return "", errors.New("no load balancer address yet")
+		}
+		return "https://" + net.JoinHostPort(addrs[0], strconv.Itoa(APIPort)), nil
+	}
 	if shape.ExposeType == ExposeNodePort {
 		if len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].NodePort == 0 {
 			return "", errors.New("no node port allocated yet")
@@ -577,7 +677,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	defer b.lock(id)()
 	sel := metav1.ListOptions{LabelSelector: LabelInstance + "=" + id + "," + LabelBackend + "=" + b.distro.Name}
 	for {
-		left, err := b.deleteRound(ctx, sel)
+		left, err := b.deleteRound(ctx, id, sel)
 		if err == nil && len(left) == 0 {
 			return nil
 		}
@@ -593,7 +693,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 }
 
 // deleteRound deletes what is left of an instance and says what was still there.
-func (b *Backend) deleteRound(ctx context.Context, sel metav1.ListOptions) ([]string, error) {
+func (b *Backend) deleteRound(ctx context.Context, id string, sel metav1.ListOptions) ([]string, error) {
 	left, err := b.leftovers(ctx, sel)
 	if err != nil || len(left) == 0 {
 		return nil, err
@@ -606,6 +706,18 @@ func (b *Backend) deleteRound(ctx context.Context, sel metav1.ListOptions) ([]st
 	for _, o := range left {
 		if !strings.HasPrefix(o.kind, "Secret") || o.component != ComponentCA {
 			onlyCA = false
+		}
+	}
+	if onlyCA {
+		// Every server is gone: the instance's database goes before its anchor, which says
+		// where it is (a failure keeps the CA, and the next round or Delete tries again).
+		ca, err := b.findCA(ctx, id)
+		if err == nil {
+			if err := b.dropDatabase(ctx, ca); err != nil {
+				return nil, err
+			}
+		} else if !errors.Is(err, backends.ErrNotFound) {
+			return nil, err
 		}
 	}
 	for _, o := range left {

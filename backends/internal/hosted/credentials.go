@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -53,12 +57,14 @@ func (b *Backend) adminConfig(ca *corev1.Secret, endpoint string, validity time.
 	return cfg, cred, nil
 }
 
-// probeAPI asks the instance's API for /readyz at endpoint, as kobe's admin.
-func (b *Backend) probeAPI(ctx context.Context, ca *corev1.Secret, endpoint string) error {
+// probeAPI asks the instance's API for /readyz at endpoint, as kobe's admin. serverName, when
+// set, is the name the server's certificate is checked for (a server reached at its pod address).
+func (b *Backend) probeAPI(ctx context.Context, ca *corev1.Secret, endpoint, serverName string) error {
 	cfg, _, err := b.adminConfig(ca, endpoint, 10*time.Minute)
 	if err != nil {
 		return err
 	}
+	cfg.TLSClientConfig.ServerName = serverName
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -112,7 +118,14 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 	if err != nil {
 		return backends.Credential{}, err
 	}
-	return leasecred.Issue(ctx, leasecred.Instance{ID: id, Server: endpoint, ServerCA: c.CertPEM, ClientCA: c, Admin: admin}, req)
+	cred, err := leasecred.Issue(ctx, leasecred.Instance{ID: id, Server: endpoint, ServerCA: c.CertPEM, ClientCA: c, Admin: admin}, req)
+	if err != nil {
+		return backends.Credential{}, err
+	}
+	if err := b.untilEveryServer(ctx, ca, shape, LeaseUserPrefix+req.User, true); err != nil {
+		return backends.Credential{}, err
+	}
+	return cred, nil
 }
 
 func (b *Backend) instanceClient(ca *corev1.Secret, endpoint string) (*kubernetes.Clientset, error) {
@@ -143,7 +156,73 @@ func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error 
 	if err != nil {
 		return err
 	}
-	return leasecred.Revoke(ctx, id, admin, user)
+	if err := leasecred.Revoke(ctx, id, admin, user); err != nil {
+		return err
+	}
+	return b.untilEveryServer(ctx, ca, shape, LeaseUserPrefix+user, false)
+}
+
+// serverTimeout bounds how long a binding may take to reach every server of an HA instance.
+const serverTimeout = 30 * time.Second
+
+// untilEveryServer waits, for an instance of several servers, until each server's authorizer
+// agrees that user is (allowed) or is no longer (!allowed) cluster-admin. Each server keeps
+// RBAC in its own cache, fed by a watch of the shared datastore: a binding created through
+// one server reaches the others a moment later, and a credential handed out before that would
+// be refused by whichever server a request lands on. Each server is asked at its pod address.
+func (b *Backend) untilEveryServer(ctx context.Context, ca *corev1.Secret, shape instanceShape, user string, allowed bool) error {
+	if shape.Servers < 2 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, serverTimeout)
+	defer cancel()
+	servers, err := b.serverConfigs(ctx, ca)
+	if err != nil {
+		return err
+	}
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user, Groups: []string{LeaseGroup}, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces"}}}
+	for name, cfg := range servers {
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		for {
+			got, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			if err == nil && got.Status.Allowed == allowed {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("instance %s: server %s does not see the binding of %s yet (allowed=%v wanted) within %s: %v", ca.Labels[LabelInstance], name, user, allowed, serverTimeout, err)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// serverConfigs are kobe's admin clients of each server of an instance, at its pod address,
+// the certificate checked for the Service's name (every server's certificate names it).
+func (b *Backend) serverConfigs(ctx context.Context, ca *corev1.Secret) (map[string]*rest.Config, error) {
+	id := ca.Labels[LabelInstance]
+	pods, err := b.kube.CoreV1().Pods(ca.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelInstance + "=" + id + "," + LabelComponent + "=" + ComponentServer})
+	if err != nil {
+		return nil, fmt.Errorf("listing the servers of %s: %w", id, err)
+	}
+	out := map[string]*rest.Config{}
+	for _, pod := range pods.Items {
+		if pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		cfg, _, err := b.adminConfig(ca, "https://"+net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(APIPort)), 10*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLSClientConfig.ServerName = serviceDNSName(id, ca.Namespace)
+		out[pod.Name] = cfg
+	}
+	return out, nil
 }
 
 func jsonUnmarshal(s string, v any) error {

@@ -29,13 +29,23 @@ type Distro struct {
 	// CAFiles are where, relative to DataDir, the server takes a CA certificate and key it finds
 	// at first start: pairs of (certificate path, key path).
 	CAFiles [][2]string
+	// ServiceAccountKeyFiles, when set, are where (relative to DataDir) the server takes the
+	// ServiceAccount token signing key and its public key (private, public): kobe makes one
+	// pair per instance, so that every server of an HA instance signs and accepts the same
+	// tokens (k3s shares them through its datastore; k0s controllers do not).
+	ServiceAccountKeyFiles *[2]string
 	// ServerArgs is the server container's command line (after the image's entrypoint is
 	// replaced: Command holds it whole).
 	ServerCommand func(in ServerInput) []string
 	// AgentCommand is an agent's command line; nil when the distribution's agents are not
 	// supported (spec.cluster.agents > 0 is then refused).
 	AgentCommand func(in ServerInput) []string
-	// ConfigFiles returns files the server reads (a ConfigMap mounted at ConfigDir), or nil.
+	// DatastoreEnv is the environment variable the server reads a shared datastore's URL from
+	// (k3s: K3S_DATASTORE_ENDPOINT, its --datastore-endpoint); "" when the distribution takes it
+	// in its configuration file instead (ServerInput.DatastoreEndpoint).
+	DatastoreEnv string
+	// ConfigFiles returns files the server reads (a Secret mounted at ConfigDir: they may hold
+	// the datastore's password), or nil.
 	ConfigFiles func(in ServerInput) (map[string]string, error)
 	ConfigDir   string
 	// Unsupported says, for a field the distribution refuses, why ("" = supported).
@@ -53,6 +63,9 @@ type ServerInput struct {
 	// TokenFile is the path of the join token inside the container.
 	TokenFile string
 	Options   Parsed
+	// DatastoreEndpoint is the instance's own connection URL on the shared datastore ("": the
+	// embedded one). A secret: only ConfigFiles may use it (they go into a Secret).
+	DatastoreEndpoint string
 }
 
 // Paths inside every server container.

@@ -35,6 +35,12 @@ const (
 	ComponentAPI    = "api"
 )
 
+// Keys of the CA Secret holding the ServiceAccount key pair (Distro.ServiceAccountKeyFiles).
+const (
+	saKeyKey = "sa.key"
+	saPubKey = "sa.pub"
+)
+
 // APIPort is the port of every instance's API, in the pod and on its Service.
 const APIPort = 6443
 
@@ -45,6 +51,7 @@ func configName(id string) string           { return id + "-config" }
 func serverSetName(id string) string        { return id + "-server" }
 func agentSetName(id string) string         { return id + "-agent" }
 func serviceName(id string) string          { return id }
+func serviceDNSName(id, ns string) string   { return serviceName(id) + "." + ns + ".svc" }
 func pdbName(id string) string              { return id + "-server" }
 func dataVolumeName() string                { return "data" }
 func serverPodName(id string, i int) string { return fmt.Sprintf("%s-%d", serverSetName(id), i) }
@@ -69,17 +76,21 @@ func renderService(d Distro, id, pool string, p Parsed) *corev1.Service {
 			PublishNotReadyAddresses: false,
 		},
 	}
-	if p.ExposeType == ExposeNodePort {
+	switch p.ExposeType {
+	case ExposeNodePort:
 		svc.Spec.Type = corev1.ServiceTypeNodePort
 		if np := p.Cluster.Expose.NodePort; np != nil {
 			svc.Spec.Ports[0].NodePort = *np
 		}
+	case ExposeLoadBalancer:
+		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 	}
 	return svc
 }
 
-// renderConfigMap holds the distribution's configuration files (k0s.yaml), or nil.
-func renderConfigMap(d Distro, id, pool string, in ServerInput) (*corev1.ConfigMap, error) {
+// renderConfig holds the distribution's configuration files (k0s.yaml), or nil. A Secret, not a
+// ConfigMap: with a shared datastore the files hold its password.
+func renderConfig(d Distro, id, pool string, in ServerInput) (*corev1.Secret, error) {
 	if d.ConfigFiles == nil {
 		return nil, nil
 	}
@@ -87,9 +98,13 @@ func renderConfigMap(d Distro, id, pool string, in ServerInput) (*corev1.ConfigM
 	if err != nil || files == nil {
 		return nil, err
 	}
-	return &corev1.ConfigMap{
+	data := map[string][]byte{}
+	for k, v := range files {
+		data[k] = []byte(v)
+	}
+	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: configName(id), Namespace: in.Namespace, Labels: labels(d, id, pool, ComponentConfig)},
-		Data:       files,
+		Data:       data,
 	}, nil
 }
 
@@ -131,6 +146,17 @@ func caInitContainer(d Distro, image string) corev1.Container {
 			fmt.Sprintf("cp %s/tls.key %s/%s", CADir, d.DataDir, f[1]),
 			fmt.Sprintf("chmod 0600 %s/%s", d.DataDir, f[1]))
 	}
+	if f := d.ServiceAccountKeyFiles; f != nil {
+		for i, p := range f {
+			dir := d.DataDir + "/" + p[:strings.LastIndex(p, "/")]
+			if !dirs[dir] {
+				dirs[dir] = true
+				script = append(script, "mkdir -p "+dir)
+			}
+			script = append(script, fmt.Sprintf("cp %s/%s %s/%s", CADir, []string{saKeyKey, saPubKey}[i], d.DataDir, p))
+		}
+		script = append(script, fmt.Sprintf("chmod 0600 %s/%s", d.DataDir, f[0]))
+	}
 	return corev1.Container{
 		Name: "kobe-ca", Image: image, ImagePullPolicy: PullPolicy,
 		Command: []string{"sh", "-c", "set -e; " + strings.Join(script, "; ")},
@@ -157,7 +183,14 @@ func renderServers(d Distro, id, pool, image string, in ServerInput) *appsv1.Sta
 	}
 	if d.ConfigFiles != nil {
 		mounts = append(mounts, corev1.VolumeMount{Name: "config", MountPath: d.ConfigDir, ReadOnly: true})
-		volumes = append(volumes, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configName(id)}}}})
+		volumes = append(volumes, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: configName(id), DefaultMode: ptr(int32(0o400))}}})
+	}
+	// $(POD_IP) in the command line: the server advertises its pod's address.
+	env := []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
+	if p.SharedDatastore != nil && d.DatastoreEnv != "" {
+		// From the instance's Secret: the password is in no command line (ps) and no pod spec.
+		env = append(env, corev1.EnvVar{Name: d.DatastoreEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: datastoreSecretName(id)}, Key: endpointKey}}})
 	}
 	var claims []corev1.PersistentVolumeClaim
 	if p.StorageType == StoragePVC {
@@ -198,9 +231,8 @@ func renderServers(d Distro, id, pool, image string, in ServerInput) *appsv1.Sta
 					InitContainers:                []corev1.Container{caInitContainer(d, image)},
 					Containers: []corev1.Container{{
 						Name: d.Name, Image: image, ImagePullPolicy: PullPolicy,
-						Command: d.ServerCommand(in),
-						// $(POD_IP) in the command line: the server advertises its pod's address.
-						Env:             []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
+						Command:         d.ServerCommand(in),
+						Env:             env,
 						Ports:           []corev1.ContainerPort{{Name: "https", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP}},
 						SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
 						Resources:       resourceRequirements(p.Resources),

@@ -62,8 +62,9 @@ const (
 	StorageEmptyDir = "emptyDir"
 	StoragePVC      = "pvc"
 
-	ExposeClusterIP = "ClusterIP"
-	ExposeNodePort  = "NodePort"
+	ExposeClusterIP    = "ClusterIP"
+	ExposeNodePort     = "NodePort"
+	ExposeLoadBalancer = "LoadBalancer"
 )
 
 // Limits that keep a typo from asking for something absurd.
@@ -81,6 +82,8 @@ type Parsed struct {
 	StorageType     string
 	StorageSize     resource.Quantity
 	ExposeType      string
+	// SharedDatastore is spec.backend.datastore (nil: each server keeps its embedded datastore).
+	SharedDatastore *DatastoreOptions
 }
 
 // ParseOptions decodes and checks the options; errors name the manifest field (section is
@@ -134,13 +137,14 @@ func ParseOptions(section string, raw json.RawMessage) (Parsed, error) {
 			return p, fmt.Errorf("spec.cluster.serverArgs[%d]: %q is not a flag (each entry is one --flag or --flag=value)", i, a)
 		}
 	}
-	if len(o.Datastore) > 0 {
-		// The shared datastore (a database and role per instance on PostgreSQL, MySQL or NATS) is
-		// provisioned by the datastore package, which this build does not have yet.
-		return p, errors.New("spec.backend.datastore: shared datastores are not supported by this version of kobe's k3s/k0s backends yet (each instance keeps its own embedded datastore)")
+	ds, err := parseDatastore(o.Datastore)
+	if err != nil {
+		return p, err
 	}
-	if p.Servers > 1 {
-		return p, fmt.Errorf("spec.cluster.servers: %d servers need a shared datastore (spec.backend.datastore), which this version of kobe does not support yet: use servers: 1", p.Servers)
+	p.SharedDatastore = ds
+	if p.Servers > 1 && ds == nil {
+		// Servers with embedded datastores would be separate clusters behind one Service.
+		return p, fmt.Errorf("spec.cluster.servers: %d servers need a shared datastore (spec.backend.datastore): each server's embedded one would make it a cluster of its own; use servers: 1 or name a datastore", p.Servers)
 	}
 	if ps := c.Persistence; ps != nil {
 		switch ps.StorageType {
@@ -177,13 +181,21 @@ func ParseOptions(section string, raw json.RawMessage) (Parsed, error) {
 			if e.NodePort != nil && (*e.NodePort < 1 || *e.NodePort > 65535) {
 				return p, fmt.Errorf("spec.cluster.expose.nodePort: %d is not a port", *e.NodePort)
 			}
-		case "LoadBalancer", "ingress", "Ingress":
-			return p, fmt.Errorf("spec.cluster.expose.exposeType: %s is not supported by this version of kobe (use ClusterIP or NodePort)", e.ExposeType)
+		case ExposeLoadBalancer:
+			p.ExposeType = ExposeLoadBalancer
+			if e.NodePort != nil {
+				return p, errors.New("spec.cluster.expose.nodePort: needs exposeType: NodePort")
+			}
+		case "ingress", "Ingress":
+			// An Ingress routes HTTP and terminates TLS at its controller; the instance's API
+			// authenticates clients by certificate, which needs TLS passed through to the servers,
+			// and the Ingress API has no field for that (each controller has its own annotation).
+			return p, fmt.Errorf("spec.cluster.expose.exposeType: %s is not supported by kobe: the instance's API needs TLS passed through to its servers (client certificates), which an Ingress does not express; use NodePort or LoadBalancer", e.ExposeType)
 		default:
-			return p, fmt.Errorf("spec.cluster.expose.exposeType: %q is not one of ClusterIP, NodePort", e.ExposeType)
+			return p, fmt.Errorf("spec.cluster.expose.exposeType: %q is not one of ClusterIP, NodePort, LoadBalancer", e.ExposeType)
 		}
 		if e.IngressClassName != "" {
-			return p, errors.New("spec.cluster.expose.ingressClassName: only with exposeType ingress, which this version of kobe does not support")
+			return p, errors.New("spec.cluster.expose.ingressClassName: only with exposeType ingress, which kobe does not support")
 		}
 	}
 	if r := o.Resources; r != nil {
