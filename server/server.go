@@ -19,6 +19,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
+	"github.com/kunobi-ninja/kobe/internal/identity"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 
 	"github.com/kunobi-ninja/kobe/internal/buildinfo"
@@ -47,6 +48,8 @@ type Server struct {
 	Auth           *access.Authenticator
 	Limiter        *access.RateLimiter
 	InsecureNoAuth bool
+	// Identity tunes the OIDC verifier built for the policy's issuers (tests: the key refresh).
+	Identity identity.Options
 	// Secrets opens the sealed lease kubeconfigs (the workers' key).
 	Secrets *secretbox.Box
 	// SearchAttributes: kobe's search attributes are registered; leases are started with them.
@@ -110,6 +113,9 @@ func (s *Server) mux() *http.ServeMux {
 	}
 	if s.Auth == nil {
 		s.Auth = &access.Authenticator{Store: s.Store, Policy: s.Policy}
+		if s.Policy.OIDC != nil && len(s.Policy.OIDC.Issuers) > 0 {
+			s.Auth.OIDC = identity.NewVerifier(s.Policy, s.Identity)
+		}
 	}
 	if s.Limiter == nil {
 		s.Limiter = &access.RateLimiter{Policy: s.Policy}
