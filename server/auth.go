@@ -49,6 +49,24 @@ func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// tokenIfAny wraps a route that needs no token: a request that sends one anyway must send a
+// valid one (401 otherwise), as on every other route; a bad token never reaches a handler.
+func (s *Server) tokenIfAny(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		header := r.Header.Get("Authorization")
+		if s.InsecureNoAuth || header == "" {
+			h(w, r)
+			return
+		}
+		p, err := s.Auth.Authenticate(r.Context(), header)
+		if err != nil {
+			s.authFailed(w, r, err, "the bearer token is unknown, revoked or expired; this route needs none")
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
 // authFailed answers an authentication error: 401 for a bad token (an OIDC token's detail says
 // what is wrong with it: expired, audience, issuer, signature...; a kobe token's says only
 // missing or invalid), 403 for a valid OIDC token no access rule admits, 503 when the token's

@@ -121,17 +121,26 @@ func (s *Server) mux() *http.ServeMux {
 		s.Limiter = &access.RateLimiter{Policy: s.Policy}
 	}
 	for _, rt := range s.routes() {
-		h := rt.handler
-		if rt.perm != permNone {
-			h = s.authed(rt.perm, h)
-		}
-		mux.HandleFunc(rt.method+" "+rt.path, h)
+		mux.HandleFunc(rt.method+" "+rt.path, s.guard(rt, rt.handler))
 	}
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.OpenAPI()) })
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.ReasonNotFound, "No such endpoint", r.Method+" "+r.URL.Path)
 	})
 	return mux
+}
+
+// guard puts a route's handler behind authentication: a token with the route's permission, or,
+// on a route that needs none, a valid token when one is sent (/v1/status checks its own, to
+// describe the session).
+func (s *Server) guard(rt route, h http.HandlerFunc) http.HandlerFunc {
+	switch {
+	case rt.perm != permNone:
+		return s.authed(rt.perm, h)
+	case rt.path != "/v1/status":
+		return s.tokenIfAny(h)
+	}
+	return h
 }
 
 type statusRecorder struct {
