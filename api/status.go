@@ -38,14 +38,21 @@ type StoreHealth struct {
 // ["bearer"] (tokens are required), or ["none"] under --insecure-no-auth. Sessions is empty
 // without a token, else the one session of the token sent.
 type AuthInfo struct {
-	Methods  []string  `json:"methods"`
+	// Methods in force: bearer (kobe tokens), oidc (the issuers' JWTs), or none.
+	Methods []string `json:"methods"`
+	// Issuers trusted for oidc bearer tokens.
+	Issuers  []string  `json:"issuers,omitempty"`
 	Sessions []Session `json:"sessions"`
 }
 
 // Session is who a request acts as: never the token's secret.
 type Session struct {
-	Principal string     `json:"principal"`
-	Role      string     `json:"role"`
+	Principal string `json:"principal"`
+	Role      string `json:"role"`
+	// Method is how the request authenticated: bearer (a kobe token) or oidc.
+	Method string `json:"method,omitempty"`
+	// Issuer of an oidc token.
+	Issuer    string     `json:"issuer,omitempty"`
 	TokenName string     `json:"tokenName,omitempty"`
 	TokenID   string     `json:"tokenId,omitempty"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
@@ -55,6 +62,7 @@ type Session struct {
 const (
 	AuthBearer = "bearer"
 	AuthNone   = "none"
+	AuthOIDC   = "oidc"
 )
 
 // PoolSummary is one pool in /v1/status: a pool the caller may use, with what it may do there.

@@ -28,14 +28,8 @@ func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
 		if !s.InsecureNoAuth {
 			var err error
 			p, err = s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
-			if errors.Is(err, access.ErrUnauthenticated) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
-				writeError(w, http.StatusUnauthorized, api.ReasonUnauthorized, "Unauthorized",
-					"send Authorization: Bearer <token> (kobe token create; kobe dev writes an admin token to <state-dir>/admin-token)")
-				return
-			}
 			if err != nil {
-				s.internalError(w, r, "authenticating", err)
+				s.authFailed(w, r, err, "send Authorization: Bearer <token> (kobe token create; kobe dev writes an admin token to <state-dir>/admin-token)")
 				return
 			}
 		}
@@ -45,13 +39,56 @@ func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
 				fmt.Sprintf("principal %s is over its rate limit; retry in %s", p.Name, wait.Round(1e6)))
 			return
 		}
-		role, _ := s.Policy.Role(p.Role)
+		role, _ := s.Policy.RoleOf(p)
 		if perm != "" && !role.Can(perm) {
 			writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden",
 				fmt.Sprintf("role %s does not have the %s permission", p.Role, perm))
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+// tokenIfAny wraps a route that needs no token: a request that sends one anyway must send a
+// valid one (401 otherwise), as on every other route; a bad token never reaches a handler.
+func (s *Server) tokenIfAny(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		header := r.Header.Get("Authorization")
+		if s.InsecureNoAuth || header == "" {
+			h(w, r)
+			return
+		}
+		p, err := s.Auth.Authenticate(r.Context(), header)
+		if err != nil {
+			s.authFailed(w, r, err, "the bearer token is unknown, revoked or expired; this route needs none")
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+// authFailed answers an authentication error: 401 for a bad token (an OIDC token's detail says
+// what is wrong with it: expired, audience, issuer, signature...; a kobe token's says only
+// missing or invalid), 403 for a valid OIDC token no access rule admits, 503 when the token's
+// issuer cannot be reached, 500 for anything else (the store).
+func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, err error, hint string) {
+	switch {
+	case errors.Is(err, access.ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
+		detail := hint
+		if err != access.ErrUnauthenticated { // a wrapped one carries the OIDC verifier's reason
+			detail = err.Error()
+		}
+		if s.Logger != nil {
+			s.Logger.Info("authentication refused", zap.String("reason", err.Error()), zap.String("requestId", requestID(r)))
+		}
+		writeError(w, http.StatusUnauthorized, api.ReasonUnauthorized, "Unauthorized", detail)
+	case errors.Is(err, access.ErrForbidden):
+		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden", err.Error())
+	case errors.Is(err, access.ErrIdentityUnavailable):
+		s.unavailable(w, r, "verifying the OIDC token", err)
+	default:
+		s.internalError(w, r, "authenticating", err)
 	}
 }
 

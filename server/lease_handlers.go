@@ -224,7 +224,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "reading the pool", err)
 		return
 	}
-	role, _ := s.Policy.Role(p.Role)
+	role, _ := s.Policy.RoleOf(p)
 	adm, err := admit(pol, p.Role, role, c)
 	if err != nil {
 		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden", err.Error())

@@ -132,7 +132,7 @@ func storePoolCounts(ctx context.Context, st store.Store, pool string) poolCount
 }
 
 func (s *Server) callerRole(r *http.Request) access.Role {
-	role, _ := s.Policy.Role(principalOf(r).Role)
+	role, _ := s.Policy.RoleOf(principalOf(r))
 	return role
 }
 

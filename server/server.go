@@ -19,6 +19,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
+	"github.com/kunobi-ninja/kobe/internal/identity"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 
 	"github.com/kunobi-ninja/kobe/internal/buildinfo"
@@ -47,6 +48,8 @@ type Server struct {
 	Auth           *access.Authenticator
 	Limiter        *access.RateLimiter
 	InsecureNoAuth bool
+	// Identity tunes the OIDC verifier built for the policy's issuers (tests: the key refresh).
+	Identity identity.Options
 	// Secrets opens the sealed lease kubeconfigs (the workers' key).
 	Secrets *secretbox.Box
 	// SearchAttributes: kobe's search attributes are registered; leases are started with them.
@@ -114,22 +117,34 @@ func (s *Server) mux() *http.ServeMux {
 	}
 	if s.Auth == nil {
 		s.Auth = &access.Authenticator{Store: s.Store, Policy: s.Policy}
+		if s.Policy.OIDC != nil && len(s.Policy.OIDC.Issuers) > 0 {
+			s.Auth.OIDC = identity.NewVerifier(s.Policy, s.Identity)
+		}
 	}
 	if s.Limiter == nil {
 		s.Limiter = &access.RateLimiter{Policy: s.Policy}
 	}
 	for _, rt := range s.routes() {
-		h := rt.handler
-		if rt.perm != permNone {
-			h = s.authed(rt.perm, h)
-		}
-		mux.HandleFunc(rt.method+" "+rt.path, h)
+		mux.HandleFunc(rt.method+" "+rt.path, s.guard(rt, rt.handler))
 	}
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.OpenAPI()) })
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.ReasonNotFound, "No such endpoint", r.Method+" "+r.URL.Path)
 	})
 	return mux
+}
+
+// guard puts a route's handler behind authentication: a token with the route's permission, or,
+// on a route that needs none, a valid token when one is sent (/v1/status checks its own, to
+// describe the session).
+func (s *Server) guard(rt route, h http.HandlerFunc) http.HandlerFunc {
+	switch {
+	case rt.perm != permNone:
+		return s.authed(rt.perm, h)
+	case rt.path != "/v1/status":
+		return s.tokenIfAny(h)
+	}
+	return h
 }
 
 type statusRecorder struct {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -87,7 +86,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Commit:    bi.Commit,
 		GoVersion: bi.GoVersion,
 		Backends:  append([]string{}, s.Backends...),
-		Auth:      api.AuthInfo{Methods: []string{api.AuthBearer}, Sessions: []api.Session{}},
+		Auth:      api.AuthInfo{Methods: s.authMethods(), Issuers: s.Policy.Issuers(), Sessions: []api.Session{}},
 		Pools:     []api.PoolSummary{},
 		Workers:   []api.WorkerSummary{},
 	}
@@ -95,18 +94,13 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.InsecureNoAuth:
 		st.Auth.Methods = []string{api.AuthNone}
+		st.Auth.Issuers = nil
 		caller = &anonymous
 		st.Auth.Sessions = append(st.Auth.Sessions, api.Session{Principal: anonymous.Name, Role: anonymous.Role})
 	case r.Header.Get("Authorization") != "":
 		p, err := s.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
-		if errors.Is(err, access.ErrUnauthenticated) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
-			writeError(w, http.StatusUnauthorized, api.ReasonUnauthorized, "Unauthorized",
-				"the bearer token is unknown, revoked or expired; send none to see the anonymous status")
-			return
-		}
 		if err != nil {
-			s.internalError(w, r, "authenticating", err)
+			s.authFailed(w, r, err, "the bearer token is unknown, revoked or expired; send none to see the anonymous status")
 			return
 		}
 		caller = &p
@@ -118,7 +112,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	go func() { defer wg.Done(); st.Store = s.checkStore(ctx) }()
 	wg.Wait()
 	if st.Store.Healthy && caller != nil {
-		role, _ := s.Policy.Role(caller.Role)
+		role, _ := s.Policy.RoleOf(*caller)
 		if pools, err := s.Store.ListPools(ctx); err == nil {
 			for _, p := range pools {
 				if !usesPool(role, p.Name) {
@@ -139,6 +133,15 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 // carries only the token's id).
 func (s *Server) session(ctx context.Context, p access.Principal) api.Session {
 	out := api.Session{Principal: p.Name, Role: p.Role, TokenID: p.TokenID}
+	if p.Issuer != "" {
+		out.Method, out.Issuer = api.AuthOIDC, p.Issuer
+		if !p.ExpiresAt.IsZero() {
+			exp := p.ExpiresAt
+			out.ExpiresAt = &exp
+		}
+		return out
+	}
+	out.Method = api.AuthBearer
 	if p.TokenID == "" {
 		return out
 	}
@@ -179,4 +182,14 @@ func (s *Server) workers(ctx context.Context) []api.WorkerSummary {
 		out = append(out, api.WorkerSummary{Identity: p.GetIdentity(), LastAccessTime: p.GetLastAccessTime().AsTime()})
 	}
 	return out
+}
+
+// authMethods are the bearer kinds accepted: kobe tokens, and OIDC tokens when the policy trusts
+// an issuer.
+func (s *Server) authMethods() []string {
+	m := []string{api.AuthBearer}
+	if len(s.Policy.Issuers()) > 0 {
+		m = append(m, api.AuthOIDC)
+	}
+	return m
 }

@@ -39,12 +39,14 @@ func layer(pkg string) (rank float64, family string) {
 		return 2, "pools"
 	case pkg == "backends" || strings.HasPrefix(pkg, "backends/"):
 		return 1, "backends"
+	case pkg == "internal/identity":
+		return 0.5, "identity"
 	}
 	return 0, "library"
 }
 
 // The import graph is a DAG in the order cli → app → server and worker → lease → pool →
-// instance and doctor → readiness and addons → pools → backends → the libraries → api; no
+// instance and doctor → readiness and addons → pools → backends → identity → the libraries → api; no
 // package imports one above it, and api (kobe's vocabulary, the wire types and the client)
 // imports no other kobe package.
 func TestImportGraphIsLayered(t *testing.T) {

@@ -29,6 +29,8 @@ var knownPermissions = []string{PermLease, PermPoolRead, PermPoolAdmin, PermAudi
 // Policy maps role names to their rules.
 type Policy struct {
 	Roles map[string]Role `json:"roles"`
+	// OIDC trusts OpenID Connect issuers' tokens beside kobe's own (see oidc.go).
+	OIDC *OIDC `json:"oidc,omitempty"`
 }
 
 // Role is what the holders of a role may do, and how much.
@@ -145,7 +147,31 @@ func (p *Policy) validate() error {
 		}
 		p.Roles[name] = r
 	}
+	if p.OIDC != nil {
+		return p.OIDC.validate(p)
+	}
 	return nil
+}
+
+// RoleOf is the role a principal acts with: the grant of the claim rule that admitted its OIDC
+// token, or else its token's role from the policy.
+func (p *Policy) RoleOf(pr Principal) (Role, bool) {
+	if pr.Grant != nil {
+		return *pr.Grant, true
+	}
+	return p.Role(pr.Role)
+}
+
+// Issuers lists the trusted OIDC issuers' URLs.
+func (p *Policy) Issuers() []string {
+	if p.OIDC == nil {
+		return nil
+	}
+	out := make([]string, 0, len(p.OIDC.Issuers))
+	for _, is := range p.OIDC.Issuers {
+		out = append(out, is.Issuer)
+	}
+	return out
 }
 
 // Role returns a role by name.

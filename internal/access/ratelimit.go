@@ -30,7 +30,7 @@ func (l *RateLimiter) Allow(p Principal) (bool, time.Duration) {
 	b, ok := l.buckets[key]
 	if !ok {
 		rl := DefaultRateLimit
-		if r, ok := l.Policy.Role(p.Role); ok && r.RateLimit != nil {
+		if r, ok := l.Policy.RoleOf(p); ok && r.RateLimit != nil {
 			rl = *r.RateLimit
 		}
 		b = rate.NewLimiter(rate.Limit(rl.RequestsPerSecond), rl.Burst)

@@ -22,8 +22,27 @@ const TokenPrefix = "kobe_"
 type Principal struct {
 	Name    string
 	Role    string
-	TokenID string
+	TokenID string // a kobe token's id; empty for an OIDC token
+
+	// Set for an OIDC token: the issuer, the rule's grant (Role with the rule's limits; see
+	// Policy.RoleOf) and the token's expiry.
+	Issuer    string
+	Grant     *Role
+	ExpiresAt time.Time
 }
+
+// BearerVerifier checks bearer tokens that are not kobe's own (package identity: OIDC).
+type BearerVerifier interface {
+	// Verify returns the principal of a token, or an error wrapping ErrUnauthenticated (a bad
+	// token), ErrForbidden (a good token no rule admits) or ErrIdentityUnavailable.
+	Verify(ctx context.Context, raw string) (Principal, error)
+}
+
+// ErrForbidden is a valid token that no access rule admits.
+var ErrForbidden = errors.New("no access rule admits the token")
+
+// ErrIdentityUnavailable is an issuer whose discovery document or keys cannot be fetched.
+var ErrIdentityUnavailable = errors.New("the token's issuer cannot be reached")
 
 // NewToken returns a fresh secret and the id under which its hash is stored.
 func NewToken() (id, secret string, err error) {
@@ -52,17 +71,23 @@ var ErrUnauthenticated = errors.New("missing or invalid bearer token")
 type Authenticator struct {
 	Store  store.Store
 	Policy *Policy
+	// OIDC verifies the bearer tokens that are JWTs rather than kobe tokens; nil = none.
+	OIDC BearerVerifier
 
 	mu      sync.Mutex
 	touched map[string]time.Time // token id → last recorded use
 }
 
-// Authenticate checks an Authorization header value ("Bearer <token>").
+// Authenticate checks an Authorization header value ("Bearer <token>"): a kobe token, or, when
+// OIDC issuers are trusted, a JWT (three dot-separated parts) of one of them.
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (Principal, error) {
 	secret, ok := strings.CutPrefix(header, "Bearer ")
 	secret = strings.TrimSpace(secret)
 	if !ok || secret == "" {
 		return Principal{}, ErrUnauthenticated
+	}
+	if a.OIDC != nil && !strings.HasPrefix(secret, TokenPrefix) && strings.Count(secret, ".") == 2 {
+		return a.OIDC.Verify(ctx, secret)
 	}
 	t, err := a.Store.GetTokenByHash(ctx, HashToken(secret))
 	if errors.Is(err, store.ErrNotFound) {

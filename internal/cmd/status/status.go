@@ -102,6 +102,9 @@ func authLine(a api.AuthInfo) string {
 	if s.TokenName != "" {
 		line += ", token " + s.TokenName
 	}
+	if s.Issuer != "" {
+		line += ", OIDC token of " + s.Issuer
+	}
 	if s.ExpiresAt != nil {
 		line += ", expires " + s.ExpiresAt.UTC().Format(time.RFC3339)
 	}

@@ -64,3 +64,9 @@ func TestOutputs(t *testing.T) {
 		assert.Equal(t, "v1", got.Version)
 	}
 }
+
+func TestAuthLineOfAnOIDCSession(t *testing.T) {
+	line := authLine(api.AuthInfo{Methods: []string{"bearer", "oidc"}, Issuers: []string{"https://token.actions.githubusercontent.com"},
+		Sessions: []api.Session{{Principal: "repo:acme/app:ref:refs/heads/main", Role: "ci", Method: "oidc", Issuer: "https://token.actions.githubusercontent.com"}}})
+	assert.Equal(t, "bearer, oidc; you are repo:acme/app:ref:refs/heads/main (role ci, OIDC token of https://token.actions.githubusercontent.com)", line)
+}
