@@ -284,8 +284,10 @@ func (p *poolRun) serveWarmBinds() error {
 // assignment as its "bound" field; a child that the pool abandons (it outlives every run).
 func (p *poolRun) startLease(req BindRequest, asg Assignment) {
 	var in map[string]json.RawMessage
+	//workflowcheck:ignore encoding a struct: its fields go out in their declared order
 	bound, err := json.Marshal(asg)
 	if err == nil {
+		//workflowcheck:ignore decoding into a map is deterministic; the child's input is encoded with sorted keys
 		err = json.Unmarshal(req.Lease, &in)
 	}
 	if err != nil || in == nil {

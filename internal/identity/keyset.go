@@ -34,7 +34,7 @@ type keySet struct {
 // VerifySignature implements oidc.KeySet: it checks a compact JWS against the issuer's keys
 // and returns its payload.
 func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, k.algorithms)
+	jws, err := jose.ParseSignedCompact(raw, k.algorithms)
 	if err != nil {
 		return nil, fmt.Errorf("malformed token: %w", err)
 	}

@@ -86,8 +86,8 @@ func Start(t testing.TB) *Provider {
 	t.Cleanup(srv.Close)
 	var cryptoKey [32]byte
 	_, _ = rand.Read(cryptoKey[:])
-	p, err := op.NewOpenIDProvider(srv.URL, &op.Config{CryptoKey: cryptoKey, SupportedScopes: []string{oidc.ScopeOpenID}}, st,
-		op.WithAllowInsecure())
+	p, err := op.NewProvider(&op.Config{CryptoKey: cryptoKey, SupportedScopes: []string{oidc.ScopeOpenID}}, st,
+		op.StaticIssuer(srv.URL), op.WithAllowInsecure())
 	if err != nil {
 		t.Fatalf("oidcprovider: %v", err)
 	}
