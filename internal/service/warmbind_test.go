@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,8 +84,12 @@ func TestWarmBindOnDev(t *testing.T) {
 	require.Equal(t, 200, status)
 	assert.Equal(t, api.LeaseBound, got.Phase)
 	assert.Equal(t, l.Kubeconfig, got.Kubeconfig, "GET gives the kubeconfig the POST gave")
-	desc, err := p.Temporal.DescribeWorkflowExecution(ctx, l.ID, "")
-	require.NoError(t, err)
+	// The pool starts it in the step it binds; the start may land a moment after the answer.
+	var desc *workflowservice.DescribeWorkflowExecutionResponse
+	require.Eventually(t, func() bool {
+		desc, err = p.Temporal.DescribeWorkflowExecution(ctx, l.ID, "")
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the lease's workflow exists: %v", err)
 	assert.Equal(t, pool.WorkflowID("dev"), desc.WorkflowExecutionInfo.GetParentExecution().GetWorkflowId(), "the pool started the lease")
 
 	// A retried POST (same idempotency key) replays the same bound lease and kubeconfig.
