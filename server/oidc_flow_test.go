@@ -112,7 +112,7 @@ oidc:
 
 	// The action's request: {profile, ttl} with the job's token. The rule's maxTtl clamps 1h.
 	status, raw = do(op.Token(t, jobA), "POST", "/v1/leases", `{"profile":"ci-small","ttl":"1h"}`)
-	require.Equal(t, 202, status, "%s", raw)
+	require.Contains(t, []int{200, 202}, status, "200 Bound on a warm bind, else 202 Pending: %s", raw)
 	var l api.Lease
 	require.NoError(t, json.Unmarshal(raw, &l))
 	assert.Equal(t, "15m0s", l.EffectiveTTL, "the rule's maxTtl")
@@ -214,7 +214,7 @@ oidc:
 		}
 		return status != 429
 	}, time.Minute, 100*time.Millisecond)
-	require.Equal(t, 202, status, "%s", raw)
+	require.Contains(t, []int{200, 202}, status, "200 Bound on a warm bind, else 202 Pending: %s", raw)
 	var l2 api.Lease
 	require.NoError(t, json.Unmarshal(raw, &l2))
 	deadline = time.Now().Add(5 * time.Minute)
