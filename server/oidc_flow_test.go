@@ -116,7 +116,11 @@ oidc:
 	var l api.Lease
 	require.NoError(t, json.Unmarshal(raw, &l))
 	assert.Equal(t, "15m0s", l.EffectiveTTL, "the rule's maxTtl")
-	assert.Equal(t, api.LeasePending, l.Phase)
+	if status == 202 {
+		assert.Equal(t, api.LeasePending, l.Phase)
+	} else {
+		assert.Equal(t, api.LeaseBound, l.Phase)
+	}
 
 	// The rule's maxConcurrentLeases is 1 for this identity.
 	status, raw = do(op.Token(t, jobA), "POST", "/v1/leases", `{"profile":"ci-small","ttl":"5m"}`)
