@@ -49,7 +49,8 @@ type AuthInfo struct {
 type Session struct {
 	Principal string `json:"principal"`
 	Role      string `json:"role"`
-	// Method is how the request authenticated: bearer (a kobe token) or oidc.
+	// Method is how the request authenticated: bearer (a kobe token), oidc (a JWT) or session
+	// (the portal's cookie).
 	Method string `json:"method,omitempty"`
 	// Issuer of an oidc token.
 	Issuer    string     `json:"issuer,omitempty"`
@@ -63,6 +64,8 @@ const (
 	AuthBearer = "bearer"
 	AuthNone   = "none"
 	AuthOIDC   = "oidc"
+	// AuthSession is a portal session: a person logged in with SSO (cookie).
+	AuthSession = "session"
 )
 
 // PoolSummary is one pool in /v1/status: a pool the caller may use, with what it may do there.

@@ -27,7 +27,7 @@ func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
 		p := anonymous
 		if !s.InsecureNoAuth {
 			var err error
-			p, err = s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+			p, err = s.authenticate(r)
 			if err != nil {
 				s.authFailed(w, r, err, "send Authorization: Bearer <token> (kobe token create; kobe dev writes an admin token to <state-dir>/admin-token)")
 				return
@@ -53,12 +53,11 @@ func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
 // valid one (401 otherwise), as on every other route; a bad token never reaches a handler.
 func (s *Server) tokenIfAny(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		header := r.Header.Get("Authorization")
-		if s.InsecureNoAuth || header == "" {
+		if s.InsecureNoAuth || (r.Header.Get("Authorization") == "" && !hasSessionCookie(r)) {
 			h(w, r)
 			return
 		}
-		p, err := s.Auth.Authenticate(r.Context(), header)
+		p, err := s.authenticate(r)
 		if err != nil {
 			s.authFailed(w, r, err, "the bearer token is unknown, revoked or expired; this route needs none")
 			return
@@ -83,6 +82,8 @@ func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, err error, h
 			s.Logger.Info("authentication refused", zap.String("reason", err.Error()), zap.String("requestId", requestID(r)))
 		}
 		writeError(w, http.StatusUnauthorized, api.ReasonUnauthorized, "Unauthorized", detail)
+	case errors.Is(err, errCSRF):
+		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden", err.Error())
 	case errors.Is(err, access.ErrForbidden):
 		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden", err.Error())
 	case errors.Is(err, access.ErrIdentityUnavailable):

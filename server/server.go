@@ -59,7 +59,12 @@ type Server struct {
 	// signal (the path before issue 15; the bench measures both).
 	SlowBindOnly bool
 
+	// TemporalUI is the Temporal Web UI's address: the portal links each lease to its
+	// workflow there (empty = no links).
+	TemporalUI string
+
 	policies policyCache // pools' resolved policies by store generation
+	login    sso         // the SSO login client (session.go)
 }
 
 // NewRegistry returns a registry with Go runtime, process and build metrics, plus extra collectors
@@ -127,6 +132,7 @@ func (s *Server) mux() *http.ServeMux {
 	for _, rt := range s.routes() {
 		mux.HandleFunc(rt.method+" "+rt.path, s.guard(rt, rt.handler))
 	}
+	s.portalRoutes(mux)
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.OpenAPI()) })
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.ReasonNotFound, "No such endpoint", r.Method+" "+r.URL.Path)

@@ -97,8 +97,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		st.Auth.Issuers = nil
 		caller = &anonymous
 		st.Auth.Sessions = append(st.Auth.Sessions, api.Session{Principal: anonymous.Name, Role: anonymous.Role})
-	case r.Header.Get("Authorization") != "":
-		p, err := s.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
+	case r.Header.Get("Authorization") != "" || hasSessionCookie(r):
+		p, err := s.authenticate(r.WithContext(ctx))
 		if err != nil {
 			s.authFailed(w, r, err, "the bearer token is unknown, revoked or expired; send none to see the anonymous status")
 			return
@@ -135,6 +135,9 @@ func (s *Server) session(ctx context.Context, p access.Principal) api.Session {
 	out := api.Session{Principal: p.Name, Role: p.Role, TokenID: p.TokenID}
 	if p.Issuer != "" {
 		out.Method, out.Issuer = api.AuthOIDC, p.Issuer
+		if p.SessionID != "" {
+			out.Method = api.AuthSession
+		}
 		if !p.ExpiresAt.IsZero() {
 			exp := p.ExpiresAt
 			out.ExpiresAt = &exp
@@ -190,6 +193,9 @@ func (s *Server) authMethods() []string {
 	m := []string{api.AuthBearer}
 	if len(s.Policy.Issuers()) > 0 {
 		m = append(m, api.AuthOIDC)
+	}
+	if s.loginConfigured() {
+		m = append(m, api.AuthSession)
 	}
 	return m
 }

@@ -15,6 +15,9 @@ import (
 // and the token's claims decide, rule by rule, what its holder may do.
 type OIDC struct {
 	Issuers []Issuer `json:"issuers"`
+	// Login lets people log in to the portal (and `kobe login`) with one of the issuers
+	// (login.go); nil = no SSO login.
+	Login *Login `json:"login,omitempty"`
 }
 
 // Issuer is one trusted OpenID provider.
@@ -147,6 +150,9 @@ func (o *OIDC) validate(p *Policy) error {
 				return fmt.Errorf("%s.maxExtensions: must not be negative", rf)
 			}
 		}
+	}
+	if o.Login != nil {
+		return o.Login.validate(o)
 	}
 	return nil
 }

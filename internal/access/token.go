@@ -23,6 +23,8 @@ type Principal struct {
 	Name    string
 	Role    string
 	TokenID string // a kobe token's id; empty for an OIDC token
+	// SessionID is set for a portal session (a person logged in with SSO).
+	SessionID string
 
 	// Set for an OIDC token: the issuer, the rule's grant (Role with the rule's limits; see
 	// Policy.RoleOf) and the token's expiry.

@@ -55,6 +55,9 @@ type Config struct {
 
 	TemporalPort int // dev: gRPC port of the embedded Temporal frontend
 	UIPort       int // dev: Temporal Web UI port; 0 disables it
+	// TemporalUIURL (server) is the Temporal Web UI's address the portal links leases'
+	// workflows to; dev mode links to its own UI.
+	TemporalUIURL string
 
 	Temporal TemporalConfig
 
@@ -140,6 +143,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		if mode == ModeServer {
 			fs.StringVar(&c.APIAddress, "api-address", c.APIAddress, "address of the kobe API server")
 			c.addAccessFlags(fs, "admin token file: created with a new admin token if missing, registered if the store lacks it")
+			fs.StringVar(&c.TemporalUIURL, "temporal-ui-url", c.TemporalUIURL, "address of the Temporal Web UI the portal (/ui) links each lease's workflow to (e.g. https://temporal.example.com); empty = no links")
 		} else {
 			fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "address serving /metrics and /healthz of this worker")
 			fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for this host's identity and its local clusters' data")

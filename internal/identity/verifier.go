@@ -146,40 +146,65 @@ func unauthenticated(format string, args ...any) error {
 // within the clock skew; then names the principal with the identity template and finds the
 // first rule its claims match.
 func (v *Verifier) Verify(ctx context.Context, raw string) (access.Principal, error) {
+	p, _, err := v.VerifyClaims(ctx, raw)
+	if err != nil {
+		return access.Principal{}, err
+	}
+	return p, nil
+}
+
+// VerifyClaims is Verify that also returns the token's claims (a login checks its nonce).
+func (v *Verifier) VerifyClaims(ctx context.Context, raw string) (access.Principal, map[string]any, error) {
 	iss, err := unverifiedIssuer(raw)
 	if err != nil {
-		return access.Principal{}, unauthenticated("%v", err)
+		return access.Principal{}, nil, unauthenticated("%v", err)
 	}
 	is, ok := v.issuers[iss]
 	if !ok {
-		return access.Principal{}, unauthenticated("issuer %q is not trusted by this kobe", iss)
+		return access.Principal{}, nil, unauthenticated("issuer %q is not trusted by this kobe", iss)
 	}
 	ver, err := v.verifierOf(ctx, is)
 	if err != nil {
-		return access.Principal{}, err
+		return access.Principal{}, nil, err
 	}
 	tok, err := ver.Verify(ctx, raw)
 	if errors.Is(err, errUnavailable) {
-		return access.Principal{}, err
+		return access.Principal{}, nil, err
 	}
 	if err != nil {
-		return access.Principal{}, unauthenticated("%s", strings.TrimPrefix(err.Error(), "oidc: "))
+		return access.Principal{}, nil, unauthenticated("%s", strings.TrimPrefix(err.Error(), "oidc: "))
 	}
 	if !slices.ContainsFunc(tok.Audience, func(a string) bool { return slices.Contains(is.cfg.Audiences, a) }) {
-		return access.Principal{}, unauthenticated("audience %q is not one of %q", tok.Audience, is.cfg.Audiences)
+		return access.Principal{}, nil, unauthenticated("audience %q is not one of %q", tok.Audience, is.cfg.Audiences)
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return access.Principal{}, unauthenticated("claims: %v", err)
+		return access.Principal{}, nil, unauthenticated("claims: %v", err)
 	}
 	if len(is.cfg.AuthorizedParties) > 0 {
 		azp, _ := claims["azp"].(string)
 		if !slices.Contains(is.cfg.AuthorizedParties, azp) {
-			return access.Principal{}, unauthenticated("authorized party (azp) %q is not one of %q", azp, is.cfg.AuthorizedParties)
+			return access.Principal{}, nil, unauthenticated("authorized party (azp) %q is not one of %q", azp, is.cfg.AuthorizedParties)
 		}
 	}
 	if err := checkTimes(claims, v.now(), is.cfg.ClockSkewOrDefault()); err != nil {
-		return access.Principal{}, err
+		return access.Principal{}, nil, err
+	}
+	p, err := v.Admit(iss, claims)
+	if err != nil {
+		return p, claims, err // a good token no rule admits still names its identity (the audit log)
+	}
+	p.ExpiresAt = tok.Expiry
+	return p, claims, nil
+}
+
+// Admit names the principal of verified claims of a trusted issuer with its identity template
+// and finds the first rule they match: what a token's claims grant, and what a portal
+// session's (whose claims were verified at login) grant now, under the policy in force.
+func (v *Verifier) Admit(iss string, claims map[string]any) (access.Principal, error) {
+	is, ok := v.issuers[iss]
+	if !ok {
+		return access.Principal{}, unauthenticated("issuer %q is not trusted by this kobe", iss)
 	}
 	name, err := is.template.Render(claims)
 	if err != nil {
@@ -188,10 +213,10 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (access.Principal, er
 	for _, rule := range is.cfg.Rules {
 		if rule.Matches(claims) {
 			grant := v.policy.Grant(rule)
-			return access.Principal{Name: name, Role: rule.Role, Issuer: iss, Grant: &grant, ExpiresAt: tok.Expiry}, nil
+			return access.Principal{Name: name, Role: rule.Role, Issuer: iss, Grant: &grant}, nil
 		}
 	}
-	return access.Principal{}, fmt.Errorf("%w: no rule of issuer %s matches the claims of %s", access.ErrForbidden, iss, name)
+	return access.Principal{Name: name}, fmt.Errorf("%w: no rule of issuer %s matches the claims of %s", access.ErrForbidden, iss, name)
 }
 
 // checkTimes: exp is required and must not have passed, nbf and iat must not be in the future,

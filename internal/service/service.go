@@ -3,6 +3,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -249,6 +250,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		Registry:         server.NewRegistry(sdkMetrics, &server.PoolCollector{Temporal: c, Store: st}),
 		Backends:         backends.Names(),
 		InstanceName:     fmt.Sprintf("%s-%d", host, os.Getpid()),
+		TemporalUI:       cmp.Or(p.UIURL, cfg.TemporalUIURL),
 	}
 	var handler http.Handler = apiServer.Handler()
 	if mode == config.ModeWorker {

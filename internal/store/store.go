@@ -173,6 +173,12 @@ type Store interface {
 	RevokeToken(ctx context.Context, id string) error
 	TouchToken(ctx context.Context, id string, at time.Time) error
 
+	// CreateSession records a portal session; GetSessionByHash finds one by its cookie's
+	// hash (ErrNotFound); RevokeSession ends one (logout; idempotent, ErrNotFound if unknown).
+	CreateSession(ctx context.Context, se Session) (Session, error)
+	GetSessionByHash(ctx context.Context, hash string) (Session, error)
+	RevokeSession(ctx context.Context, id string) error
+
 	SetQuota(ctx context.Context, q Quota) error
 	GetQuota(ctx context.Context, subject string) (Quota, error)
 	ListQuotas(ctx context.Context) ([]Quota, error)

@@ -74,6 +74,7 @@ func TestStore(t *testing.T) {
 			t.Run("lease credentials", func(t *testing.T) { testLeaseCredentials(t, s) })
 			t.Run("lease signers and first credentials", func(t *testing.T) { testLeaseSigners(t, s) })
 			t.Run("tokens", func(t *testing.T) { testTokens(t, s) })
+			t.Run("sessions", func(t *testing.T) { testSessions(t, s) })
 			t.Run("admission", func(t *testing.T) { testAdmission(t, s) })
 			t.Run("admission burst", func(t *testing.T) { testAdmissionBurst(t, s) })
 			t.Run("admission burst two roles", func(t *testing.T) { testAdmissionBurstTwoRoles(t, s) })

@@ -72,7 +72,7 @@ type Provider struct {
 // Start runs a provider until the test ends.
 func Start(t testing.TB) *Provider {
 	t.Helper()
-	st := &storage{jobs: map[string]Job{}}
+	st := newStorage()
 	if err := st.rotate(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +86,18 @@ func Start(t testing.TB) *Provider {
 	t.Cleanup(srv.Close)
 	var cryptoKey [32]byte
 	_, _ = rand.Read(cryptoKey[:])
-	p, err := op.NewProvider(&op.Config{CryptoKey: cryptoKey, SupportedScopes: []string{oidc.ScopeOpenID}}, st,
+	p, err := op.NewProvider(&op.Config{CryptoKey: cryptoKey, CodeMethodS256: true, AuthMethodPost: true,
+		GrantTypeRefreshToken: true,
+		SupportedScopes:       supportedScopes}, st,
 		op.StaticIssuer(srv.URL), op.WithAllowInsecure())
 	if err != nil {
 		t.Fatalf("oidcprovider: %v", err)
 	}
-	handler = p
+	st.issuer, st.callback = srv.URL, op.AuthCallbackURL(p)
+	mux := http.NewServeMux()
+	mux.Handle(loginPath, http.HandlerFunc(st.handleLogin))
+	mux.Handle("/", p)
+	handler = mux
 	ready.Done()
 	return &Provider{Issuer: srv.URL, server: srv, storage: st}
 }
@@ -172,6 +178,15 @@ type storage struct {
 	jobs  map[string]Job
 	key   *rsa.PrivateKey
 	keyID string
+
+	// People (login.go).
+	issuer        string
+	callback      func(context.Context, string) string // the provider's callback after the login step
+	users         map[string]User
+	logins        map[string]LoginClient
+	authRequests  map[string]*authRequest
+	codes         map[string]string // code → auth request id
+	refreshTokens map[string]*refreshToken
 }
 
 var errUnsupported = errors.New("oidcprovider: not supported by the test provider")
@@ -240,6 +255,9 @@ func (s *storage) CreateAccessToken(_ context.Context, req op.TokenRequest) (str
 }
 
 func (s *storage) GetPrivateClaimsFromScopes(_ context.Context, _, clientID string, _ []string) (map[string]any, error) {
+	if _, ok := s.loginClient(clientID); ok {
+		return nil, nil // a person's ID token gets its claims from SetUserinfoFromScopes
+	}
 	j, err := s.job(clientID)
 	if err != nil {
 		return nil, err
@@ -312,45 +330,9 @@ func (c client) IsScopeAllowed(string) bool           { return true }
 func (c client) IDTokenUserinfoClaimsAssertion() bool { return false }
 func (c client) ClockSkew() time.Duration             { return 0 }
 
-// What the client_credentials grant does not use.
+// What the client_credentials grant does not use. The authorization-code and refresh-token
+// grants of people are in login.go.
 
-func (s *storage) GetClientByClientID(_ context.Context, clientID string) (op.Client, error) {
-	if _, err := s.job(clientID); err != nil {
-		return nil, err
-	}
-	return client{id: clientID}, nil
-}
-func (s *storage) AuthorizeClientIDSecret(ctx context.Context, clientID, secret string) error {
-	_, err := s.ClientCredentials(ctx, clientID, secret)
-	return err
-}
-func (s *storage) CreateAuthRequest(context.Context, *oidc.AuthRequest, string) (op.AuthRequest, error) {
-	return nil, errUnsupported
-}
-func (s *storage) AuthRequestByID(context.Context, string) (op.AuthRequest, error) {
-	return nil, errUnsupported
-}
-func (s *storage) AuthRequestByCode(context.Context, string) (op.AuthRequest, error) {
-	return nil, errUnsupported
-}
-func (s *storage) SaveAuthCode(context.Context, string, string) error { return errUnsupported }
-func (s *storage) DeleteAuthRequest(context.Context, string) error    { return errUnsupported }
-func (s *storage) CreateAccessAndRefreshTokens(context.Context, op.TokenRequest, string) (string, string, time.Time, error) {
-	return "", "", time.Time{}, errUnsupported
-}
-func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.RefreshTokenRequest, error) {
-	return nil, errUnsupported
-}
-func (s *storage) TerminateSession(context.Context, string, string) error { return errUnsupported }
-func (s *storage) RevokeToken(context.Context, string, string, string) *oidc.Error {
-	return oidc.ErrUnsupportedGrantType()
-}
-func (s *storage) GetRefreshTokenInfo(context.Context, string, string) (string, string, error) {
-	return "", "", op.ErrInvalidRefreshToken
-}
-func (s *storage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
-	return nil
-}
 func (s *storage) SetUserinfoFromToken(context.Context, *oidc.UserInfo, string, string, string) error {
 	return errUnsupported
 }
