@@ -99,7 +99,7 @@ func (s *Server) Handler() http.Handler {
 // lease id such as ".." address a different resource.
 func refuseUncleanPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p != "/" && path.Clean(p) != p {
+		if p := r.URL.Path; p != "/" && p != "/ui/" && path.Clean(p) != p { // /ui/: the portal's home
 			writeError(w, http.StatusNotFound, api.ReasonNotFound, "No such endpoint", r.Method+" "+p)
 			return
 		}
