@@ -43,6 +43,16 @@ type AuthInfo struct {
 	// Issuers trusted for oidc bearer tokens.
 	Issuers  []string  `json:"issuers,omitempty"`
 	Sessions []Session `json:"sessions"`
+	// Login is how `kobe login` logs in (the policy's oidc.login with a cliClientId).
+	Login *LoginInfo `json:"login,omitempty"`
+}
+
+// LoginInfo names the provider and the public client of `kobe login` (authorization code with
+// PKCE and a loopback redirect).
+type LoginInfo struct {
+	Issuer   string   `json:"issuer"`
+	ClientID string   `json:"clientId"`
+	Scopes   []string `json:"scopes"`
 }
 
 // Session is who a request acts as: never the token's secret.

@@ -90,6 +90,10 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Pools:     []api.PoolSummary{},
 		Workers:   []api.WorkerSummary{},
 	}
+	if s.loginConfigured() && s.Policy.OIDC.Login.CLIClientID != "" && !s.InsecureNoAuth {
+		l := s.Policy.OIDC.Login
+		st.Auth.Login = &api.LoginInfo{Issuer: l.Issuer, ClientID: l.CLIClientID, Scopes: append(l.ScopesOrDefault(), "offline_access")}
+	}
 	var caller *access.Principal
 	switch {
 	case s.InsecureNoAuth:

@@ -41,6 +41,8 @@ type Context struct {
 	Server    string `json:"server,omitempty"`
 	TokenFile string `json:"token-file,omitempty"`
 	Token     string `json:"token,omitempty"`
+	// Login is the SSO credential `kobe login` stored (oidc.go); its ID token is the bearer.
+	Login *Login `json:"login,omitempty"`
 }
 
 // Path returns the config file's path.
@@ -230,6 +232,13 @@ func Resolve(o Overrides, lookupEnv func(string) (string, bool), configPath stri
 			from := "context " + name
 			if t.Server == "" && ctx.Server != "" {
 				t.Server, t.ServerFrom, t.Context = ctx.Server, from, name
+			}
+			if t.Token == "" && (t.Server == "" || SameServer(t.Server, ctx.Server)) && ctx.Login != nil {
+				tok, err := ctx.Login.Fresh(name, c, configPath)
+				if err != nil {
+					return t, fmt.Errorf("context %s: %w", name, err)
+				}
+				t.Token, t.TokenFrom, t.Context = tok, from+" (kobe login)", name
 			}
 			if t.Token == "" && (t.Server == "" || SameServer(t.Server, ctx.Server)) {
 				tok, err := ctx.ReadToken()

@@ -12,6 +12,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/instance"
 	"github.com/kunobi-ninja/kobe/internal/cmd/lease"
+	"github.com/kunobi-ninja/kobe/internal/cmd/login"
 	"github.com/kunobi-ninja/kobe/internal/cmd/pool"
 	"github.com/kunobi-ninja/kobe/internal/cmd/run"
 	"github.com/kunobi-ninja/kobe/internal/cmd/serve"
@@ -78,6 +79,8 @@ context named by --context or the current one (kobe context), else ` + factory.D
 	)
 	add("cli",
 		contextcmd.NewCmdContext(f),
+		login.NewCmdLogin(f, nil),
+		login.NewCmdLogout(f, nil),
 		completion.NewCmdCompletion(f),
 		version.NewCmdVersion(f, nil),
 	)
