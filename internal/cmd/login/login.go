@@ -221,7 +221,11 @@ func NewCmdLogout(f *factory.Factory, runF func(*LogoutOptions) error) *cobra.Co
 	cmd := &cobra.Command{
 		Use:   "logout",
 		Short: "Forget the SSO credential of a CLI context (kobe login)",
-		Args:  cobra.NoArgs,
+		Long: `Forget the credential kobe login saved in a CLI context, and ask the provider to revoke its
+refresh token.`,
+		Example: `  kobe logout
+  kobe logout --context-name prod`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(opts)
