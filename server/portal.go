@@ -317,10 +317,10 @@ func (p *portal) auditPage(r *http.Request, d *pageData) error {
 // it), and the browser goes back to the page with the outcome.
 func (p *portal) mutation(do func(r *http.Request, csrf string) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, _, ok := p.who(w, r); !ok {
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if _, _, ok := p.who(w, r); !ok { // checks the form's CSRF token (the session's)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 		if err := r.ParseForm(); err != nil {
 			p.s.portalError(w, r, http.StatusBadRequest, "not a form")
 			return
