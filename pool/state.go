@@ -290,7 +290,8 @@ func templateChanged(a, b pools.Policy) bool {
 	return a.Backend != b.Backend || a.KubernetesVersion != b.KubernetesVersion ||
 		string(a.BackendOptions) != string(b.BackendOptions) ||
 		!reflect.DeepEqual(a.Gates, b.Gates) || !reflect.DeepEqual(a.Addons, b.Addons) ||
-		a.HostCluster != b.HostCluster // members move to the named host cluster
+		a.HostCluster != b.HostCluster || // members move to the named host cluster
+		a.CertificateValidity != b.CertificateValidity
 }
 
 func (s *State) count(phase MemberPhase) int {
@@ -915,7 +916,7 @@ func (s *State) provision(fx Executor) {
 	in := instance.ProvisionInput{
 		Backend: pol.Backend,
 		Spec: backends.InstanceSpec{ID: id, Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion,
-			Options: pol.BackendOptions},
+			Options: pol.BackendOptions, CertificateValidity: pol.CertificateValidity},
 		CreatingTimeout: pol.CreatingTimeout,
 		NotifyPool:      WorkflowID(pol.Name),
 		Addons:          pol.Addons,
