@@ -40,10 +40,12 @@ type Versions struct {
 	ForgetsUnchanged bool
 	// SyncReports: see poolVersionSyncReports.
 	SyncReports bool
+	// Certificates: see poolVersionCertificates.
+	Certificates bool
 }
 
 // latestVersions are the behaviours of a pool started by this kobe (what the tests play).
-var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true}
+var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true, Certificates: true}
 
 // State is a pool's state as its decisions see it.
 type State struct {
@@ -245,6 +247,8 @@ type Member struct {
 	TeardownAttempts int `json:"teardownAttempts,omitempty"`
 	// Prepared: its lease credential was prepared when it became Ready (UpdateClaim binds it).
 	Prepared bool `json:"prepared,omitempty"`
+	// CertificatesWarned: its lease was told its certificates expire soon (CertificatesChecked).
+	CertificatesWarned bool `json:"certificatesWarned,omitempty"`
 }
 
 // Snapshot is the whole state of a pool; it is the input of every continue-as-new run.
@@ -277,6 +281,8 @@ type Snapshot struct {
 	Incarnation string `json:"incarnation,omitempty"`
 	// NextHealthCheckAt is when the members are checked next.
 	NextHealthCheckAt time.Time `json:"nextHealthCheckAt,omitempty"`
+	// CertificateCheckDue is set when the certificate workflow asked for a check not started yet.
+	CertificateCheckDue bool `json:"certificateCheckDue,omitempty"`
 	// ContinueAsNewAfter is the history length past which the run continues as new (0 means
 	// maxHistoryBeforeContinue); tests lower it.
 	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
