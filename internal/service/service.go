@@ -246,7 +246,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		TaskQueue:        taskQueue,
 		Store:            st,
 		Logger:           logger.Named("api"),
-		Registry:         server.NewRegistry(sdkMetrics, &server.PoolCollector{Temporal: c, Store: st}),
+		Registry:         server.NewRegistry(sdkMetrics, &server.PoolCollector{Temporal: c, Store: st}, &server.CertificateCollector{Store: st}),
 		Backends:         backends.Names(),
 		InstanceName:     fmt.Sprintf("%s-%d", host, os.Getpid()),
 	}
