@@ -12,9 +12,9 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/pool"
 )
 
 // HostConfig is what the workers of one kobe host need.
