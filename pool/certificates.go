@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pools"
 )
@@ -35,7 +36,7 @@ type CertificateReport struct {
 // recycleBefore; ReasonCertificatesExpiring the reason of the lease condition.
 const (
 	RecycleCertExpiry          = "cert_expiry"
-	ReasonCertificatesExpiring = "certificates_expiring"
+	ReasonCertificatesExpiring = string(api.ReasonCertificatesExpiring)
 )
 
 // CheckCertificates is a certificate check to start: the members of one host queue.
