@@ -652,7 +652,7 @@ func (b *boundLease) takeCertificates(c workflow.ReceiveChannel) {
 	if !ours {
 		return
 	}
-	b.setCondition(api.LeaseCondition{Type: ConditionCertificatesValid, Status: "False", Reason: pool.ReasonCertificatesExpiring,
+	b.setCondition(api.LeaseCondition{Type: ConditionCertificatesValid, Status: "False", Reason: api.ReasonCertificatesExpiring,
 		Message: r.Message, LastTransitionTime: at})
 }
 

@@ -681,7 +681,7 @@ func TestLeaseCertificatesExpiring(t *testing.T) {
 	c := at3.Conditions[0]
 	assert.Equal(t, lease.ConditionCertificatesValid, c.Type)
 	assert.Equal(t, "False", c.Status)
-	assert.Equal(t, api.ReasonCode(pool.ReasonCertificatesExpiring), c.Reason)
+	assert.Equal(t, api.ReasonCertificatesExpiring, c.Reason)
 	assert.Contains(t, c.Message, "2027-01-01T00:00:00Z")
 	events, err := le.store.ListEvents(context.Background(), store.EventFilter{Action: lease.ActionLeaseCondition, Target: "lease-1"})
 	require.NoError(t, err)
