@@ -12,8 +12,8 @@ import (
 
 	"github.com/kunobi-ninja/kobe/doctor"
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"github.com/stretchr/testify/require"
