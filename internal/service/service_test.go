@@ -113,7 +113,7 @@ func TestDevModeServesEverything(t *testing.T) {
 	assert.Equal(t, "default", st.Temporal.Namespace)
 	assert.True(t, st.Store.Healthy)
 	assert.Equal(t, "sqlite", st.Store.Driver)
-	assert.Equal(t, 5, st.Store.SchemaVersion)
+	assert.Equal(t, 6, st.Store.SchemaVersion)
 	assert.NotEmpty(t, st.Version)
 	assert.NotNil(t, st.Backends)
 
