@@ -85,6 +85,10 @@ const (
 	// ReasonHealthFailed: a member failed its pool's health checks failureThreshold times in a
 	// row; it is recycled, and a lease bound to it carries a condition with this reason.
 	ReasonHealthFailed ReasonCode = "health_failed"
+	// ReasonCertificatesExpiring: the leased member's certificates expire within its pool's
+	// spec.certificates.recycleBefore and its backend cannot re-issue them in place (condition
+	// CertificatesValid of a lease).
+	ReasonCertificatesExpiring ReasonCode = "certificates_expiring"
 )
 
 // Why an instance could not sync an object onto its host (condition Synced of a lease; the

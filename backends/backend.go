@@ -50,6 +50,10 @@ type InstanceSpec struct {
 	KubernetesVersion string `json:"kubernetesVersion"`
 	// Options is the backend's own section of the pool spec (spec.backend.<type>), as JSON.
 	Options json.RawMessage `json:"options,omitempty"`
+	// CertificateValidity is spec.certificates.validity: the lifetime of the instance's
+	// serving and admin certificates (0: the backend's default). Only a CertManager reads it;
+	// the pool apply refuses it for the other backends.
+	CertificateValidity time.Duration `json:"certificateValidity,omitempty"`
 }
 
 // InstanceStatus is what a backend reports about one instance.
@@ -121,10 +125,52 @@ type Freezer interface {
 	Thaw(ctx context.Context, id string) error
 }
 
-// CertManager is a backend that knows when an instance's certificates expire and can re-issue them.
+// CertManager is a backend that knows when an instance's certificates expire and can re-issue
+// them in place. RotateCertificates issues new serving and admin certificates from the same CA,
+// with the validity the instance was created with, so that every kubeconfig already issued
+// (its CA data, its client certificate) keeps working and no data is lost; an instance that
+// sleeps gets its new certificates without being woken. A CertManager honours
+// InstanceSpec.CertificateValidity (spec.certificates.validity).
 type CertManager interface {
+	// CertificatesExpireAt is the earliest of CertificateExpiry's times.
 	CertificatesExpireAt(ctx context.Context, id string) (time.Time, error)
+	// CertificateExpiry says when each of the instance's certificates expires.
+	CertificateExpiry(ctx context.Context, id string) (CertificateExpiry, error)
 	RotateCertificates(ctx context.Context, id string) error
+}
+
+// CertificateExpiry is when each kind of an instance's certificates expires.
+type CertificateExpiry struct {
+	// CA is the instance's certificate authority (RotateCertificates keeps it).
+	CA time.Time `json:"ca"`
+	// Serving is the API server's serving certificate.
+	Serving time.Time `json:"serving"`
+	// Client is the admin client certificate kobe keeps (per-lease certificates end with
+	// their lease, and never outlive the CA).
+	Client time.Time `json:"client"`
+}
+
+// Certificate kinds (the kind label of kobe_instance_cert_expiry_seconds).
+const (
+	CertKindCA      = "ca"
+	CertKindServing = "serving"
+	CertKindClient  = "client"
+)
+
+// Earliest is the first of the three expiries (zero if none is known).
+func (e CertificateExpiry) Earliest() time.Time {
+	var t time.Time
+	for _, x := range []time.Time{e.CA, e.Serving, e.Client} {
+		if !x.IsZero() && (t.IsZero() || x.Before(t)) {
+			t = x
+		}
+	}
+	return t
+}
+
+// Leaves is the first expiry of the certificates RotateCertificates re-issues (serving, client).
+func (e CertificateExpiry) Leaves() time.Time {
+	return CertificateExpiry{Serving: e.Serving, Client: e.Client}.Earliest()
 }
 
 // HostBound is implemented by backends whose instances live on one kobe host (the local

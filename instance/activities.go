@@ -181,6 +181,9 @@ func (a *Activities) BackendWaitReady(ctx context.Context, req BackendRequest) (
 		// The instance will not recover by waiting longer: let the workflow clean up.
 		return st, temporal.NewNonRetryableApplicationError(err.Error(), "InstanceFailed", err)
 	}
+	if err == nil && st.Phase == backends.PhaseReady {
+		a.recordCreatedCertificates(ctx, b, req.Spec)
+	}
 	return st, err
 }
 

@@ -156,6 +156,9 @@ func (a *Activities) WaitReadinessGates(ctx context.Context, req GatesRequest) e
 		return nil
 	case errors.Is(err, readiness.ErrUnsupported):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrUnsupportedGate, nil)
+	case errors.Is(err, readiness.ErrNeverPasses):
+		// Waiting cannot mend it (a certificate expiring too soon): the member is refused now.
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("instance %s: %v", req.InstanceID, err), ErrGatesNotPassed, nil)
 	case ctx.Err() == nil && wctx.Err() != nil:
 		// Our own deadline, not the activity's cancellation: the gates had their time.
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("instance %s: %v", req.InstanceID, err), ErrGatesNotPassed, nil)

@@ -8,5 +8,10 @@ const ConditionInstanceHealthy = "InstanceHealthy"
 // (api.ReasonSyncDenied, …), and True again once they are over.
 const ConditionSynced = "Synced"
 
+// ConditionCertificatesValid is False once the pool found that the lease's instance's
+// certificates expire within its recycleBefore and its backend cannot re-issue them in place
+// (reason certificates_expiring); a backend that can re-issues them and the lease sees nothing.
+const ConditionCertificatesValid = "CertificatesValid"
+
 // ActionLeaseCondition is the audit action of a change of one of a lease's conditions.
 const ActionLeaseCondition = "lease.condition"

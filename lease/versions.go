@@ -20,4 +20,7 @@ const (
 	// (SignalInstanceSync from the pool) and audits every change of a condition
 	// (RecordLeaseCondition).
 	leaseVersionConditionsAudited = "lease-conditions-audited"
+	// leaseVersionCertificates shows that the instance's certificates expire soon and cannot be
+	// re-issued in place as the condition CertificatesValid (SignalInstanceCertificates).
+	leaseVersionCertificates = "lease-certificates"
 )

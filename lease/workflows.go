@@ -411,6 +411,9 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 		if in.Bound != nil || workflow.GetVersion(ctx, leaseVersionConditionsAudited, workflow.DefaultVersion, 1) >= 1 {
 			b.synced = workflow.GetSignalChannel(ctx, pool.SignalInstanceSync)
 		}
+		if workflow.GetVersion(ctx, leaseVersionCertificates, workflow.DefaultVersion, 1) >= 1 {
+			b.certs = workflow.GetSignalChannel(ctx, pool.SignalInstanceCertificates)
+		}
 		if b.hold() {
 			next := in
 			next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, IssueFor: issueFor}
@@ -453,7 +456,9 @@ type boundLease struct {
 	unhealthy workflow.ReceiveChannel
 	// synced receives the pool's sync reports (version lease-conditions-audited: nil before
 	// it, when conditions are not audited either).
-	synced    workflow.ReceiveChannel
+	synced workflow.ReceiveChannel
+	// certs receives SignalInstanceCertificates (nil in runs before lease-certificates).
+	certs     workflow.ReceiveChannel
 	assigned  workflow.ReceiveChannel
 	leftovers []workflow.ReceiveChannel
 	project   func()
@@ -521,6 +526,9 @@ func (b *boundLease) hold() bool {
 		if b.synced != nil {
 			sel.AddReceive(b.synced, func(c workflow.ReceiveChannel, _ bool) { b.takeSynced(c) })
 		}
+		if b.certs != nil {
+			sel.AddReceive(b.certs, func(c workflow.ReceiveChannel, _ bool) { b.takeCertificates(c) })
+		}
 		sel.AddReceive(b.assigned, func(c workflow.ReceiveChannel, _ bool) { b.takeAssigned(c) })
 		for _, ch := range b.leftovers {
 			sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { b.takeLeftover(c) })
@@ -548,6 +556,9 @@ func (b *boundLease) drain() bool {
 	if b.synced != nil {
 		channels = append(channels, b.synced)
 	}
+	if b.certs != nil {
+		channels = append(channels, b.certs)
+	}
 	for _, ch := range append(channels, b.leftovers...) {
 		for ch.Len() > 0 {
 			got = true
@@ -560,6 +571,8 @@ func (b *boundLease) drain() bool {
 				b.takeUnhealthy(ch)
 			case b.synced:
 				b.takeSynced(ch)
+			case b.certs:
+				b.takeCertificates(ch)
 			case b.assigned:
 				b.takeAssigned(ch)
 			default:
@@ -627,6 +640,20 @@ func (b *boundLease) takeSynced(c workflow.ReceiveChannel) {
 		}
 	}
 	b.setCondition(cond)
+}
+
+// takeCertificates records that the lease's instance's certificates expire soon and cannot be
+// re-issued in place (condition CertificatesValid: False): the holder should move to another
+// cluster before then.
+func (b *boundLease) takeCertificates(c workflow.ReceiveChannel) {
+	var r pool.CertificateReport
+	c.Receive(b.ctx, &r)
+	at, ours := b.about(r.InstanceID, r.At)
+	if !ours {
+		return
+	}
+	b.setCondition(api.LeaseCondition{Type: ConditionCertificatesValid, Status: "False", Reason: api.ReasonCertificatesExpiring,
+		Message: r.Message, LastTransitionTime: at})
 }
 
 // about counts a report of the pool just received and says whether it is about this lease's

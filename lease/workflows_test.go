@@ -660,3 +660,30 @@ func TestLeaseInstanceSyncErrors(t *testing.T) {
 	assert.ElementsMatch(t, []string{"Synced=False sync_denied", "Synced=False host_quota_exceeded", "Synced=True ",
 		"InstanceHealthy=False health_failed"}, got, "one event a change")
 }
+
+// A pool's warning that the lease's instance's certificates expire soon and cannot be re-issued
+// in place shows as the condition CertificatesValid False, audited; the lease stays Bound.
+func TestLeaseCertificatesExpiring(t *testing.T) {
+	le, _, _ := newCredLeaseEnv(t)
+	le.assignAfter(time.Second)
+	expires := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	le.env.RegisterDelayedCallback(func() {
+		le.env.SignalWorkflow(pool.SignalInstanceCertificates, pool.CertificateReport{InstanceID: "other", ExpiresAt: expires, Message: "not ours", At: le.env.Now()})
+		le.env.SignalWorkflow(pool.SignalInstanceCertificates, pool.CertificateReport{InstanceID: "i1", ExpiresAt: expires,
+			Message: "the certificates of instance i1 expire at 2027-01-01T00:00:00Z", At: le.env.Now()})
+	}, 2*time.Minute)
+	var at3 lease.View
+	le.env.RegisterDelayedCallback(func() { at3 = le.view(t); le.env.SignalWorkflow(lease.SignalReleaseLease, nil) }, 3*time.Minute)
+	le.env.ExecuteWorkflow(lease.WorkflowName, input)
+	require.NoError(t, le.env.GetWorkflowError())
+	assert.Equal(t, api.LeaseBound, at3.Phase)
+	require.Len(t, at3.Conditions, 1)
+	c := at3.Conditions[0]
+	assert.Equal(t, lease.ConditionCertificatesValid, c.Type)
+	assert.Equal(t, "False", c.Status)
+	assert.Equal(t, api.ReasonCertificatesExpiring, c.Reason)
+	assert.Contains(t, c.Message, "2027-01-01T00:00:00Z")
+	events, err := le.store.ListEvents(context.Background(), store.EventFilter{Action: lease.ActionLeaseCondition, Target: "lease-1"})
+	require.NoError(t, err)
+	require.Len(t, events, 1, "audited once")
+}

@@ -40,10 +40,12 @@ type Versions struct {
 	ForgetsUnchanged bool
 	// SyncReports: see poolVersionSyncReports.
 	SyncReports bool
+	// Certificates: see poolVersionCertificates.
+	Certificates bool
 }
 
 // latestVersions are the behaviours of a pool started by this kobe (what the tests play).
-var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true}
+var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true, Certificates: true}
 
 // State is a pool's state as its decisions see it.
 type State struct {
@@ -245,6 +247,8 @@ type Member struct {
 	TeardownAttempts int `json:"teardownAttempts,omitempty"`
 	// Prepared: its lease credential was prepared when it became Ready (UpdateClaim binds it).
 	Prepared bool `json:"prepared,omitempty"`
+	// CertificatesWarned: its lease was told its certificates expire soon (CertificatesChecked).
+	CertificatesWarned bool `json:"certificatesWarned,omitempty"`
 }
 
 // Snapshot is the whole state of a pool; it is the input of every continue-as-new run.
@@ -277,6 +281,8 @@ type Snapshot struct {
 	Incarnation string `json:"incarnation,omitempty"`
 	// NextHealthCheckAt is when the members are checked next.
 	NextHealthCheckAt time.Time `json:"nextHealthCheckAt,omitempty"`
+	// CertificateCheckDue is set when the certificate workflow asked for a check not started yet.
+	CertificateCheckDue bool `json:"certificateCheckDue,omitempty"`
 	// ContinueAsNewAfter is the history length past which the run continues as new (0 means
 	// maxHistoryBeforeContinue); tests lower it.
 	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
@@ -290,7 +296,8 @@ func templateChanged(a, b pools.Policy) bool {
 	return a.Backend != b.Backend || a.KubernetesVersion != b.KubernetesVersion ||
 		string(a.BackendOptions) != string(b.BackendOptions) ||
 		!reflect.DeepEqual(a.Gates, b.Gates) || !reflect.DeepEqual(a.Addons, b.Addons) ||
-		a.HostCluster != b.HostCluster // members move to the named host cluster
+		a.HostCluster != b.HostCluster || // members move to the named host cluster
+		a.CertificateValidity != b.CertificateValidity
 }
 
 func (s *State) count(phase MemberPhase) int {
@@ -915,7 +922,7 @@ func (s *State) provision(fx Executor) {
 	in := instance.ProvisionInput{
 		Backend: pol.Backend,
 		Spec: backends.InstanceSpec{ID: id, Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion,
-			Options: pol.BackendOptions},
+			Options: pol.BackendOptions, CertificateValidity: pol.CertificateValidity},
 		CreatingTimeout: pol.CreatingTimeout,
 		NotifyPool:      WorkflowID(pol.Name),
 		Addons:          pol.Addons,

@@ -35,4 +35,11 @@ const (
 	// tells the lease when that changes (SignalInstanceSync).
 	poolVersionSyncChange                   = "pool-sync-reports"
 	poolVersionSyncReports workflow.Version = 1
+
+	// poolVersionCertificatesChange (issue 18): the pool checks its members' certificates when
+	// the certificate workflow asks (SignalCheckCertificates): warm members expiring within
+	// spec.certificates.recycleBefore are recycled, leased ones re-issued in place or their
+	// lease warned (SignalInstanceCertificates).
+	poolVersionCertificatesChange                  = "pool-certificates"
+	poolVersionCertificates       workflow.Version = 1
 )

@@ -44,6 +44,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	v.Hardened = workflow.GetVersion(ctx, poolVersionHardenChange, workflow.DefaultVersion, poolVersionHardened) >= poolVersionHardened
 	v.ForgetsUnchanged = workflow.GetVersion(ctx, poolVersionForgetChange, workflow.DefaultVersion, poolVersionForgetsUnchanged) >= poolVersionForgetsUnchanged
 	v.SyncReports = workflow.GetVersion(ctx, poolVersionSyncChange, workflow.DefaultVersion, poolVersionSyncReports) >= poolVersionSyncReports
+	v.Certificates = workflow.GetVersion(ctx, poolVersionCertificatesChange, workflow.DefaultVersion, poolVersionCertificates) >= poolVersionCertificates
 	s := NewState(st, v)
 	p := &poolRun{ctx: ctx, s: s}
 	if s.Hardened && s.Incarnation == "" {
@@ -133,6 +134,15 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		)
 	}
 
+	if s.Certificates {
+		handlers = append(handlers, signalHandler{workflow.GetSignalChannel(ctx, SignalCheckCertificates), func(c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			for c.ReceiveAsync(nil) {
+			}
+			s.CertificateCheckRequested()
+		}})
+	}
+
 	for {
 		s.Reconcile(p)
 		if s.Draining && s.Rolling && s.Drained() {
@@ -154,6 +164,9 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		}
 		if s.Hardened {
 			p.startHealthChecks()
+			if s.Certificates && !s.Draining {
+				p.startCertificateChecks()
+			}
 			if p.shouldContinueAsNew() {
 				break
 			}
@@ -166,6 +179,9 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		}
 		for _, c := range p.checks {
 			sel.AddFuture(c.future, func(f workflow.Future) { p.healthChecked(c, f) })
+		}
+		for _, c := range p.certChecks {
+			sel.AddFuture(c.future, func(f workflow.Future) { p.certificatesChecked(c, f) })
 		}
 		for _, b := range p.binds {
 			sel.AddFuture(b.started, func(f workflow.Future) { p.leaseStarted(b, f) })
@@ -242,6 +258,8 @@ type poolRun struct {
 	s   *State
 	// checks are the health checks in flight, one per host queue.
 	checks []*healthCheck
+	// certChecks are the certificate checks in flight, one per host queue.
+	certChecks []*certCheck
 	// binds are the lease workflows started by warm binds whose start is not confirmed yet;
 	// wake tells the main loop that a warm bind changed the state (it reconciles: the
 	// replacement member starts off the bind's path).
@@ -373,6 +391,16 @@ func (p *poolRun) Send(a Action) func() error {
 		p.metrics().WithTags(map[string]string{"reason": a.Reason}).Counter(MetricInstanceRecycles).Inc(1)
 	case CountHealthCheck:
 		p.metrics().WithTags(map[string]string{"result": a.Result}).Counter(MetricHealthChecks).Inc(1)
+	case ReissueCertificates:
+		var acts *instance.Activities
+		ctx := workflow.WithActivityOptions(p.ctx, certificateOptions(a.Queue, 10*time.Minute))
+		f := workflow.ExecuteActivity(ctx, acts.ReissueCertificates, a.Request)
+		return func() error { return f.Get(ctx, nil) }
+	case AuditCertificates:
+		var acts *instance.Activities
+		ctx := workflow.WithActivityOptions(p.ctx, recordInstanceOptions())
+		f := workflow.ExecuteActivity(ctx, acts.RecordCertificateEvent, a.Event)
+		return func() error { return f.Get(ctx, nil) }
 	case RecordInstance:
 		var acts *instance.Activities
 		ctx := workflow.WithActivityOptions(p.ctx, recordInstanceOptions())

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +65,7 @@ type Spec struct {
 	ReadinessGates []ReadinessGate `json:"readinessGates,omitempty"`
 	Scaling        *Scaling        `json:"scaling,omitempty"`
 	UpgradePolicy  *UpgradePolicy  `json:"upgradePolicy,omitempty"`
+	Certificates   *Certificates   `json:"certificates,omitempty"`
 	Diagnostics    json.RawMessage `json:"diagnostics,omitempty"` // upstream field, refused: not acted on yet
 	Snapshot       json.RawMessage `json:"snapshot,omitempty"`    // upstream field, refused: not acted on yet
 }
@@ -124,6 +126,8 @@ type ReadinessGate struct {
 	Count          int    `json:"count,omitempty"`
 	URL            string `json:"url,omitempty"`
 	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// MinRemaining (X509Valid) is how long the member's certificates must still be valid.
+	MinRemaining Duration `json:"minRemaining,omitempty"`
 }
 
 // Scaling replaces Size with an autoscaled warm pool.
@@ -150,6 +154,25 @@ type UpgradePolicy struct {
 	MinReadyDuringUpgrade *int `json:"minReadyDuringUpgrade,omitempty"`
 }
 
+// Certificates (kobe addition) is what kobe does about the members' certificates: how long
+// the serving and admin certificates of a new member live, and how long before they expire a
+// warm member is recycled, or a leased one re-issued in place (the certificate workflow).
+type Certificates struct {
+	// Validity of a member's serving and admin certificates (default: the backend's; local:
+	// 365d). Short ones are for tests and very short-lived clusters.
+	Validity Duration `json:"validity,omitempty"`
+	// RecycleBefore (default 30d): a warm member whose certificates expire within it is
+	// recycled, a leased one gets new certificates.
+	RecycleBefore Duration `json:"recycleBefore,omitempty"`
+}
+
+// Defaults and bounds of spec.certificates.
+const (
+	DefaultRecycleBefore   = 30 * 24 * time.Hour
+	MinCertificateValidity = time.Minute
+	MaxCertificateValidity = 10 * 365 * 24 * time.Hour
+)
+
 // Gate types kobe checks.
 var gateTypes = map[string][]string{ // type → required fields
 	"CRDExists":       {"name"},
@@ -160,6 +183,7 @@ var gateTypes = map[string][]string{ // type → required fields
 	"SchedulingProbe": {"namespace"},
 	"DNSHealthy":      {"namespace"},
 	"InClusterToken":  {"namespace", "serviceAccount"},
+	"X509Valid":       {"minRemaining"},
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -286,6 +310,12 @@ type Policy struct {
 	// before health checks existed: the pool then uses the defaults.
 	HealthCheckInterval    time.Duration
 	HealthFailureThreshold int
+	// Certificates (spec.certificates): the validity of new members' serving and admin
+	// certificates (0: the backend's default), and how long before their expiry a warm member
+	// is recycled or a leased one re-issued. RecycleBefore is zero in policies written before
+	// it existed: the pool then uses DefaultRecycleBefore.
+	CertificateValidity time.Duration `json:",omitempty"`
+	RecycleBefore       time.Duration `json:",omitempty"`
 }
 
 // Defaults of spec.healthCheck (upstream's).
@@ -476,7 +506,8 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		}
 		for _, r := range required {
 			missing := (r == "name" && g.Name == "") || (r == "namespace" && g.Namespace == "") ||
-				(r == "url" && g.URL == "") || (r == "serviceAccount" && g.ServiceAccount == "") || (r == "count" && g.Count <= 0)
+				(r == "url" && g.URL == "") || (r == "serviceAccount" && g.ServiceAccount == "") || (r == "count" && g.Count <= 0) ||
+				(r == "minRemaining" && g.MinRemaining == "")
 			if missing {
 				return pol, fmt.Errorf("%s.%s: required for a %s gate", field, r, g.Type)
 			}
@@ -485,9 +516,17 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"name", g.Name != ""}, {"namespace", g.Namespace != ""}, {"count", g.Count != 0}, {"url", g.URL != ""}, {"serviceAccount", g.ServiceAccount != ""}} {
+		}{{"name", g.Name != ""}, {"namespace", g.Namespace != ""}, {"count", g.Count != 0}, {"url", g.URL != ""}, {"serviceAccount", g.ServiceAccount != ""},
+			{"minRemaining", g.MinRemaining != ""}} {
 			if refuse && f.set && !slices.Contains(required, f.name) {
 				return pol, fmt.Errorf("%s.%s: not used by a %s gate", field, f.name, g.Type)
+			}
+		}
+		if g.MinRemaining != "" {
+			if d, err := ParseDays(field+".minRemaining", g.MinRemaining); err != nil {
+				return pol, err
+			} else if d <= 0 {
+				return pol, fmt.Errorf("%s.minRemaining: must be positive", field)
 			}
 		}
 	}
@@ -543,7 +582,66 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		}
 	}
 	pol.Addons = s.Addons
+	if err := pol.certificates(s.Certificates, refuse); err != nil {
+		return pol, err
+	}
 	return pol, nil
+}
+
+// certificates resolves spec.certificates. Its fields are acted on only for backends that
+// know their members' certificates (backends.CertManager): for the others they are refused.
+func (pol *Policy) certificates(c *Certificates, refuse bool) error {
+	pol.RecycleBefore = DefaultRecycleBefore
+	if c == nil {
+		return nil
+	}
+	if f, _ := backends.Resolve(pol.Backend); refuse && f.Prototype != nil {
+		if _, ok := f.Prototype.(backends.CertManager); !ok {
+			return fmt.Errorf("spec.certificates is not supported by the %s backend (it cannot report or re-issue its members' certificates)", pol.Backend)
+		}
+	}
+	var err error
+	if c.Validity != "" {
+		if pol.CertificateValidity, err = ParseDays("spec.certificates.validity", c.Validity); err != nil {
+			return err
+		}
+		if pol.CertificateValidity < MinCertificateValidity || pol.CertificateValidity > MaxCertificateValidity {
+			return fmt.Errorf("spec.certificates.validity: %s must be between %s and %s", pol.CertificateValidity, MinCertificateValidity, MaxCertificateValidity)
+		}
+	}
+	if c.RecycleBefore != "" {
+		if pol.RecycleBefore, err = ParseDays("spec.certificates.recycleBefore", c.RecycleBefore); err != nil {
+			return err
+		}
+		if pol.RecycleBefore <= 0 {
+			return errors.New("spec.certificates.recycleBefore: must be positive")
+		}
+	} else if pol.CertificateValidity > 0 && pol.CertificateValidity <= DefaultRecycleBefore {
+		// A short validity with the default recycleBefore would recycle every member at once.
+		return fmt.Errorf("spec.certificates.recycleBefore: required when validity (%s) is not longer than the default %s", pol.CertificateValidity, DefaultRecycleBefore)
+	}
+	if pol.CertificateValidity > 0 && pol.RecycleBefore >= pol.CertificateValidity {
+		return fmt.Errorf("spec.certificates.recycleBefore: %s must be shorter than validity %s (every member would be recycled as soon as it is made)", pol.RecycleBefore, pol.CertificateValidity)
+	}
+	return nil
+}
+
+// ParseDays is parseDuration that also takes whole days ("30d"), the unit certificates are
+// usually spoken of in. Empty is an error: the caller handles the default.
+func ParseDays(field string, v Duration) (time.Duration, error) {
+	s := string(v)
+	if n, ok := strings.CutSuffix(s, "d"); ok && n != "" {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 || days > 100*365 {
+			return 0, fmt.Errorf("%s: %q is not a duration (use e.g. 30d, 12h, 5m)", field, s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s: %q is not a duration (use e.g. 30d, 12h, 5m)", field, s)
+	}
+	return d, nil
 }
 
 // refuseUnsupported refuses the fields this version parses (they are in the upstream shape)

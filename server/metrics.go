@@ -122,3 +122,34 @@ func age(since time.Time) float64 {
 	}
 	return time.Since(since).Seconds()
 }
+
+// CertificateCollector exports when each instance's certificates expire, from the store's rows
+// (written when an instance is Ready, by the certificate workflow's checks and by every
+// re-issue): kobe_instance_cert_expiry_seconds{instance,pool,kind} is the expiry as a Unix
+// time, kind one of ca, serving, client. An alert on `kobe_instance_cert_expiry_seconds - time()`
+// sees a member that kobe failed to recycle or re-issue.
+type CertificateCollector struct {
+	Store store.Store
+}
+
+var certExpiryDesc = prometheus.NewDesc("kobe_instance_cert_expiry_seconds",
+	"When an instance's certificate expires (Unix time), by kind: ca, serving, client.", []string{"instance", "pool", "kind"}, nil)
+
+// Describe implements prometheus.Collector.
+func (c *CertificateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certExpiryDesc }
+
+// Collect implements prometheus.Collector. A store that cannot answer leaves the gauge out of
+// this scrape (absent, not zero: a zero would read as long expired).
+func (c *CertificateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rows, err := c.Store.ListInstanceCertificates(ctx)
+	if err != nil {
+		return
+	}
+	for _, r := range rows {
+		for kind, t := range map[string]time.Time{"ca": r.CA, "serving": r.Serving, "client": r.Client} {
+			ch <- prometheus.MustNewConstMetric(certExpiryDesc, prometheus.GaugeValue, float64(t.Unix()), r.InstanceID, r.Pool, kind)
+		}
+	}
+}

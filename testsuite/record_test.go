@@ -12,6 +12,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/doctor"
 	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
@@ -261,4 +262,25 @@ func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path s
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, data, 0o644))
 	t.Logf("recorded %s (%d events)", path, len(h.Events))
+}
+
+// TestRecordCertificateSweepHistory records the certificate workflow's sweep over a store with
+// one pool whose workflow does not run (the signal that fails is part of its shape).
+func TestRecordCertificateSweepHistory(t *testing.T) {
+	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
+		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
+	}
+	tmp := testsuite.StartTemporal(t)
+	s := testsuite.NewStore(t, "sqlite")
+	testsuite.StartHostWorker(t, tmp.Client, "record", s, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, s.UpsertPool(ctx, store.Pool{Name: "rec-certs", Backend: "local", Spec: []byte(`{}`)}))
+	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-certificate-sweep", TaskQueue: "record"},
+		pool.CertificateSweepWorkflowName)
+	require.NoError(t, err)
+	var res pool.SweepResult
+	require.NoError(t, run.Get(ctx, &res))
+	require.Equal(t, []string{"rec-certs"}, res.Missed)
+	writeHistory(t, ctx, tmp.Client, "record-certificate-sweep", filepath.Join("..", "worker", "testdata", "histories", "certificate-sweep-v1.json"))
 }

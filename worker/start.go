@@ -14,6 +14,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/pool"
 )
 
 // HostConfig is what the workers of one kobe host need.
@@ -32,6 +33,9 @@ type HostConfig struct {
 	// HostClusterName names that host cluster (--host-cluster-name): the host also polls its
 	// queue, where the members of pools naming it are placed. "": unnamed.
 	HostClusterName string
+	// CertificateSchedule makes sure the certificate workflow's schedule exists and triggers
+	// one sweep once the workers run (kobe dev and kobe worker; tests start it themselves).
+	CertificateSchedule bool
 }
 
 // Host is a started kobe host: every backend compiled in, built for this host, and two
@@ -75,6 +79,15 @@ func StartHost(cfg HostConfig) (*Host, error) {
 			return nil, fmt.Errorf("starting the worker on task queue %s: %w", queue, err)
 		}
 		h.workers = append(h.workers, w)
+	}
+	if cfg.CertificateSchedule {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := pool.EnsureCertificateSchedule(ctx, cfg.Client, cfg.SharedQueue); err != nil {
+			// Not fatal: the schedule is made by the next worker that starts, and the pools
+			// keep serving; their certificates are checked late.
+			cfg.Logger.Warn("the certificate schedule is not set up", zap.Error(err))
+		}
 	}
 	return h, nil
 }

@@ -20,9 +20,14 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
 
-// certValidity is the lifetime of an instance's CA, serving and admin certificates. Instances
-// are ephemeral; a pool recycles members long before this (and CertManager can rotate).
-const certValidity = 30 * 24 * time.Hour
+// caValidity is the lifetime of an instance's CA, and defaultCertValidity that of its serving
+// and admin certificates when the pool does not say (spec.certificates.validity). The CA
+// outlives them by far: RotateCertificates re-issues them from the same CA, so that the
+// kubeconfigs already issued keep working (certificates.go).
+const (
+	caValidity          = 10 * 365 * 24 * time.Hour
+	defaultCertValidity = 365 * 24 * time.Hour
+)
 
 // record is the instance's persistent description (instance.json). Everything needed to
 // re-adopt, restart or delete the instance is here or derivable from the directory.
@@ -44,6 +49,9 @@ type record struct {
 	Datastore *datastoreRecord `json:"datastore,omitempty"`
 	// Frozen is set while the instance's processes are stopped in place (Freezer).
 	Frozen bool `json:"frozen,omitempty"`
+	// CertValidity is the lifetime of its serving and admin certificates (0: the default),
+	// which RotateCertificates gives the new ones too.
+	CertValidity time.Duration `json:"certValidity,omitempty"`
 }
 
 type instance struct {
@@ -81,7 +89,7 @@ func newInstance(dir string, spec backends.InstanceSpec, opts Options, host stri
 			return nil, err
 		}
 	}
-	cp, err := pki.NewClusterPKI(spec.ID, nil, nil, certValidity)
+	cp, err := newClusterPKI(spec.ID, spec.CertificateValidity)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +119,7 @@ func newInstance(dir string, spec backends.InstanceSpec, opts Options, host stri
 	in := &instance{dir: dir, rec: record{
 		ID: spec.ID, Pool: spec.Pool, Host: host, KubernetesVersion: spec.KubernetesVersion,
 		Components: opts.Components, Nodes: opts.Nodes, APIPort: apiPort, KinePort: kinePort,
-		CreatedAt: time.Now().UTC(), Datastore: ds,
+		CreatedAt: time.Now().UTC(), Datastore: ds, CertValidity: spec.CertificateValidity,
 	}}
 	admin, err := kubeconfig.ForClientCert(spec.ID, in.endpoint(), cp.CA.CertPEM, cp.Admin.CertPEM, cp.Admin.KeyPEM, pki.AdminUser)
 	if err != nil {

@@ -30,7 +30,13 @@ var DefaultServiceIP = net.IPv4(10, 0, 0, 1)
 // NewClusterPKI issues a cluster's CA, serving certificate, service-account keys and admin
 // credential. hosts and ips are added to the serving certificate's SANs beside the in-cluster names.
 func NewClusterPKI(clusterName string, hosts []string, ips []net.IP, validity time.Duration) (*ClusterPKI, error) {
-	ca, err := NewCA("kobe-"+clusterName+"-ca", validity)
+	return NewClusterPKIWithCA(clusterName, hosts, ips, validity, validity)
+}
+
+// NewClusterPKIWithCA is NewClusterPKI with a CA that lives caValidity, longer than the serving
+// and admin certificates (validity), so that they can be re-issued from it in place.
+func NewClusterPKIWithCA(clusterName string, hosts []string, ips []net.IP, caValidity, validity time.Duration) (*ClusterPKI, error) {
+	ca, err := NewCA("kobe-"+clusterName+"-ca", caValidity)
 	if err != nil {
 		return nil, fmt.Errorf("cluster CA: %w", err)
 	}

@@ -19,6 +19,10 @@
 //   - InClusterToken{namespace, serviceAccount}: the ServiceAccount exists (an addon creates
 //     it), a token can be requested for it (TokenRequest), and the API server authenticates
 //     that token as system:serviceaccount:<namespace>:<serviceAccount> (TokenReview).
+//   - X509Valid{minRemaining}: every certificate the member's admin kubeconfig relies on (its CA,
+//     its client certificate, and the serving certificate the API server presents in the TLS
+//     handshake) is valid for at least minRemaining more. A member that fails it never passes
+//     later (certificates only age): WaitAll gives up on it at once (ErrNeverPasses).
 package readiness
 
 import (
@@ -59,6 +63,10 @@ const (
 // ErrUnsupported is wrapped by Check for a gate type it does not know: retrying cannot help.
 var ErrUnsupported = errors.New("unsupported readiness gate")
 
+// ErrNeverPasses is wrapped by Check for a gate that failed in a way no wait can mend (a
+// certificate that expires too soon): WaitAll stops at once.
+var ErrNeverPasses = errors.New("the gate cannot pass later")
+
 // Describe names a gate in progress reports and errors, e.g. "DeploymentReady kube-system/coredns".
 func Describe(g pools.ReadinessGate) string {
 	switch g.Type {
@@ -74,6 +82,8 @@ func Describe(g pools.ReadinessGate) string {
 		return g.Type + " " + g.Namespace
 	case "InClusterToken":
 		return fmt.Sprintf("InClusterToken %s/%s", g.Namespace, g.ServiceAccount)
+	case "X509Valid":
+		return "X509Valid " + string(g.MinRemaining)
 	}
 	return g.Type
 }
@@ -115,8 +125,8 @@ func WaitAll(ctx context.Context, cfg *rest.Config, gates []pools.ReadinessGate,
 				delete(failing, i)
 				continue
 			}
-			if errors.Is(err, ErrUnsupported) {
-				return err
+			if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrNeverPasses) {
+				return fmt.Errorf("%s: %w", Describe(gates[i]), err)
 			}
 			if ctx.Err() != nil && failing[i] != notChecked {
 				// Cut short by the deadline: the previous round's reason says more than
@@ -157,6 +167,7 @@ func summarize(gates []pools.ReadinessGate, failing map[int]error) string {
 type checker struct {
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
+	cfg  *rest.Config
 }
 
 func newChecker(cfg *rest.Config) (*checker, error) {
@@ -168,7 +179,7 @@ func newChecker(cfg *rest.Config) (*checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &checker{kube: kube, dyn: dyn}, nil
+	return &checker{kube: kube, dyn: dyn, cfg: cfg}, nil
 }
 
 func (c *checker) check(ctx context.Context, g pools.ReadinessGate) error {
@@ -191,6 +202,8 @@ func (c *checker) check(ctx context.Context, g pools.ReadinessGate) error {
 		return c.dnsHealthy(ctx, g.Namespace)
 	case "InClusterToken":
 		return c.inClusterToken(ctx, g.Namespace, g.ServiceAccount)
+	case "X509Valid":
+		return c.x509Valid(ctx, g.MinRemaining)
 	}
 	return fmt.Errorf("gate type %q: %w", g.Type, ErrUnsupported)
 }

@@ -247,7 +247,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		TaskQueue:        taskQueue,
 		Store:            st,
 		Logger:           logger.Named("api"),
-		Registry:         server.NewRegistry(sdkMetrics, &server.PoolCollector{Temporal: c, Store: st}),
+		Registry:         server.NewRegistry(sdkMetrics, &server.PoolCollector{Temporal: c, Store: st}, &server.CertificateCollector{Store: st}),
 		Backends:         backends.Names(),
 		InstanceName:     fmt.Sprintf("%s-%d", host, os.Getpid()),
 		TemporalUI:       cmp.Or(p.UIURL, cfg.TemporalUIURL),
@@ -306,7 +306,7 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 		logger.Warn("no --secret-key-file: this worker cannot hand out lease credentials")
 	}
 	p.secrets = secrets
-	h, err := worker.StartHost(worker.HostConfig{Client: c, Store: st, Logger: logger.Named("activities"),
+	h, err := worker.StartHost(worker.HostConfig{CertificateSchedule: true, Client: c, Store: st, Logger: logger.Named("activities"),
 		SharedQueue: sharedQueue, StateDir: stateDir, Secrets: secrets, HostKubeconfig: cfg.HostKubeconfig,
 		HostClusterName: cfg.HostClusterName})
 	if err != nil {

@@ -315,6 +315,9 @@ func (s *sqlStore) DeleteInstance(ctx context.Context, id string) error {
 	if _, err := s.exec(ctx, `DELETE FROM lease_signers WHERE instance_id = ?`, id); err != nil {
 		return err
 	}
+	if _, err := s.exec(ctx, `DELETE FROM instance_certificates WHERE instance_id = ?`, id); err != nil {
+		return err
+	}
 	return s.deleteOne(ctx, `DELETE FROM instances WHERE id = ?`, "instance", id)
 }
 
@@ -335,6 +338,38 @@ func (s *sqlStore) GetLeaseSigner(ctx context.Context, instanceID string) ([]byt
 		return nil, fmt.Errorf("lease signer of %q: %w", instanceID, ErrNotFound)
 	}
 	return sealed, err
+}
+
+func (s *sqlStore) PutInstanceCertificates(ctx context.Context, c InstanceCertificates) error {
+	if c.InstanceID == "" {
+		return errors.New("instance certificates need an instance id")
+	}
+	_, err := s.exec(ctx, `INSERT INTO instance_certificates (instance_id, pool, ca_not_after, serving_not_after, client_not_after, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (instance_id) DO UPDATE SET pool = excluded.pool, ca_not_after = excluded.ca_not_after,
+			serving_not_after = excluded.serving_not_after, client_not_after = excluded.client_not_after, updated_at = excluded.updated_at`,
+		c.InstanceID, c.Pool, ts(c.CA), ts(c.Serving), ts(c.Client), now())
+	return err
+}
+
+func (s *sqlStore) ListInstanceCertificates(ctx context.Context) ([]InstanceCertificates, error) {
+	rows, err := s.query(ctx, `SELECT instance_id, pool, ca_not_after, serving_not_after, client_not_after, updated_at
+		FROM instance_certificates ORDER BY instance_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []InstanceCertificates
+	for rows.Next() {
+		var c InstanceCertificates
+		var ca, serving, client, updated dbTime
+		if err := rows.Scan(&c.InstanceID, &c.Pool, &ca, &serving, &client, &updated); err != nil {
+			return nil, err
+		}
+		c.CA, c.Serving, c.Client, c.UpdatedAt = ca.t, serving.t, client.t, updated.t
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // ---- leases ----

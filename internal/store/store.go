@@ -88,6 +88,16 @@ type LeaseCredential struct {
 	ExpiresAt    time.Time
 }
 
+// InstanceCertificates is when each of an instance's certificates expires.
+type InstanceCertificates struct {
+	InstanceID string
+	Pool       string
+	CA         time.Time
+	Serving    time.Time
+	Client     time.Time
+	UpdatedAt  time.Time
+}
+
 // Quota limits what a subject (a principal or a role, e.g. "role:ci") may hold at once.
 type Quota struct {
 	Subject             string
@@ -208,6 +218,11 @@ type Store interface {
 	// removes it with the instance.
 	PutLeaseSigner(ctx context.Context, instanceID string, sealed []byte) error
 	GetLeaseSigner(ctx context.Context, instanceID string) ([]byte, error)
+	// PutInstanceCertificates records when an instance's certificates expire (replacing what
+	// was recorded); ListInstanceCertificates lists every instance's, by instance id.
+	// DeleteInstance removes it with the instance.
+	PutInstanceCertificates(ctx context.Context, c InstanceCertificates) error
+	ListInstanceCertificates(ctx context.Context) ([]InstanceCertificates, error)
 	GetLeaseCredential(ctx context.Context, leaseID string) (LeaseCredential, error)
 	DeleteLeaseCredential(ctx context.Context, leaseID string) error
 

@@ -73,6 +73,7 @@ func TestStore(t *testing.T) {
 			t.Run("probes", func(t *testing.T) { testProbes(t, s) })
 			t.Run("lease credentials", func(t *testing.T) { testLeaseCredentials(t, s) })
 			t.Run("lease signers and first credentials", func(t *testing.T) { testLeaseSigners(t, s) })
+			t.Run("instance certificates", func(t *testing.T) { testInstanceCertificates(t, s) })
 			t.Run("tokens", func(t *testing.T) { testTokens(t, s) })
 			t.Run("sessions", func(t *testing.T) { testSessions(t, s) })
 			t.Run("admission", func(t *testing.T) { testAdmission(t, s) })
@@ -420,4 +421,27 @@ func testLeaseSigners(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	assert.Equal(t, []byte("api"), second.Sealed, "the first stored credential is kept and returned")
 	assert.Equal(t, "1", second.CredentialID)
+}
+
+// When an instance's certificates expire is recorded, replaced on a re-issue, and goes with the
+// instance.
+func testInstanceCertificates(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	require.NoError(t, s.UpsertInstance(ctx, store.Instance{ID: "inst-c", Pool: "p", Backend: "local", Phase: api.InstanceReady}))
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	c := store.InstanceCertificates{InstanceID: "inst-c", Pool: "p", CA: at.Add(10 * time.Hour), Serving: at.Add(time.Hour), Client: at.Add(2 * time.Hour)}
+	require.NoError(t, s.PutInstanceCertificates(ctx, c))
+	c.Serving = at.Add(3 * time.Hour)
+	require.NoError(t, s.PutInstanceCertificates(ctx, c))
+	got, err := s.ListInstanceCertificates(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "p", got[0].Pool)
+	assert.True(t, got[0].CA.Equal(c.CA) && got[0].Client.Equal(c.Client))
+	assert.True(t, got[0].Serving.Equal(at.Add(3*time.Hour)), "a re-issue replaces the row")
+	require.Error(t, s.PutInstanceCertificates(ctx, store.InstanceCertificates{}), "an id is required")
+	require.NoError(t, s.DeleteInstance(ctx, "inst-c"))
+	got, err = s.ListInstanceCertificates(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, got, "the row goes with its instance")
 }
