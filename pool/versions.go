@@ -35,4 +35,11 @@ const (
 	// tells the lease when that changes (SignalInstanceSync).
 	poolVersionSyncChange                   = "pool-sync-reports"
 	poolVersionSyncReports workflow.Version = 1
+
+	// poolVersionFreezeChange (issue 15): the pool keeps policy.ThawedSpares Ready members
+	// running and freezes the spares beyond them (BackendFreeze, BackendThaw on the member's
+	// host queue); claims take a running member first, a claim left with only frozen ones thaws
+	// one before it is answered, and the next spare is thawed after a claim (pool/freeze.go).
+	poolVersionFreezeChange                   = "pool-freeze-spares"
+	poolVersionFreezesSpares workflow.Version = 1
 )
