@@ -21,7 +21,7 @@ import (
 )
 
 // BackendFreeze and BackendThaw against a real local instance: frozen, the backend reports it
-// Frozen; thawed, Ready again. An unknown instance is a non-retryable InstanceNotFound.
+// Frozen and its health check passes; thawed, Ready again. An unknown instance is a non-retryable InstanceNotFound.
 func TestFreezeAndThawActivities(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real control-plane processes; skipped with -short")
@@ -62,6 +62,14 @@ func TestFreezeAndThawActivities(t *testing.T) {
 	got, err := b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, backends.PhaseFrozen, got.Phase)
+	// A frozen spare does not answer its API; its health check (the pool's, every 30 s) passes
+	// on its processes being there instead of failing on a /readyz that cannot answer.
+	res, err := env.ExecuteActivity("CheckHealth", instance.HealthRequest{Backend: "local", InstanceIDs: []string{id}})
+	require.NoError(t, err)
+	var health []instance.HealthResult
+	require.NoError(t, res.Get(&health))
+	require.Len(t, health, 1)
+	assert.True(t, health[0].Healthy, "a frozen instance is healthy: %s", health[0].Message)
 
 	_, err = env.ExecuteActivity("BackendThaw", instance.BackendRequest{Backend: "local", Spec: spec})
 	require.NoError(t, err)

@@ -84,6 +84,11 @@ func (a *Activities) checkOne(ctx context.Context, b backends.RuntimeBackend, ba
 		return "the backend has no trace of the instance"
 	case err != nil:
 		return fmt.Sprintf("backend status: %v", err)
+	case st.Phase == backends.PhaseFrozen:
+		// A frozen spare does not answer until thawed: its health is that its processes are
+		// there (the backend reports a dead one as Unhealthy, frozen or not). Its API is checked
+		// again once the pool thaws it.
+		return ""
 	case st.Phase != backends.PhaseReady:
 		if st.Message != "" {
 			return fmt.Sprintf("backend reports %s: %s", st.Phase, st.Message)

@@ -28,3 +28,14 @@ func healthCheckOptions(queue string, timeout time.Duration) workflow.ActivityOp
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	}
 }
+
+// freezeOptions: a freeze or thaw of a member on its host, a few attempts, bounded so that a
+// host whose worker is gone does not leave the member Freezing or Thawing for ever.
+func freezeOptions(queue string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:              queue,
+		ScheduleToCloseTimeout: time.Minute,
+		StartToCloseTimeout:    20 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 3},
+	}
+}

@@ -42,10 +42,13 @@ type Versions struct {
 	SyncReports bool
 	// Certificates: see poolVersionCertificates.
 	Certificates bool
+	// FreezesSpares: see poolVersionFreezesSpares.
+	FreezesSpares bool
 }
 
 // latestVersions are the behaviours of a pool started by this kobe (what the tests play).
-var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true, Certificates: true}
+var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true,
+	Certificates: true, FreezesSpares: true}
 
 // State is a pool's state as its decisions see it.
 type State struct {
@@ -158,7 +161,9 @@ type Status struct {
 	// Quarantined counts members whose teardown kept failing.
 	Quarantined int `json:"quarantined"`
 	// Outdated counts Ready members made from an older spec, waiting to be rolled.
-	Outdated   int   `json:"outdated"`
+	Outdated int `json:"outdated"`
+	// Frozen counts Ready members that are frozen (or being frozen): spares beyond thawedSpares.
+	Frozen     int   `json:"frozen"`
 	Generation int64 `json:"generation"`
 	// OldestPendingSince and OldestCreatingSince are zero when nothing waits or creates.
 	OldestPendingSince  time.Time       `json:"oldestPendingSince,omitempty"`
@@ -184,6 +189,8 @@ type MemberSummary struct {
 	// HealthFailures and HealthMessage: see Member.
 	HealthFailures int    `json:"healthFailures,omitempty"`
 	HealthMessage  string `json:"healthMessage,omitempty"`
+	// Freeze: see Member.
+	Freeze FreezeState `json:"freeze,omitempty"`
 }
 
 // failingAfter consecutive failures the pool reports Failing (upstream: ≥ 3).
@@ -249,6 +256,10 @@ type Member struct {
 	Prepared bool `json:"prepared,omitempty"`
 	// CertificatesWarned: its lease was told its certificates expire soon (CertificatesChecked).
 	CertificatesWarned bool `json:"certificatesWarned,omitempty"`
+	// Freeze says whether a Ready spare runs or is frozen (freeze.go); NoFreeze that freezing
+	// it failed, so it is not tried again.
+	Freeze   FreezeState `json:"freeze,omitempty"`
+	NoFreeze bool        `json:"noFreeze,omitempty"`
 }
 
 // Snapshot is the whole state of a pool; it is the input of every continue-as-new run.
@@ -286,6 +297,9 @@ type Snapshot struct {
 	// ContinueAsNewAfter is the history length past which the run continues as new (0 means
 	// maxHistoryBeforeContinue); tests lower it.
 	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
+	// FreezeUnavailable says why the pool stopped freezing its spares (the backend or its host
+	// cannot); empty while it freezes them.
+	FreezeUnavailable string `json:"freezeUnavailable,omitempty"`
 }
 
 // templateChanged says whether a new policy changes what a member is (and so makes existing
@@ -505,8 +519,14 @@ func (s *State) Reconcile(fx Executor) {
 	var sent []sentAssignment
 	for len(s.Queue) > 0 {
 		m := s.nextReady()
+		if s.FreezesSpares {
+			m = pickForClaim(s.claimOrder(false))
+		}
 		if m == nil {
 			break
+		}
+		if s.FreezesSpares && !s.thawForAssignment(m, fx) {
+			continue // torn down; the next one
 		}
 		claim := s.Queue[0]
 		s.Queue = s.Queue[1:]
@@ -806,6 +826,9 @@ const (
 	NotBoundQueue     = "claims_queued"
 	NotBoundNoMember  = "no_prepared_member"
 	NotBoundWasServed = "served_before"
+	// NotBoundThawFailed: the only member left was frozen and could not be thawed (it is torn
+	// down); the claim queues.
+	NotBoundThawFailed = "thaw_failed"
 )
 
 // ClaimNow binds a claim at once to a Ready member whose lease credential is prepared, if the
@@ -829,6 +852,9 @@ func (s *State) ClaimNow(r ClaimRequest, now time.Time) (Assignment, string, boo
 		return Assignment{}, NotBoundQueue, false
 	}
 	m := s.nextPrepared()
+	if s.FreezesSpares {
+		m = pickForClaim(s.claimOrder(true))
+	}
 	if m == nil {
 		return Assignment{}, NotBoundNoMember, false
 	}
@@ -968,8 +994,8 @@ func (s *State) Status(now time.Time) Status {
 	st := Status{
 		Name: pol.Name, Ready: s.count(MemberReady), Leased: s.count(MemberLeased), Creating: s.count(MemberCreating),
 		Deleting: s.count(MemberDeleting), Outdated: s.outdatedReady(), Generation: s.Generation,
-		Quarantined: s.count(MemberQuarantined),
-		QueueDepth:  len(s.Queue), Queue: []string{},
+		Quarantined: s.count(MemberQuarantined), Frozen: s.frozenCount(),
+		QueueDepth: len(s.Queue), Queue: []string{},
 		WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, ConsecutiveFailures: s.ConsecutiveFailures,
 		NextAttemptAt: s.NextAttemptAt, LastFailureReason: s.LastFailureReason,
 	}
@@ -982,7 +1008,8 @@ func (s *State) Status(now time.Time) Status {
 	st.Members = []MemberSummary{}
 	for _, m := range s.sortedMembers() {
 		st.Members = append(st.Members, MemberSummary{ID: m.ID, Phase: m.Phase, LeaseID: m.LeaseID, Host: m.Placement.HostID,
-			Generation: m.Generation, Reason: m.Reason, HealthFailures: m.HealthFailures, HealthMessage: m.HealthMessage})
+			Generation: m.Generation, Reason: m.Reason, HealthFailures: m.HealthFailures, HealthMessage: m.HealthMessage,
+			Freeze: m.Freeze})
 		if (m.Phase == MemberReady || m.Phase == MemberLeased) && (m.HealthFailures > 0 || m.Broken) {
 			st.Unhealthy++
 		}

@@ -50,12 +50,15 @@ const (
 	evWarmClaim
 	evRetryWarmClaim
 	evWarmBindLost
+	evFreezes
+	evFreezeDone
 	evKinds
 )
 
 var eventNames = [...]string{"claim", "retry-claim", "cancel", "release", "retry-release", "member-ready", "member-failed",
 	"member-gone", "member-quarantined", "retry-teardown", "forget-member", "health-check-start", "apply", "delete", "time",
-	"continue-as-new", "lease-terminated", "health-check-done", "warm-claim", "retry-warm-claim", "warm-bind-lost"}
+	"continue-as-new", "lease-terminated", "health-check-done", "warm-claim", "retry-warm-claim", "warm-bind-lost",
+	"freezes-start", "freeze-done"}
 
 // event is one step of a sequence. Which lease or member it concerns is pick modulo those that
 // qualify when it happens, and seed decides the outcomes of the actions it leads to, so that a
@@ -85,7 +88,8 @@ func randomEvent(r *rand.Rand) event {
 	// Weights: claims and member reports are the common case.
 	weights := [evKinds]int{evClaim: 14, evRetryClaim: 4, evCancel: 5, evRelease: 10, evRetryRelease: 2, evReady: 14, evFail: 4,
 		evGone: 10, evQuarantined: 2, evRetryTeardown: 2, evForget: 2, evHealth: 5, evApply: 4, evDelete: 1, evTime: 12,
-		evContinueAsNew: 3, evTerminate: 2, evHealthDone: 5, evWarmClaim: 10, evRetryWarmClaim: 3, evWarmBindLost: 1}
+		evContinueAsNew: 3, evTerminate: 2, evHealthDone: 5, evWarmClaim: 10, evRetryWarmClaim: 3, evWarmBindLost: 1,
+		evFreezes: 6, evFreezeDone: 6}
 	total := 0
 	for _, w := range weights {
 		total += w
@@ -114,13 +118,15 @@ func policyFor(n int) pools.Policy {
 	pol.MinReadyDuringUpgrade = (n / 144) % 2
 	pol.KubernetesVersion = []string{"v1.37.2", "v1.38.0"}[(n/288)%2]
 	pol.HealthFailureThreshold = 1 + (n/576)%2
+	pol.FreezesSpares = (n/1152)%3 != 0
+	pol.ThawedSpares = (n / 3456) % 3
 	return pol
 }
 
 func describePolicy(p pools.Policy) string {
-	return fmt.Sprintf("{warm=%d max=%d concurrent=%d recycling=%d surge=%d minReady=%d version=%s threshold=%d}",
+	return fmt.Sprintf("{warm=%d max=%d concurrent=%d recycling=%d surge=%d minReady=%d version=%s threshold=%d freezes=%v thawed=%d}",
 		p.WarmTarget, p.MaxClusters, p.MaxConcurrentProvisions, p.MaxRecycling, p.MaxSurge, p.MinReadyDuringUpgrade,
-		p.KubernetesVersion, p.HealthFailureThreshold)
+		p.KubernetesVersion, p.HealthFailureThreshold, p.FreezesSpares, p.ThawedSpares)
 }
 
 // leaseModel is a lease as the world sees it.
@@ -150,6 +156,9 @@ func (w *world) warmGrant(l *leaseModel, asg Assignment) {
 	}
 	if m := w.s.Members[id]; m == nil || !m.Prepared {
 		w.violate("member %s warm-bound to %s without a prepared credential", id, l.id)
+	}
+	if w.frozen[id] {
+		w.violate("member %s warm-bound to %s while its instance is frozen", id, l.id)
 	}
 	w.assigns++
 	if asg.Seq != w.assigns {
@@ -190,6 +199,10 @@ type world struct {
 	fx Executor
 	// checks are the health checks in flight.
 	checks []CheckHealth
+	// frozen are the instances whose processes are frozen; freezes the freezes and thaws of
+	// spares under way (FreezesDue), which finish in a later event.
+	frozen  map[string]bool
+	freezes []FreezeMember
 	// stats counts what happened, across sequences (nil: not counted).
 	stats map[string]int
 	// violation is the first invariant broken, with the action that broke it.
@@ -203,8 +216,25 @@ func newWorld(v Versions) *world {
 		s:   NewState(Snapshot{Policy: pol, Incarnation: "t"}, v),
 		now: t0, rng: rand.New(rand.NewPCG(1, 2)), byID: map[string]*leaseModel{}, prov: map[string]string{},
 		ready: map[string]bool{}, teardown: map[string]bool{}, alive: map[string]bool{}, granted: map[string]string{},
-		wfIDs: map[string]bool{},
+		wfIDs: map[string]bool{}, frozen: map[string]bool{},
 	}
+}
+
+// freeze carries a freeze or thaw out on the instance: it fails where the instance is gone, and
+// sometimes for no reason (the backend thaws a freeze that failed half-way).
+func (w *world) freeze(f FreezeMember) FreezeResult {
+	r := FreezeResult{MemberID: f.MemberID, Thaw: f.Thaw}
+	switch x := w.rng.IntN(100); {
+	case !w.alive[f.MemberID]:
+		r.Err = "instance not found"
+	case x < 5:
+		r.Err = "boom"
+	case x < 8 && !f.Thaw:
+		r.Err, r.Unavailable = "no freezer here", true
+	default:
+		w.frozen[f.MemberID] = !f.Thaw
+	}
+	return r
 }
 
 func (w *world) violate(format string, args ...any) {
@@ -298,6 +328,9 @@ func (w *world) carryOut(a Action) error {
 				w.violate("assignment seq %d, want %d", arg.Seq, w.assigns)
 			}
 			w.granted[arg.InstanceID] = a.LeaseID
+			if w.frozen[arg.InstanceID] {
+				w.violate("member %s granted to %s while its instance is frozen", arg.InstanceID, a.LeaseID)
+			}
 			l.answers++
 			if l.answers > 1 {
 				w.violate("lease %s answered twice (assigned %s)", a.LeaseID, arg.InstanceID)
@@ -326,6 +359,13 @@ func (w *world) carryOut(a Action) error {
 			if l.ended {
 				return errWorkflowGone
 			}
+		}
+	case FreezeMember:
+		if !a.Thaw {
+			w.violate("member %s frozen on a claim's path", a.MemberID)
+		}
+		if r := w.freeze(a); r.Err != "" {
+			return errors.New(r.Err)
 		}
 	case CancelCreation:
 		if w.prov[a.MemberID] != provRunning {
@@ -494,6 +534,17 @@ func (w *world) step(e event) {
 		w.leases = append(w.leases, l)
 		w.byID[l.id] = l
 		asg, why, ok := s.ClaimNow(l.claim, w.now)
+		if ok {
+			// Only frozen members were left: the Update thaws the one it took before answering.
+			if thaw, frozen := s.ThawForClaim(asg); frozen {
+				r := w.freeze(thaw)
+				if ok = s.ClaimThawed(l.id, asg.InstanceID, r.Err, fx); !ok {
+					// The bind is undone; its sequence number stays spent (numbers only grow).
+					why = NotBoundThawFailed
+					w.assigns++
+				}
+			}
+		}
 		if !ok {
 			if why == "" {
 				w.violate("warm claim of %s refused without a reason", l.id)
@@ -522,7 +573,31 @@ func (w *world) step(e event) {
 		s.Delete(Deletion{Generation: int64(e.n)})
 	case evTime:
 		w.now = w.now.Add(e.dt)
+	case evFreezes:
+		for _, f := range s.FreezesDue() {
+			for _, o := range w.freezes {
+				if o.MemberID == f.MemberID {
+					w.violate("a second freeze or thaw of %s while one is under way", f.MemberID)
+				}
+			}
+			if m := s.Members[f.MemberID]; m == nil || m.Phase != MemberReady {
+				w.violate("freeze or thaw of %s, which is not Ready", f.MemberID)
+			}
+			w.freezes = append(w.freezes, f)
+		}
+	case evFreezeDone:
+		if i := e.pick; len(w.freezes) > 0 {
+			f := w.freezes[i%len(w.freezes)]
+			w.freezes = slices.Delete(w.freezes, i%len(w.freezes), i%len(w.freezes)+1)
+			s.FreezeDone(w.freeze(f), fx)
+		}
 	case evContinueAsNew:
+		// The run waits for its freezes and thaws before it continues.
+		for len(w.freezes) > 0 {
+			f := w.freezes[0]
+			w.freezes = w.freezes[1:]
+			s.FreezeDone(w.freeze(f), fx)
+		}
 		s.PruneAssigned(w.now)
 		raw, err := json.Marshal(s.Snapshot)
 		if err != nil {
@@ -597,6 +672,12 @@ func (w *world) check() string {
 		case MemberReady, MemberLeased:
 			if !w.ready[id] || !w.alive[id] {
 				return fmt.Sprintf("member %s %s, but no instance of it is ready", id, m.Phase)
+			}
+			if m.Freeze == Running && w.frozen[id] {
+				return fmt.Sprintf("member %s %s and running as the pool sees it, but its instance is frozen", id, m.Phase)
+			}
+			if m.Phase == MemberLeased && m.Freeze != Running {
+				return fmt.Sprintf("member %s Leased but %s", id, m.Freeze)
 			}
 		case MemberDeleting:
 			if !w.teardown[id] {

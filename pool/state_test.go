@@ -54,6 +54,11 @@ func describe(a Action) string {
 		return "count health " + a.Result
 	case RecordInstance:
 		return fmt.Sprintf("record %s %s", a.Record.ID, a.Record.Phase)
+	case FreezeMember:
+		if a.Thaw {
+			return "thaw " + a.MemberID
+		}
+		return "freeze " + a.MemberID
 	}
 	return fmt.Sprintf("%T %v", a, a)
 }

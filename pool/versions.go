@@ -42,4 +42,10 @@ const (
 	// lease warned (SignalInstanceCertificates).
 	poolVersionCertificatesChange                  = "pool-certificates"
 	poolVersionCertificates       workflow.Version = 1
+	// poolVersionFreezeChange (issue 15): the pool keeps policy.ThawedSpares Ready members
+	// running and freezes the spares beyond them (BackendFreeze, BackendThaw on the member's
+	// host queue); claims take a running member first, a claim left with only frozen ones thaws
+	// one before it is answered, and the next spare is thawed after a claim (pool/freeze.go).
+	poolVersionFreezeChange                   = "pool-freeze-spares"
+	poolVersionFreezesSpares workflow.Version = 1
 )

@@ -45,6 +45,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	v.ForgetsUnchanged = workflow.GetVersion(ctx, poolVersionForgetChange, workflow.DefaultVersion, poolVersionForgetsUnchanged) >= poolVersionForgetsUnchanged
 	v.SyncReports = workflow.GetVersion(ctx, poolVersionSyncChange, workflow.DefaultVersion, poolVersionSyncReports) >= poolVersionSyncReports
 	v.Certificates = workflow.GetVersion(ctx, poolVersionCertificatesChange, workflow.DefaultVersion, poolVersionCertificates) >= poolVersionCertificates
+	v.FreezesSpares = workflow.GetVersion(ctx, poolVersionFreezeChange, workflow.DefaultVersion, poolVersionFreezesSpares) >= poolVersionFreezesSpares
 	s := NewState(st, v)
 	p := &poolRun{ctx: ctx, s: s}
 	if s.Hardened && s.Incarnation == "" {
@@ -167,6 +168,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 			if s.Certificates && !s.Draining {
 				p.startCertificateChecks()
 			}
+			p.startFreezes()
 			if p.shouldContinueAsNew() {
 				break
 			}
@@ -185,6 +187,9 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		}
 		for _, b := range p.binds {
 			sel.AddFuture(b.started, func(f workflow.Future) { p.leaseStarted(b, f) })
+		}
+		for _, o := range p.freezes {
+			sel.AddFuture(o.future, func(f workflow.Future) { p.freezeDone(o) })
 		}
 		if p.wake != nil {
 			sel.AddReceive(p.wake, func(c workflow.ReceiveChannel, _ bool) {
@@ -240,6 +245,11 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		b := p.binds[0]
 		p.leaseStarted(b, b.started)
 	}
+	// Freezes and thaws under way are waited for: a member left Freezing or Thawing in the
+	// snapshot would never settle.
+	for len(p.freezes) > 0 {
+		p.freezeDone(p.freezes[0])
+	}
 	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
 	s.PruneAssigned(p.Now())
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
@@ -265,6 +275,54 @@ type poolRun struct {
 	// replacement member starts off the bind's path).
 	binds []*warmBind
 	wake  workflow.Channel
+	// freezes are the freezes and thaws of spares under way (FreezesDue).
+	freezes []*freezeOp
+}
+
+// freezeOp is one FreezeMember activity in flight, off the claims' path.
+type freezeOp struct {
+	FreezeMember
+	future workflow.Future
+}
+
+// startFreezes starts the freezes and thaws of spares that are due.
+func (p *poolRun) startFreezes() {
+	for _, f := range p.s.FreezesDue() {
+		p.freezes = append(p.freezes, &freezeOp{FreezeMember: f, future: p.freezeActivity(f)})
+	}
+}
+
+// freezeDone acts on a finished freeze or thaw.
+func (p *poolRun) freezeDone(o *freezeOp) {
+	kept := p.freezes[:0]
+	for _, k := range p.freezes {
+		if k != o {
+			kept = append(kept, k)
+		}
+	}
+	p.freezes = kept
+	p.s.FreezeDone(freezeResult(o.FreezeMember, o.future.Get(p.ctx, nil)), p)
+}
+
+// freezeActivity starts BackendFreeze or BackendThaw on the member's host queue.
+func (p *poolRun) freezeActivity(f FreezeMember) workflow.Future {
+	var a *instance.Activities
+	ctx := workflow.WithActivityOptions(p.ctx, freezeOptions(f.Queue))
+	if f.Thaw {
+		return workflow.ExecuteActivity(ctx, a.BackendThaw, f.Request)
+	}
+	return workflow.ExecuteActivity(ctx, a.BackendFreeze, f.Request)
+}
+
+// freezeResult is the outcome of a freeze or thaw as the decisions see it.
+func freezeResult(f FreezeMember, err error) FreezeResult {
+	r := FreezeResult{MemberID: f.MemberID, Thaw: f.Thaw}
+	if err != nil {
+		r.Err = err.Error()
+		var app *temporal.ApplicationError
+		r.Unavailable = errors.As(err, &app) && app.Type() == instance.ErrCannotFreeze
+	}
+	return r
 }
 
 // warmBind is a lease workflow the pool started on a warm bind.
@@ -283,6 +341,14 @@ func (p *poolRun) serveWarmBinds() error {
 			asg, why, ok := p.s.ClaimNow(req.Claim, p.Now())
 			if !ok {
 				return BindResult{Why: why}, nil
+			}
+			if thaw, ok := p.s.ThawForClaim(asg); ok {
+				// Only frozen members were left: this one runs again before the answer.
+				r := freezeResult(thaw, p.freezeActivity(thaw).Get(ctx, nil))
+				if !p.s.ClaimThawed(req.Claim.LeaseID, asg.InstanceID, r.Err, p) {
+					p.wake.SendAsync(true)
+					return BindResult{Why: NotBoundThawFailed}, nil
+				}
 			}
 			if asg.Seq != 0 { // a new bind, not a retried one
 				p.startLease(req, asg)
@@ -401,6 +467,9 @@ func (p *poolRun) Send(a Action) func() error {
 		ctx := workflow.WithActivityOptions(p.ctx, recordInstanceOptions())
 		f := workflow.ExecuteActivity(ctx, acts.RecordCertificateEvent, a.Event)
 		return func() error { return f.Get(ctx, nil) }
+	case FreezeMember:
+		f := p.freezeActivity(a)
+		return func() error { return f.Get(p.ctx, nil) }
 	case RecordInstance:
 		var acts *instance.Activities
 		ctx := workflow.WithActivityOptions(p.ctx, recordInstanceOptions())

@@ -138,6 +138,10 @@ type Scaling struct {
 	QueueTimeout    Duration        `json:"queueTimeout,omitempty"`
 	CreatingTimeout Duration        `json:"creatingTimeout,omitempty"`
 	FailureBackoff  *FailureBackoff `json:"failureBackoff,omitempty"`
+	// ThawedSpares is how many Ready members the pool keeps running; the spares beyond them
+	// are frozen where the backend can (backends.Freezer) and thawed as claims take the
+	// running ones (default DefaultThawedSpares). A kobe field, not upstream's.
+	ThawedSpares *int `json:"thawedSpares,omitempty"`
 }
 
 // FailureBackoff spaces provisioning retries after consecutive failures.
@@ -316,7 +320,16 @@ type Policy struct {
 	// it existed: the pool then uses DefaultRecycleBefore.
 	CertificateValidity time.Duration `json:",omitempty"`
 	RecycleBefore       time.Duration `json:",omitempty"`
+	// FreezesSpares is set by Validate: spare Ready members beyond ThawedSpares are frozen.
+	// Policies resolved before spares were frozen have it false and freeze nothing.
+	FreezesSpares bool `json:",omitempty"`
+	ThawedSpares  int  `json:",omitempty"`
 }
+
+// DefaultThawedSpares is how many Ready members a pool keeps running unless
+// spec.scaling.thawedSpares says otherwise: a claim takes one of them at once, and the pool
+// thaws the next spare off the claim's path.
+const DefaultThawedSpares = 2
 
 // Defaults of spec.healthCheck (upstream's).
 const (
@@ -485,13 +498,18 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		if pol.WarmTarget > pol.MaxClusters {
 			return pol, fmt.Errorf("spec.scaling.minReady: %d is more than maxClusters %d", pol.WarmTarget, pol.MaxClusters)
 		}
+		if pol.ThawedSpares, err = intField("spec.scaling.thawedSpares", sc.ThawedSpares, DefaultThawedSpares, 0, MaxPoolSize); err != nil {
+			return pol, err
+		}
 	} else {
 		if pol.WarmTarget, err = intField("spec.size", s.Size, 3, 0, MaxPoolSize); err != nil {
 			return pol, err
 		}
 		// A fixed pool never holds more than its size in warm members plus as many leased ones.
 		pol.MaxClusters = max(2*pol.WarmTarget, 1)
+		pol.ThawedSpares = DefaultThawedSpares
 	}
+	pol.FreezesSpares = true
 
 	for i, g := range s.ReadinessGates {
 		field := fmt.Sprintf("spec.readinessGates[%d]", i)

@@ -67,6 +67,8 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 1, pol.MaxRecycling)
 	assert.Equal(t, 1, pol.MaxSurge)
 	assert.Equal(t, 3, pol.MinReadyDuringUpgrade, "an upgrade keeps the warm target Ready by default")
+	assert.True(t, pol.FreezesSpares)
+	assert.Equal(t, pools.DefaultThawedSpares, pol.ThawedSpares, "a fixed-size pool keeps the default running")
 }
 
 func TestScaling(t *testing.T) {
@@ -75,6 +77,7 @@ func TestScaling(t *testing.T) {
     maxClusters: 8
     queueTimeout: 30s
     failureBackoff: {base: 1s, multiplier: 3, max: 1m}
+    thawedSpares: 1
 `))
 	require.NoError(t, err)
 	pol, err := p.Validate()
@@ -84,6 +87,7 @@ func TestScaling(t *testing.T) {
 	assert.Equal(t, 8, pol.MaxClusters)
 	assert.Equal(t, 30*time.Second, pol.QueueTimeout)
 	assert.Equal(t, 3.0, pol.BackoffMultiplier)
+	assert.Equal(t, 1, pol.ThawedSpares)
 }
 
 // Bad input gets an error that names the field.
@@ -109,6 +113,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		"not yaml":               {"spec: [unclosed", "not valid YAML"},
 		"upgrade floor too high": {base + "  upgradePolicy:\n    minReadyDuringUpgrade: 4\n", "spec.upgradePolicy.minReadyDuringUpgrade: 4 is more than the warm target 3"},
 		"negative maxRecycling":  {base + "  upgradePolicy:\n    maxRecycling: -1\n", "spec.upgradePolicy.maxRecycling"},
+		"negative thawedSpares":  {base + "  scaling:\n    thawedSpares: -1\n", "spec.scaling.thawedSpares: -1 must be between 0 and 1000"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -207,3 +207,44 @@ func EnvtestStart(ctx context.Context, etcdBin, apiserverBin, dir string) (time.
 	}
 	return 0, fmt.Errorf("not ready after 3 minutes; last lines of the log:\n%s", tailFile(logPath, 15))
 }
+
+// backendCycles is the physical limit of a lease lifecycle on this machine: count create →
+// ready → delete cycles of a local instance, from clients goroutines at once, with the local
+// backend called directly in this process (no kobe around it). The rate is count / (first
+// Create → last Delete returned), comparable with the lifecycles per second through kobe.
+func backendCycles(ctx context.Context, tools local.Tools, version, workDir string, count, clients int, log *progress) (time.Duration, error) {
+	lb, err := local.New(local.Config{StateDir: filepath.Join(workDir, "backend-cycles"), HostID: "kobe-bench", ToolsDir: tools.Dir})
+	if err != nil {
+		return 0, err
+	}
+	next := make(chan int, count)
+	for i := range count {
+		next <- i + 1
+	}
+	close(next)
+	errs := make(chan error, clients)
+	t0 := time.Now()
+	for range clients {
+		go func() {
+			for i := range next {
+				if _, err := coldLocal(ctx, lb, version, fmt.Sprintf("cycle-%d", i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range clients {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	elapsed := time.Since(t0)
+	if first != nil {
+		return 0, first
+	}
+	log.Printf("  %d backend create → ready → delete cycles from %d clients in %.1f s", count, clients, elapsed.Seconds())
+	return elapsed, nil
+}

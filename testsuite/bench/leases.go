@@ -80,7 +80,9 @@ func (b *apiBench) makeClients(ctx context.Context, n int) error {
 }
 
 // poolManifest is the ClusterPool the bench applies (JSON, as `kobe pool apply` sends it).
-func poolManifest(name, version string, minReady, maxClusters, maxProvisions int) []byte {
+// thawedSpares is the pool's spec.scaling.thawedSpares: the Ready members kept running (the
+// spares beyond are frozen).
+func poolManifest(name, version string, minReady, maxClusters, maxProvisions, thawedSpares int) []byte {
 	m := map[string]any{
 		"apiVersion": pools.APIVersion,
 		"kind":       "ClusterPool",
@@ -100,6 +102,7 @@ func poolManifest(name, version string, minReady, maxClusters, maxProvisions int
 				// warm member is scaled down during the run.
 				"queueTimeout":   "10m",
 				"scaleDownAfter": "1h",
+				"thawedSpares":   thawedSpares,
 			},
 		},
 	}

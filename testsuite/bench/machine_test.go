@@ -51,3 +51,18 @@ func TestParseStatCPU(t *testing.T) {
 	_, err = ParseStatCPU("garbage")
 	assert.Error(t, err)
 }
+
+func TestParseHostCPU(t *testing.T) {
+	stat := "cpu  100 5 50 800 40 3 2 0 7 0\ncpu0 50 2 25 400 20 1 1 0 0 0\nintr 1 2 3\n"
+	busy, total, err := ParseHostCPU(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// busy: user nice system irq softirq steal; idle and iowait are not busy; guest is in user.
+	if busy != 100+5+50+3+2+0 || total != 100+5+50+800+40+3+2+0 {
+		t.Fatalf("busy %d total %d", busy, total)
+	}
+	if _, _, err := ParseHostCPU("intr 1 2\n"); err == nil {
+		t.Fatal("no cpu line: want an error")
+	}
+}

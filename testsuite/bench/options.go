@@ -36,6 +36,10 @@ type Options struct {
 	Floor int `json:"floor"`
 	// MaxProvisions is the pools' maxConcurrentProvisions.
 	MaxProvisions int `json:"maxProvisions"`
+	// ThawedSpares is the bind pool's spec.scaling.thawedSpares; -1 (the default) = the level's
+	// clients, so that every bind of a burst takes a running member (the warm path), and the
+	// spares frozen beyond are none. 0 or more measures binds that thaw a frozen member.
+	ThawedSpares int `json:"thawedSpares"`
 	// Timeout bounds the whole run (not in the report: it changes no figure).
 	Timeout time.Duration `json:"-"`
 }
@@ -63,6 +67,7 @@ func DefaultOptions() Options {
 		Cold:             3,
 		Floor:            100,
 		MaxProvisions:    4,
+		ThawedSpares:     -1,
 		Timeout:          90 * time.Minute,
 	}
 }
@@ -82,6 +87,7 @@ func NewFlagSet(o *Options, clients *string) *flag.FlagSet {
 	fs.IntVar(&o.Cold, "cold", o.Cold, "cold starts of each kind: local instance, and etcd + kube-apiserver the envtest way")
 	fs.IntVar(&o.Floor, "floor", o.Floor, "samples of each engine-floor measurement (Update; UpdateWithStart)")
 	fs.IntVar(&o.MaxProvisions, "max-provisions", o.MaxProvisions, "the pools' maxConcurrentProvisions")
+	fs.IntVar(&o.ThawedSpares, "thawed-spares", o.ThawedSpares, "the bind pool's spec.scaling.thawedSpares (-1: the level's clients, nothing frozen)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up (and clean up) after this long")
 	return fs
 }
@@ -191,4 +197,12 @@ func joinInts(ns []int) string {
 		parts = append(parts, strconv.Itoa(n))
 	}
 	return strings.Join(parts, ",")
+}
+
+// ThawedFor is the bind pool's thawedSpares at a level of clients.
+func (o Options) ThawedFor(clients int) int {
+	if o.ThawedSpares < 0 {
+		return clients
+	}
+	return o.ThawedSpares
 }

@@ -88,6 +88,13 @@ type BindLevel struct {
 	// FloorUpdate is the engine's floor at this concurrency: as many clients sending Updates
 	// at once to one running workflow, as many Updates as the level's binds.
 	FloorUpdate Latency `json:"floorUpdate"`
+	// HostCores is the CPU the whole host used during the bursts (/proc/stat, every process),
+	// in cores; Load the 1-minute load average after the level.
+	HostCores float64 `json:"hostCores"`
+	Load      float64 `json:"load"`
+	// ThawedSpares is the pool's spec.scaling.thawedSpares at this level: the members kept
+	// running; the spares beyond them are frozen and a claim that finds only those thaws one.
+	ThawedSpares int `json:"thawedSpares"`
 }
 
 // Lifecycles is the throughput of full lease lifecycles.
@@ -104,6 +111,12 @@ type Lifecycles struct {
 	Bind Latency `json:"bind"`
 	// Teardown is the DELETE → instance gone part of each lifecycle.
 	Teardown Latency `json:"teardown"`
+	// BackendPerSecond is the local backend's own rate, called directly in the bench process:
+	// as many create → ready → delete cycles from as many clients (the physical limit);
+	// OverBackend is PerSecond / BackendPerSecond (goal ≥ 0.8).
+	BackendSeconds   float64 `json:"backendSeconds"`
+	BackendPerSecond float64 `json:"backendPerSecond"`
+	OverBackend      float64 `json:"overBackend"`
 }
 
 // Cold is starting a cluster from nothing.
@@ -234,12 +247,14 @@ func (r *Report) Render(w io.Writer) error {
 		lat("  POST → first request with the kubeconfig answered", b.FirstRequest)
 		lat(fmt.Sprintf("  engine floor: Update, %d client%s at once", b.Clients, plural(b.Clients)), b.FloorUpdate)
 		value("  503 answers retried", fmt.Sprint(b.Retries503))
+		value("  host CPU during the bursts; load after", fmt.Sprintf("%.2f cores; %.2f", b.HostCores, b.Load))
 	}
 	lc := r.Lifecycles
 	value(fmt.Sprintf("lease lifecycles/s, %d clients, pool of %d warm", lc.Clients, lc.PoolMinReady), fmt.Sprintf("%.2f /s", lc.PerSecond))
 	lat("  one lifecycle (create → bound → released → gone)", lc.Lifecycle)
 	lat("  its bind", lc.Bind)
 	lat("  its release → instance gone", lc.Teardown)
+	value(fmt.Sprintf("local backend create → ready → delete/s, %d clients", lc.Clients), fmt.Sprintf("%.2f /s", lc.BackendPerSecond))
 	lat("cold local instance: create → ready", r.Cold.Local)
 	lat("cold etcd + kube-apiserver (envtest) → /readyz", r.Cold.Envtest)
 	lat("engine floor: Update to a running workflow", r.Floor.Update)
@@ -271,6 +286,7 @@ func (r *Report) Render(w io.Writer) error {
 	fmt.Fprintf(w, "  %s costs %.1fx an engine Update (%s)\n", ref, ra.BindOverUpdate, FormatMs(r.Floor.Update.P50Ms))
 	fmt.Fprintf(w, "  %s costs %.1fx an engine UpdateWithStart (%s)\n", ref, ra.BindOverUpdateWithStart, FormatMs(r.Floor.UpdateWithStart.P50Ms))
 	fmt.Fprintf(w, "  cold local instance p50 (%s) takes %.2fx etcd + kube-apiserver the envtest way (%s)\n", FormatMs(r.Cold.Local.P50Ms), ra.ColdLocalOverEnvtest, FormatMs(r.Cold.Envtest.P50Ms))
+	fmt.Fprintf(w, "  lifecycles/s (%.2f) are %.2fx the local backend's own create+delete rate (%.2f /s)\n", lc.PerSecond, lc.OverBackend, lc.BackendPerSecond)
 	header := "\nRATIOS per level (bind / the engine's Update at the same concurrency)\n"
 	for _, b := range r.Bind {
 		if b.FloorUpdate.N == 0 {
@@ -287,8 +303,8 @@ func (r *Report) Render(w io.Writer) error {
 
 // CommandLine renders the options as the flags that reproduce them.
 func (o Options) CommandLine() string {
-	return fmt.Sprintf("-clients %s -rounds %d -lifecycles %d -lifecycle-clients %d -cold %d -floor %d -max-provisions %d -k8s-version %s -tools %s",
-		joinInts(o.Clients), o.Rounds, o.Lifecycles, o.LifecycleClients, o.Cold, o.Floor, o.MaxProvisions, orUnknown(o.KubernetesVersion), orUnknown(o.ToolsDir))
+	return fmt.Sprintf("-clients %s -rounds %d -lifecycles %d -lifecycle-clients %d -cold %d -floor %d -max-provisions %d -thawed-spares %d -k8s-version %s -tools %s",
+		joinInts(o.Clients), o.Rounds, o.Lifecycles, o.LifecycleClients, o.Cold, o.Floor, o.MaxProvisions, o.ThawedSpares, orUnknown(o.KubernetesVersion), orUnknown(o.ToolsDir))
 }
 
 func loadString(l [3]float64) string { return fmt.Sprintf("%.2f/%.2f/%.2f", l[0], l[1], l[2]) }

@@ -94,7 +94,7 @@ func TestRenderTable(t *testing.T) {
 			table = append(table, line)
 		}
 	}
-	require.Len(t, table, 1+2+1+2+1+2*5+4+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (5 rows each), lifecycles (4), cold (2), floor (2)")
+	require.Len(t, table, 1+2+1+2+1+2*6+5+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (6 rows each), lifecycles (4) + the backend alone, cold (2), floor (2)")
 	// Aligned: every row ends either where the header ends (rows with percentiles) or where
 	// its P50 / VALUE column ends (rows with one value).
 	valueEnd := strings.Index(table[0], "P50 / VALUE") + len("P50 / VALUE")

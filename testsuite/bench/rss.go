@@ -130,6 +130,8 @@ func averageMemory(n int, rss, pss int64, rssBy, pssBy map[string]int64) Instanc
 
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
 
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+
 // clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat: 100 on Linux for every
 // architecture Go supports (the kernel converts to it whatever its internal HZ).
 const clockTicks = 100
@@ -161,4 +163,40 @@ func ParseStatCPU(stat string) (time.Duration, error) {
 		return 0, fmt.Errorf("unexpected /proc stat line %q", stat)
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// ReadHostCPU reads the busy and total CPU time of the whole host since boot from /proc/stat
+// (the "cpu" line; idle and iowait are not busy), in clock ticks.
+func ReadHostCPU() (busy, total int64, err error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	return ParseHostCPU(string(data))
+}
+
+// ParseHostCPU reads the aggregate "cpu" line of /proc/stat: user nice system idle iowait irq
+// softirq steal …, in clock ticks.
+func ParseHostCPU(stat string) (busy, total int64, err error) {
+	for _, line := range strings.Split(stat, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[0] != "cpu" {
+			continue
+		}
+		for i, v := range f[1:] {
+			if i >= 8 { // guest and guest_nice are already in user and nice
+				break
+			}
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if perr != nil {
+				return 0, 0, fmt.Errorf("unexpected /proc/stat cpu line %q", line)
+			}
+			total += n
+			if i != 3 && i != 4 {
+				busy += n
+			}
+		}
+		return busy, total, nil
+	}
+	return 0, 0, fmt.Errorf("no cpu line in /proc/stat")
 }

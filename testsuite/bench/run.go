@@ -168,7 +168,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	grow := func(size int) (float64, error) {
 		log.Printf("pool %s: %d warm local cluster%s (Kubernetes %s), %d provisions at a time", bindPool, size, plural(size), o.KubernetesVersion, o.MaxProvisions)
 		t0 := time.Now()
-		if err := ab.applyPool(ctx, poolManifest(bindPool, o.KubernetesVersion, size, size+2, o.MaxProvisions)); err != nil {
+		if err := ab.applyPool(ctx, poolManifest(bindPool, o.KubernetesVersion, size, size+2, o.MaxProvisions, o.ThawedFor(size))); err != nil {
 			return 0, err
 		}
 		if _, err := ab.waitQuiet(ctx, bindPool, size, 30*time.Minute, dev.Alive); err != nil {
@@ -206,7 +206,8 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	// and replaced. At the largest level, the memory and idle CPU of its warm instances.
 	for li, c := range levels {
 		rounds := o.RoundsFor(c)
-		level := BindLevel{Clients: c, Rounds: rounds, PoolMinReady: c, PoolMaxClusters: c + 2, WarmupSeconds: firstWarmup}
+		level := BindLevel{Clients: c, Rounds: rounds, PoolMinReady: c, PoolMaxClusters: c + 2, WarmupSeconds: firstWarmup,
+			ThawedSpares: o.ThawedFor(c)}
 		if li > 0 {
 			if level.WarmupSeconds, err = grow(c); err != nil {
 				return nil, err
@@ -223,6 +224,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		log.Printf("bind latency: %d client%s, %d round%s", c, plural(c), rounds, plural(rounds))
 		var samples, firsts []time.Duration
 		var burst, cpu time.Duration
+		var hostBusy, hostTotal int64
 		answers503 := ab.answers503.n.Load()
 		for round := range rounds {
 			if _, err := ab.waitQuiet(ctx, bindPool, c, 15*time.Minute, dev.Alive); err != nil {
@@ -232,9 +234,16 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 			if err != nil {
 				return nil, fmt.Errorf("kobe dev CPU time: %w", err)
 			}
+			busy0, total0, herr := ReadHostCPU()
+			if herr != nil {
+				return nil, fmt.Errorf("host CPU time: %w", herr)
+			}
 			t0 := time.Now()
 			leases, err := ab.bindRound(ctx, bindPool, c)
 			burst += time.Since(t0)
+			if busy1, total1, herr := ReadHostCPU(); herr == nil {
+				hostBusy, hostTotal = hostBusy+busy1-busy0, hostTotal+total1-total0
+			}
 			if cpu1, cerr := ReadCPU(dev.cmd.Process.Pid); cerr == nil {
 				cpu += cpu1 - cpu0
 			} else if err == nil {
@@ -270,6 +279,9 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		level.BindsPerSecond = Ratio(float64(len(samples)), burst.Seconds())
 		level.KobeCores = Ratio(cpu.Seconds(), burst.Seconds())
 		level.KobeCPUPerBindMs = Ms(cpu / time.Duration(len(samples)))
+		// Busy ticks over all ticks is the busy share of every CPU; times the CPUs, cores.
+		level.HostCores = round2(Ratio(float64(hostBusy), float64(hostTotal)) * float64(r.Machine.CPUs))
+		level.Load = LoadAverage()[0]
 		r.Bind = append(r.Bind, level)
 		log.Printf("  p50 %s, p95 %s, max %s (kubeconfig works: server %s)", FormatMs(level.Latency.P50Ms),
 			FormatMs(level.Latency.P95Ms), FormatMs(level.Latency.MaxMs), level.ServerVersion)
@@ -284,7 +296,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	}
 	n := o.LifecycleClients
 	log.Printf("lifecycles: %d from %d clients on pool %s (%d warm)", o.Lifecycles, n, lifecyclePool, n)
-	if err := ab.applyPool(ctx, poolManifest(lifecyclePool, o.KubernetesVersion, n, 2*n, o.MaxProvisions)); err != nil {
+	if err := ab.applyPool(ctx, poolManifest(lifecyclePool, o.KubernetesVersion, n, 2*n, o.MaxProvisions, n)); err != nil {
 		return nil, err
 	}
 	if _, err := ab.waitQuiet(ctx, lifecyclePool, n, 15*time.Minute, dev.Alive); err != nil {
@@ -305,6 +317,18 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	if err := dev.Alive(); err != nil {
 		return nil, err
 	}
+	// 8. The same number of cycles with the backend alone, once the lifecycle pool is gone.
+	log.Printf("deleting pool %s; the local backend's own create → ready → delete, %d from %d clients", lifecyclePool, o.Lifecycles, n)
+	if err := ab.deletePool(ctx, lifecyclePool, 10*time.Minute); err != nil {
+		return nil, err
+	}
+	be, err := backendCycles(ctx, local.Tools{Dir: o.ToolsDir}, o.KubernetesVersion, work, o.Lifecycles, n, log)
+	if err != nil {
+		return nil, fmt.Errorf("backend cycles: %w", err)
+	}
+	r.Lifecycles.BackendSeconds = round1(be.Seconds())
+	r.Lifecycles.BackendPerSecond = Ratio(float64(o.Lifecycles), be.Seconds())
+	r.Lifecycles.OverBackend = Ratio(r.Lifecycles.PerSecond, r.Lifecycles.BackendPerSecond)
 
 	r.ComputeRatios()
 	r.Machine.LoadEnd = LoadAverage()
