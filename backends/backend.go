@@ -50,6 +50,9 @@ type InstanceSpec struct {
 	KubernetesVersion string `json:"kubernetesVersion"`
 	// Options is the backend's own section of the pool spec (spec.backend.<type>), as JSON.
 	Options json.RawMessage `json:"options,omitempty"`
+	// Golden is the generation of the pool's golden template the instance starts from (see
+	// GoldenTemplater); "" for an instance that starts empty.
+	Golden string `json:"golden,omitempty"`
 }
 
 // InstanceStatus is what a backend reports about one instance.
