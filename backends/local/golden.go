@@ -31,8 +31,13 @@ import (
 // exactly, never by a name prefix that could match another pool.
 
 // goldenMu orders the template operations of this process: a copy from a template, the freeze
-// of one and the drop of a pool's templates.
-var goldenMu sync.Mutex
+// of one and the drop of a pool's templates. goldenGone (under it) holds the members made from
+// a template (by instance directory) whose databases are dropped but which are still being deleted: members deleted at
+// once (a pool drained) must not each count the other as still there.
+var (
+	goldenMu   sync.Mutex
+	goldenGone = map[string]bool{}
+)
 
 // goldenTemplateOf is the template a new instance's database is copied from ("": none).
 func goldenTemplateOf(spec backends.InstanceSpec, d *DatastoreOptions) string {
@@ -185,11 +190,19 @@ func (b *Backend) dropGolden(ctx context.Context, e goldenEntry) error {
 func (b *Backend) dropGoldenIfLast(ctx context.Context, rec record) error {
 	goldenMu.Lock()
 	defer goldenMu.Unlock()
+	goldenGone[filepath.Join(b.root, rec.ID)] = true
 	b.mu.Lock()
 	others := 0
 	for id, in := range b.instances {
-		if id != rec.ID && in.rec.Pool == rec.Pool && in.rec.Datastore != nil && in.rec.Datastore.Template != "" {
+		if !goldenGone[filepath.Join(b.root, id)] && in.rec.Pool == rec.Pool && in.rec.Datastore != nil && in.rec.Datastore.Template != "" {
 			others++
+		}
+	}
+	for key := range goldenGone {
+		if dir, id := filepath.Split(key); filepath.Clean(dir) == b.root {
+			if _, ok := b.instances[id]; !ok {
+				delete(goldenGone, key) // deleted: no longer among the instances to count
+			}
 		}
 	}
 	b.mu.Unlock()
