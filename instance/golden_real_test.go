@@ -142,9 +142,9 @@ func against(cfg *rest.Config, endpoint string) *kubernetes.Clientset {
 
 // TestGoldenTemplateOnRealDatastores: on PostgreSQL and MariaDB, the pool's template is built
 // once from a builder with the addons (the builder is gone after), two members made from it
-// both hold the golden objects without any addon applied to them, each member's admin
-// certificate and ServiceAccount token are refused by the other, and deleting the members
-// (the pool's last) drops the template: nothing of the pool is left on the server.
+// both hold the golden objects without any addon applied to them, A's admin certificate and
+// ServiceAccount token are refused by B, the template stays while a member lives, and deleting
+// the last two members at once (a drained pool) drops it: nothing of the pool is left.
 func TestGoldenTemplateOnRealDatastores(t *testing.T) {
 	ctx := context.Background()
 	for _, driver := range []datastore.Driver{datastore.Postgres, datastore.MySQL} {
@@ -186,11 +186,19 @@ func TestGoldenTemplateOnRealDatastores(t *testing.T) {
 			_, err = against(bearer, cfgB.Host).CoreV1().ConfigMaps("golden").List(ctx, metav1.ListOptions{})
 			assert.True(t, apierrors.IsUnauthorized(err), "A's ServiceAccount token at B: %v", err)
 
+			c := g.pool + "-c"
+			g.member(t, c, gen)
 			require.NoError(t, g.b.Delete(ctx, a))
 			left, err = g.admin.Leftovers(ctx, g.pool)
 			require.NoError(t, err)
 			assert.Contains(t, left, "database "+tplName, "the template stays while a member made from it lives")
-			require.NoError(t, g.b.Delete(ctx, b))
+			// The last two at once, as a drained pool deletes them: the later one drops it.
+			errs := make(chan error, 2)
+			for _, id := range []string{b, c} {
+				go func() { errs <- g.b.Delete(ctx, id) }()
+			}
+			require.NoError(t, <-errs)
+			require.NoError(t, <-errs)
 			left, err = g.admin.Leftovers(ctx, g.pool)
 			require.NoError(t, err)
 			assert.Empty(t, left, "the pool's last member took its template along")
