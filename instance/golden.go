@@ -27,20 +27,21 @@ import (
 
 // GoldenGeneration is the generation of a pool's golden template: a hash of what goes into it
 // (pool, Kubernetes version, backend options, addons). A change of any of them is a new
-// generation, hence a new template. Pure and deterministic (Provision computes it).
-func GoldenGeneration(in ProvisionInput) string {
+// generation, hence a new template. EnsureGoldenTemplate computes it and returns it to
+// Provision (so that the workflow holds no hashing nor encoding of its own).
+func GoldenGeneration(spec backends.InstanceSpec, addons []pools.Addon) string {
 	data, _ := json.Marshal(struct {
 		Pool    string          `json:"pool"`
 		Version string          `json:"version"`
 		Options json.RawMessage `json:"options,omitempty"`
 		Addons  []pools.Addon   `json:"addons,omitempty"`
-	}{in.Spec.Pool, in.Spec.KubernetesVersion, in.Spec.Options, in.Addons})
+	}{spec.Pool, spec.KubernetesVersion, spec.Options, addons})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])[:10]
 }
 
-// GoldenRequest asks for the golden template of Spec.Golden: Spec is the member's (its pool,
-// version and options are the builder's), Addons the pool's.
+// GoldenRequest asks for the golden template of a member's pool: Spec is the member's (its
+// pool, version and options are the builder's), Addons the pool's.
 type GoldenRequest struct {
 	Backend string                `json:"backend"`
 	Spec    backends.InstanceSpec `json:"spec"`
@@ -54,10 +55,16 @@ const ErrNoGoldenTemplates = "NoGoldenTemplates"
 // once wait for the first one's build instead of building their own.
 var goldenBuilds sync.Map // template key -> *sync.Mutex
 
-// EnsureGoldenTemplate builds the template of req.Spec.Golden unless it exists: a builder
-// instance is created and waited for, the addons are applied to it, the backend freezes its
-// database as the template, and the builder is deleted (also when a step fails).
-func (a *Activities) EnsureGoldenTemplate(ctx context.Context, req GoldenRequest) error {
+// EnsureGoldenTemplate returns the generation of the member's pool's template and builds the
+// template unless it exists: a builder instance is created and waited for, the addons are
+// applied to it, the backend freezes its database as the template, and the builder is deleted
+// (also when a step fails).
+func (a *Activities) EnsureGoldenTemplate(ctx context.Context, req GoldenRequest) (string, error) {
+	req.Spec.Golden = GoldenGeneration(req.Spec, req.Addons)
+	return req.Spec.Golden, a.ensureGoldenTemplate(ctx, req)
+}
+
+func (a *Activities) ensureGoldenTemplate(ctx context.Context, req GoldenRequest) error {
 	b, err := a.backend(req.Backend)
 	if err != nil {
 		return err
@@ -146,6 +153,7 @@ func goldenOptions(queue string, creatingTimeout time.Duration) workflow.Activit
 // member is created from ("" for a pool without golden templates: nothing is run, and such
 // runs carry no marker). (Added after recorded histories: versioned.)
 func golden(ctx workflow.Context, in ProvisionInput, placement HostAssignment) (string, error) {
+	//workflowcheck:ignore decoding bytes of the input into a struct is deterministic
 	if !backends.WantsGoldenTemplates(in.Spec.Options) {
 		return "", nil
 	}
@@ -154,10 +162,10 @@ func golden(ctx workflow.Context, in ProvisionInput, placement HostAssignment) (
 	}
 	var a *Activities
 	req := GoldenRequest{Backend: in.Backend, Spec: in.Spec, Addons: in.Addons}
-	req.Spec.Golden = GoldenGeneration(in)
 	gctx := workflow.WithActivityOptions(ctx, goldenOptions(placement.TaskQueue, in.CreatingTimeout))
-	if err := workflow.ExecuteActivity(gctx, a.EnsureGoldenTemplate, req).Get(ctx, nil); err != nil {
+	var generation string
+	if err := workflow.ExecuteActivity(gctx, a.EnsureGoldenTemplate, req).Get(ctx, &generation); err != nil {
 		return "", fmt.Errorf("golden template: %w", err)
 	}
-	return req.Spec.Golden, nil
+	return generation, nil
 }

@@ -102,11 +102,12 @@ func newGoldenEnv(t testing.TB, driver datastore.Driver, extra int) *goldenEnv {
 // ensure runs EnsureGoldenTemplate for the pool's current generation.
 func (g *goldenEnv) ensure(t testing.TB) string {
 	t.Helper()
-	req := instance.GoldenRequest{Backend: "local", Spec: g.in.Spec, Addons: g.in.Addons}
-	req.Spec.Golden = instance.GoldenGeneration(g.in)
-	_, err := g.env.ExecuteActivity("EnsureGoldenTemplate", req)
+	val, err := g.env.ExecuteActivity("EnsureGoldenTemplate", instance.GoldenRequest{Backend: "local", Spec: g.in.Spec, Addons: g.in.Addons})
 	require.NoError(t, err)
-	return req.Spec.Golden
+	var gen string
+	require.NoError(t, val.Get(&gen))
+	require.Equal(t, instance.GoldenGeneration(g.in.Spec, g.in.Addons), gen)
+	return gen
 }
 
 // member creates a member (from the template when generation is set) and waits until Ready.

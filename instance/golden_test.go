@@ -26,9 +26,9 @@ func TestProvisionOfAGoldenMemberSkipsItsAddons(t *testing.T) {
 	golden.Options = json.RawMessage(`{"datastore":{"secretRef":"pg","goldenTemplates":true}}`)
 	in := instance.ProvisionInput{Backend: "fake", Spec: golden, Addons: goldenAddons}
 	var ensured []instance.GoldenRequest
-	env.OnActivity("EnsureGoldenTemplate", mock.Anything, mock.Anything).Return(func(_ context.Context, req instance.GoldenRequest) error {
+	env.OnActivity("EnsureGoldenTemplate", mock.Anything, mock.Anything).Return(func(_ context.Context, req instance.GoldenRequest) (string, error) {
 		ensured = append(ensured, req)
-		return nil
+		return instance.GoldenGeneration(req.Spec, req.Addons), nil
 	})
 	var created []backends.InstanceSpec
 	env.OnActivity("BackendCreate", mock.Anything, mock.Anything).Return(func(ctx context.Context, req instance.BackendRequest) (backends.InstanceStatus, error) {
@@ -42,8 +42,8 @@ func TestProvisionOfAGoldenMemberSkipsItsAddons(t *testing.T) {
 	env.ExecuteWorkflow(instance.ProvisionWorkflowName, in)
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, ensured, 1)
-	gen := instance.GoldenGeneration(in)
-	assert.Equal(t, gen, ensured[0].Spec.Golden)
+	gen := instance.GoldenGeneration(golden, goldenAddons)
+	assert.Equal(t, golden, ensured[0].Spec)
 	assert.Equal(t, goldenAddons, ensured[0].Addons, "the builder gets the addons")
 	require.Len(t, created, 1)
 	assert.Equal(t, gen, created[0].Golden, "the member starts from the template")
@@ -53,10 +53,11 @@ func TestProvisionOfAGoldenMemberSkipsItsAddons(t *testing.T) {
 func TestGoldenGenerationFollowsTheSpec(t *testing.T) {
 	base := instance.ProvisionInput{Spec: backends.InstanceSpec{ID: "p-1", Pool: "p", KubernetesVersion: "v1.37.2",
 		Options: json.RawMessage(`{"datastore":{"secretRef":"pg","goldenTemplates":true}}`)}, Addons: goldenAddons}
-	g := instance.GoldenGeneration(base)
+	gen := func(in instance.ProvisionInput) string { return instance.GoldenGeneration(in.Spec, in.Addons) }
+	g := gen(base)
 	other := base
 	other.Spec.ID = "p-2"
-	assert.Equal(t, g, instance.GoldenGeneration(other), "the member's id is not part of it")
+	assert.Equal(t, g, gen(other), "the member's id is not part of it")
 	for name, change := range map[string]func(*instance.ProvisionInput){
 		"version": func(in *instance.ProvisionInput) { in.Spec.KubernetesVersion = "v1.36.0" },
 		"addons":  func(in *instance.ProvisionInput) { in.Addons = nil },
@@ -67,7 +68,7 @@ func TestGoldenGenerationFollowsTheSpec(t *testing.T) {
 	} {
 		c := base
 		change(&c)
-		assert.NotEqual(t, g, instance.GoldenGeneration(c), name)
+		assert.NotEqual(t, g, gen(c), name)
 	}
 	assert.True(t, backends.WantsGoldenTemplates(base.Spec.Options))
 	assert.False(t, backends.WantsGoldenTemplates(json.RawMessage(`{"datastore":{"secretRef":"pg"}}`)))
