@@ -144,7 +144,8 @@ func against(cfg *rest.Config, endpoint string) *kubernetes.Clientset {
 // TestGoldenTemplateOnRealDatastores: on PostgreSQL and MariaDB, the pool's template is built
 // once from a builder with the addons (the builder is gone after), two members made from it
 // both hold the golden objects without any addon applied to them, A's admin certificate and
-// ServiceAccount token are refused by B, the template stays while a member lives, and deleting
+// ServiceAccount token are refused by B, a new spec makes a new template and drops the old one,
+// the template stays while a member lives, and deleting
 // the last two members at once (a drained pool) drops it: nothing of the pool is left.
 func TestGoldenTemplateOnRealDatastores(t *testing.T) {
 	ctx := context.Background()
@@ -187,12 +188,25 @@ func TestGoldenTemplateOnRealDatastores(t *testing.T) {
 			_, err = against(bearer, cfgB.Host).CoreV1().ConfigMaps("golden").List(ctx, metav1.ListOptions{})
 			assert.True(t, apierrors.IsUnauthorized(err), "A's ServiceAccount token at B: %v", err)
 
+			// A new spec (one more addon) is a new generation: its template replaces the old one.
+			g.in.Addons = append(g.in.Addons, pools.Addon{Name: "more", Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: more, namespace: golden}\n"})
+			gen2 := g.ensure(t)
+			require.NotEqual(t, gen, gen2)
+			tplName2, err := g.admin.Name(backends.GoldenTemplateID(backends.InstanceSpec{Pool: g.pool, Golden: gen2}))
+			require.NoError(t, err)
+			left, err = g.admin.Leftovers(ctx, g.pool)
+			require.NoError(t, err)
+			assert.Contains(t, left, "database "+tplName2)
+			assert.NotContains(t, left, "database "+tplName, "the old generation's template is dropped")
 			c := g.pool + "-c"
-			g.member(t, c, gen)
+			g.member(t, c, gen2)
+			_, err = kubernetes.NewForConfigOrDie(g.adminConfig(t, c)).CoreV1().ConfigMaps("golden").Get(ctx, "more", metav1.GetOptions{})
+			require.NoError(t, err, "the member of the new generation has the new addon's object")
+
 			require.NoError(t, g.b.Delete(ctx, a))
 			left, err = g.admin.Leftovers(ctx, g.pool)
 			require.NoError(t, err)
-			assert.Contains(t, left, "database "+tplName, "the template stays while a member made from it lives")
+			assert.Contains(t, left, "database "+tplName2, "the template stays while members made from one live")
 			// The last two at once, as a drained pool deletes them: the later one drops it.
 			errs := make(chan error, 2)
 			for _, id := range []string{b, c} {
