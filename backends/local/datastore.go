@@ -125,10 +125,18 @@ func (b *Backend) Preflight(ctx context.Context, spec backends.InstanceSpec) err
 	if err != nil {
 		return err
 	}
-	if o.Datastore.golden() && !s.SupportsTemplates() {
-		return backends.InvalidSpec(fmt.Errorf("spec.backend.local.datastore.goldenTemplates: the %s datastore of secret %q cannot hold templates (kine's NATS buckets cannot be copied with their revisions); use PostgreSQL or MySQL/MariaDB, or no goldenTemplates", s.Driver(), o.Datastore.SecretRef))
+	if err := goldenSupported(s, o.Datastore); err != nil {
+		return err
 	}
 	return s.Ping(ctx)
+}
+
+// goldenSupported refuses goldenTemplates on a server that cannot copy a database (NATS).
+func goldenSupported(s *datastore.Server, d *DatastoreOptions) error {
+	if d.golden() && !s.SupportsTemplates() {
+		return backends.InvalidSpec(fmt.Errorf("spec.backend.local.datastore.goldenTemplates: the %s datastore of secret %q cannot hold templates (kine's NATS buckets cannot be copied with their revisions); use PostgreSQL or MySQL/MariaDB, or no goldenTemplates", s.Driver(), d.SecretRef))
+	}
+	return nil
 }
 
 // provisionDatastore makes the instance's database and writes its DSN file. Called from

@@ -299,6 +299,9 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		if err != nil {
 			return backends.InstanceStatus{}, backends.InvalidSpec(err)
 		}
+		if err := goldenSupported(s, opts.Datastore); err != nil {
+			return backends.InstanceStatus{}, err
+		}
 		if err := s.Ping(ctx); err != nil {
 			return backends.InstanceStatus{}, err
 		}
