@@ -225,7 +225,7 @@ func TestConformanceOnEachDatastore(t *testing.T) {
 				Backend:      e.b,
 				Spec:         func(id string) backends.InstanceSpec { return datastoreSpec(id, ref) },
 				InvalidSpecs: invalid,
-				ReadyWithin: 90 * time.Second,
+				ReadyWithin:  90 * time.Second,
 				Leftovers: func(id string) error {
 					dir := filepath.Join(e.state, "local", "instances", id)
 					if _, err := os.Stat(dir); !os.IsNotExist(err) {
