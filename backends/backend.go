@@ -54,6 +54,9 @@ type InstanceSpec struct {
 	// serving and admin certificates (0: the backend's default). Only a CertManager reads it;
 	// the pool apply refuses it for the other backends.
 	CertificateValidity time.Duration `json:"certificateValidity,omitempty"`
+	// Golden is the generation of the pool's golden template the instance starts from (see
+	// GoldenTemplater); "" for an instance that starts empty.
+	Golden string `json:"golden,omitempty"`
 }
 
 // InstanceStatus is what a backend reports about one instance.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -137,4 +138,111 @@ func (m *mysqlServer) objects(ctx context.Context, prefix string) ([]string, err
 		{"database", "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY SCHEMA_NAME"},
 		{"user", "SELECT DISTINCT User FROM mysql.user ORDER BY User"},
 	})
+}
+
+// mysqlTemplateMark is a table that only a complete template holds: written last by freeze,
+// never copied into a member.
+const mysqlTemplateMark = "kobe_golden_template"
+
+// tableName is what a copied table may be called (kine's is "kine"): anything else is refused
+// rather than quoted into a statement.
+var tableName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+func (m *mysqlServer) templateComplete(ctx context.Context, template string) (bool, error) {
+	db, err := m.open(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", template, mysqlTemplateMark).Scan(&n)
+	return n > 0, err
+}
+
+// copyTables copies every table of from into to (which exists), replacing any of the same name.
+func copyTables(ctx context.Context, db *sql.DB, from, to string) error {
+	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND TABLE_NAME <> ?", from, mysqlTemplateMark)
+	if err != nil {
+		return err
+	}
+	var tables []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return err
+		}
+		tables = append(tables, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, t := range tables {
+		if !tableName.MatchString(t) {
+			return fmt.Errorf("refusing to copy table %q of %s (unexpected name)", t, from)
+		}
+		for _, st := range []string{
+			"DROP TABLE IF EXISTS `" + to + "`.`" + t + "`",
+			"CREATE TABLE `" + to + "`.`" + t + "` LIKE `" + from + "`.`" + t + "`",
+			"INSERT INTO `" + to + "`.`" + t + "` SELECT * FROM `" + from + "`.`" + t + "`",
+		} {
+			if _, err := db.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("copying table %s of %s: %w", t, from, err)
+			}
+		}
+	}
+	return nil
+}
+
+// freeze copies the source's tables into the template database (MySQL has no database copy).
+// The template has no user: nothing but kobe's admin ever reads it.
+func (m *mysqlServer) freeze(ctx context.Context, source, template string) error {
+	if err := checkName(source); err != nil {
+		return err
+	}
+	if err := checkName(template); err != nil {
+		return err
+	}
+	if ok, err := m.templateComplete(ctx, template); err != nil || ok {
+		return err
+	}
+	db, err := m.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, st := range []string{
+		"DROP DATABASE IF EXISTS `" + template + "`", // a copy left half-made by a crash
+		"CREATE DATABASE `" + template + "`",
+	} {
+		if _, err := db.ExecContext(ctx, st); err != nil {
+			return err
+		}
+	}
+	if err := copyTables(ctx, db, source, template); err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, "CREATE TABLE `"+template+"`.`"+mysqlTemplateMark+"` (id INT)")
+	return err
+}
+
+// provisionFrom is provision, then the template's tables copied into the new database.
+func (m *mysqlServer) provisionFrom(ctx context.Context, name, password, template string) (DSN, error) {
+	if err := checkName(template); err != nil {
+		return DSN{}, err
+	}
+	dsn, err := m.provision(ctx, name, password)
+	if err != nil {
+		return DSN{}, err
+	}
+	db, err := m.open(ctx)
+	if err != nil {
+		return DSN{}, err
+	}
+	defer db.Close()
+	if err := copyTables(ctx, db, template, name); err != nil {
+		return DSN{}, err
+	}
+	return dsn, nil
 }

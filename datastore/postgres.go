@@ -57,8 +57,19 @@ func pgCode(err error) string {
 }
 
 func (p *postgres) provision(ctx context.Context, name, password string) (DSN, error) {
+	return p.provisionFrom(ctx, name, password, "")
+}
+
+// provisionFrom makes the instance's role and its database: empty, or a copy of template
+// ("" for none) whose objects then pass from the template's role to the instance's.
+func (p *postgres) provisionFrom(ctx context.Context, name, password, template string) (DSN, error) {
 	if err := checkName(name); err != nil {
 		return DSN{}, err
+	}
+	if template != "" {
+		if err := checkName(template); err != nil {
+			return DSN{}, err
+		}
 	}
 	db, err := p.open(ctx)
 	if err != nil {
@@ -66,43 +77,166 @@ func (p *postgres) provision(ctx context.Context, name, password string) (DSN, e
 	}
 	defer db.Close()
 	// DDL takes no bind parameters; the password is hex, quoted as a literal.
-	pw := "'" + password + "'"
-	var exists bool
-	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, name).Scan(&exists); err != nil {
+	if err := pgEnsureRole(ctx, db, name, "LOGIN PASSWORD '"+password+"'"); err != nil {
 		return DSN{}, err
 	}
-	if !exists {
-		_, err = db.ExecContext(ctx, `CREATE ROLE `+pgQuote(name)+` LOGIN PASSWORD `+pw)
-		if pgCode(err) == "42710" { // duplicate_object: created meanwhile by a concurrent call
-			exists, err = true, nil
-		}
-		if err != nil {
-			return DSN{}, fmt.Errorf("CREATE ROLE: %w", err)
-		}
-	}
-	if exists {
-		if _, err := db.ExecContext(ctx, `ALTER ROLE `+pgQuote(name)+` LOGIN PASSWORD `+pw); err != nil {
-			return DSN{}, fmt.Errorf("ALTER ROLE: %w", err)
-		}
-	}
+	var exists bool
 	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
 		return DSN{}, err
 	}
 	if !exists {
-		_, err := db.ExecContext(ctx, `CREATE DATABASE `+pgQuote(name)+` OWNER `+pgQuote(name))
-		if err != nil && pgCode(err) != "42P04" { // duplicate_database: a concurrent call
-			return DSN{}, fmt.Errorf("CREATE DATABASE: %w", err)
+		create := `CREATE DATABASE ` + pgQuote(name) + ` OWNER ` + pgQuote(name)
+		if template != "" {
+			create += ` TEMPLATE ` + pgQuote(template)
+		}
+		if err := pgCreateDatabase(ctx, db, create); err != nil {
+			return DSN{}, err
 		}
 	}
 	// Only the owner (and superusers) may connect: PUBLIC has CONNECT and TEMPORARY by default.
 	if _, err := db.ExecContext(ctx, `REVOKE ALL ON DATABASE `+pgQuote(name)+` FROM PUBLIC`); err != nil {
 		return DSN{}, fmt.Errorf("REVOKE: %w", err)
 	}
+	if template != "" {
+		// The copied tables belong to the template's role: they become the instance's, so
+		// that its kine may write them and no other member's role owns anything here.
+		if err := p.inDatabase(ctx, name, `REASSIGN OWNED BY `+pgQuote(template)+` TO `+pgQuote(name)); err != nil {
+			return DSN{}, fmt.Errorf("REASSIGN OWNED: %w", err)
+		}
+	}
 	u := *p.admin
 	u.User = url.UserPassword(name, password)
 	u.Path = "/" + name
 	u.RawPath = ""
 	return NewDSN(u.String()), nil
+}
+
+// pgEnsureRole creates the role with the given options, or sets them when it exists (a fresh
+// password for a retried provision).
+func pgEnsureRole(ctx context.Context, db *sql.DB, name, options string) error {
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, name).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		_, err := db.ExecContext(ctx, `CREATE ROLE `+pgQuote(name)+` `+options)
+		if pgCode(err) == "42710" { // duplicate_object: created meanwhile by a concurrent call
+			exists, err = true, nil
+		}
+		if err != nil {
+			return fmt.Errorf("CREATE ROLE: %w", err)
+		}
+	}
+	if exists {
+		if _, err := db.ExecContext(ctx, `ALTER ROLE `+pgQuote(name)+` `+options); err != nil {
+			return fmt.Errorf("ALTER ROLE: %w", err)
+		}
+	}
+	return nil
+}
+
+// pgCreateDatabase runs a CREATE DATABASE, which a concurrent call may have done already
+// (42P04) and which a copy refuses while a session holds its template (55006: retried).
+func pgCreateDatabase(ctx context.Context, db *sql.DB, create string) error {
+	for attempt := 0; ; attempt++ {
+		_, err := db.ExecContext(ctx, create)
+		if err == nil || pgCode(err) == "42P04" {
+			return nil
+		}
+		if pgCode(err) != "55006" || attempt >= 50 {
+			return fmt.Errorf("CREATE DATABASE: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// inDatabase runs one admin statement connected to the database name (REASSIGN OWNED acts on
+// the objects of the database it runs in).
+func (p *postgres) inDatabase(ctx context.Context, name, statement string) error {
+	u := *p.admin
+	u.Path = "/" + name
+	u.RawPath = ""
+	sdb, err := sql.Open("pgx", u.String())
+	if err != nil {
+		return err
+	}
+	db, err := adminConnection(ctx, sdb)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, statement)
+	return err
+}
+
+// templateMark is the comment of a complete template database: written last by freeze.
+const templateMark = "kobe golden template"
+
+func (p *postgres) templateComplete(ctx context.Context, template string) (bool, error) {
+	db, err := p.open(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	var ok bool
+	err = db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database d WHERE d.datname = $1 AND shobj_description(d.oid, 'pg_database') = $2)`, template, templateMark).Scan(&ok)
+	return ok, err
+}
+
+// freeze copies source's database into template with CREATE DATABASE … TEMPLATE. The copy's
+// objects pass from the source's role (dropped with its instance) to the template's own role,
+// NOLOGIN: nobody connects to a template but kobe's admin, and each member later takes the
+// objects over from it. The database itself is the admin's, so that no member's REASSIGN
+// ever takes it.
+func (p *postgres) freeze(ctx context.Context, source, template string) error {
+	if err := checkName(source); err != nil {
+		return err
+	}
+	if err := checkName(template); err != nil {
+		return err
+	}
+	if ok, err := p.templateComplete(ctx, template); err != nil || ok {
+		return err
+	}
+	db, err := p.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// A copy left half-made (no mark) by a crash is made again.
+	if _, err := db.ExecContext(ctx, `DROP DATABASE IF EXISTS `+pgQuote(template)+` WITH (FORCE)`); err != nil {
+		return fmt.Errorf("DROP DATABASE (a half-made template): %w", err)
+	}
+	if err := pgEnsureRole(ctx, db, template, "NOLOGIN"); err != nil {
+		return err
+	}
+	// The source instance is stopped; sessions that linger (a pool of connections closing)
+	// would make the copy fail: they are ended, and the copy retried while any comes back.
+	if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, source); err != nil {
+		return fmt.Errorf("ending the sessions of %s: %w", source, err)
+	}
+	if err := pgCreateDatabase(ctx, db, `CREATE DATABASE `+pgQuote(template)+` TEMPLATE `+pgQuote(source)); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `REVOKE ALL ON DATABASE `+pgQuote(template)+` FROM PUBLIC`); err != nil {
+		return fmt.Errorf("REVOKE: %w", err)
+	}
+	if err := p.inDatabase(ctx, template, `REASSIGN OWNED BY `+pgQuote(source)+` TO `+pgQuote(template)); err != nil {
+		return fmt.Errorf("REASSIGN OWNED: %w", err)
+	}
+	// REASSIGN OWNED moves shared objects too: the source database went to the template's
+	// role. It goes back to the admin (it is dropped with its instance).
+	if _, err := db.ExecContext(ctx, `ALTER DATABASE `+pgQuote(source)+` OWNER TO CURRENT_USER`); err != nil {
+		return fmt.Errorf("ALTER DATABASE OWNER: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, `COMMENT ON DATABASE `+pgQuote(template)+` IS '`+templateMark+`'`); err != nil {
+		return fmt.Errorf("COMMENT ON DATABASE: %w", err)
+	}
+	return nil
 }
 
 func (p *postgres) drop(ctx context.Context, name string) error {

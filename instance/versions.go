@@ -16,6 +16,10 @@ const (
 	// provisionVersionPreparesCredentials: Provision prepares the lease credential of an
 	// instance before it is Ready (issue 15: a warm bind that does not call the instance).
 	provisionVersionPreparesCredentials = "prepares-lease-credentials"
+	// provisionVersionGolden: a Provision whose pool has golden templates builds (or finds)
+	// the pool's template and creates the member from it, without its addons (only such runs
+	// carry the marker).
+	provisionVersionGolden = "golden-template"
 )
 
 // HostClusterWait bounds how long a Provision waits for a worker of its pool's host cluster to

@@ -125,6 +125,14 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 	}
 
 	err := func() error {
+		generation, err := golden(ctx, in, res.Placement)
+		if err != nil {
+			return err
+		}
+		if generation != "" {
+			// The member's database is a copy of the template: the addons are in it.
+			req.Spec.Golden, in.Addons = generation, nil
+		}
 		createCtx := workflow.WithActivityOptions(ctx, createOptions(res.Placement.TaskQueue, in.CreatingTimeout))
 		if err := workflow.ExecuteActivity(createCtx, a.BackendCreate, req).Get(ctx, &res.Status); err != nil {
 			return err

@@ -107,5 +107,5 @@ func TestHostedDatastore(t *testing.T) {
 	require.NoError(t, err)
 	err = f.Prototype.Validate(backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "spec.backend.datastore.goldenTemplates: not supported by this version of kobe's k3s/k0s backends")
+	assert.Contains(t, err.Error(), "spec.backend.datastore.goldenTemplates: not supported by kobe's k3s/k0s backends: their servers keep the cluster's bootstrap data")
 }

@@ -27,7 +27,9 @@ type DatastoreOptions struct {
 	SecretRef string `json:"secretRef"`
 	// SecretKey is the file in the secret's folder (default connection-url).
 	SecretKey string `json:"secretKey,omitempty"`
-	// GoldenTemplates is upstream's; the local backend refuses it (not implemented).
+	// GoldenTemplates: the pool's members start from a copy of its golden template (a
+	// database with the pool's addons applied, see golden.go) instead of an empty database.
+	// PostgreSQL and MySQL/MariaDB only (Preflight refuses it on NATS).
 	GoldenTemplates *bool `json:"goldenTemplates,omitempty"`
 }
 
@@ -56,11 +58,10 @@ func (d *DatastoreOptions) validate() error {
 	if k := d.key(); !secretKeyPattern.MatchString(k) || k == "." || k == ".." || len(k) > 253 {
 		return fmt.Errorf("spec.backend.local.datastore.secretKey: %q is not a Secret key (letters, digits, '-', '_', '.')", k)
 	}
-	if d.GoldenTemplates != nil && *d.GoldenTemplates {
-		return errors.New("spec.backend.local.datastore.goldenTemplates: not supported by the local backend")
-	}
 	return nil
 }
+
+func (d *DatastoreOptions) golden() bool { return d.GoldenTemplates != nil && *d.GoldenTemplates }
 
 // datastoreRecord is what an instance on a shared datastore keeps in its record: where the
 // admin URL is (to drop the database at Delete) and what was made. Never the URL itself.
@@ -69,6 +70,8 @@ type datastoreRecord struct {
 	SecretKey string           `json:"secretKey"`
 	Driver    datastore.Driver `json:"driver"`
 	Name      string           `json:"name"`
+	// Template is the id of the golden template the database was copied from ("" for none).
+	Template string `json:"template,omitempty"`
 }
 
 // dsnFile is the instance's own connection URL (0600 in its directory): kine is given it in
@@ -122,7 +125,18 @@ func (b *Backend) Preflight(ctx context.Context, spec backends.InstanceSpec) err
 	if err != nil {
 		return err
 	}
+	if err := goldenSupported(s, o.Datastore); err != nil {
+		return err
+	}
 	return s.Ping(ctx)
+}
+
+// goldenSupported refuses goldenTemplates on a server that cannot copy a database (NATS).
+func goldenSupported(s *datastore.Server, d *DatastoreOptions) error {
+	if d.golden() && !s.SupportsTemplates() {
+		return backends.InvalidSpec(fmt.Errorf("spec.backend.local.datastore.goldenTemplates: the %s datastore of secret %q cannot hold templates (kine's NATS buckets cannot be copied with their revisions); use PostgreSQL or MySQL/MariaDB, or no goldenTemplates", s.Driver(), d.SecretRef))
+	}
+	return nil
 }
 
 // provisionDatastore makes the instance's database and writes its DSN file. Called from
@@ -133,7 +147,15 @@ func (in *instance) provisionDatastore(ctx context.Context, b *Backend) error {
 	if err != nil {
 		return err
 	}
-	made, err := s.Provision(ctx, in.rec.ID)
+	var made datastore.Instance
+	if ds.Template != "" {
+		// Under the lock with which the last member's Delete drops the pool's templates.
+		goldenMu.Lock()
+		made, err = s.ProvisionFrom(ctx, in.rec.ID, ds.Template)
+		goldenMu.Unlock()
+	} else {
+		made, err = s.Provision(ctx, in.rec.ID)
+	}
 	if err != nil {
 		return err
 	}
@@ -153,7 +175,13 @@ func (b *Backend) dropDatastore(ctx context.Context, rec record) error {
 	if err != nil {
 		return fmt.Errorf("instance %s: cannot drop its database %s: %w", rec.ID, rec.Datastore.Name, err)
 	}
-	return s.Drop(ctx, rec.ID)
+	if err := s.Drop(ctx, rec.ID); err != nil {
+		return err
+	}
+	if rec.Datastore.Template != "" {
+		return b.dropGoldenIfLast(ctx, rec)
+	}
+	return nil
 }
 
 // readDSN returns the instance's own connection URL (kine's KINE_ENDPOINT).

@@ -299,10 +299,14 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		if err != nil {
 			return backends.InstanceStatus{}, backends.InvalidSpec(err)
 		}
+		if err := goldenSupported(s, opts.Datastore); err != nil {
+			return backends.InstanceStatus{}, err
+		}
 		if err := s.Ping(ctx); err != nil {
 			return backends.InstanceStatus{}, err
 		}
-		ds = &datastoreRecord{SecretRef: opts.Datastore.SecretRef, SecretKey: opts.Datastore.key(), Driver: s.Driver(), Name: name}
+		ds = &datastoreRecord{SecretRef: opts.Datastore.SecretRef, SecretKey: opts.Datastore.key(), Driver: s.Driver(), Name: name,
+			Template: goldenTemplateOf(spec, opts.Datastore)}
 	}
 	dir := filepath.Join(b.root, spec.ID)
 	in, err := newInstance(dir, spec, opts, b.hostID, ds)

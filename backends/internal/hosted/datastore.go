@@ -25,7 +25,7 @@ import (
 type DatastoreOptions struct {
 	SecretRef string `json:"secretRef"`
 	SecretKey string `json:"secretKey,omitempty"`
-	// GoldenTemplates is upstream's; refused (not implemented for k3s/k0s yet).
+	// GoldenTemplates is upstream's; refused here (see parseDatastore for why).
 	GoldenTemplates *bool `json:"goldenTemplates,omitempty"`
 }
 
@@ -58,7 +58,7 @@ func parseDatastore(raw json.RawMessage) (*DatastoreOptions, error) {
 		return nil, fmt.Errorf("spec.backend.datastore.secretKey: %q is not a Secret key (letters, digits, '-', '_', '.')", k)
 	}
 	if d.GoldenTemplates != nil && *d.GoldenTemplates {
-		return nil, errors.New("spec.backend.datastore.goldenTemplates: not supported by this version of kobe's k3s/k0s backends (each member gets an empty database of its own)")
+		return nil, errors.New("spec.backend.datastore.goldenTemplates: not supported by kobe's k3s/k0s backends: their servers keep the cluster's bootstrap data (CA, service-account and encryption keys) in the datastore, so a copied database would give every member the builder's keys; golden templates are implemented for the local backend (PostgreSQL, MySQL/MariaDB)")
 	}
 	return d, nil
 }
