@@ -84,6 +84,9 @@ func (a *Activities) checkOne(ctx context.Context, b backends.RuntimeBackend, ba
 		return "the backend has no trace of the instance"
 	case err != nil:
 		return fmt.Sprintf("backend status: %v", err)
+	case st.Phase == backends.PhaseSleeping:
+		// Asleep on purpose (a lease's sleep): not broken, and its API is not expected to answer.
+		return ""
 	case st.Phase != backends.PhaseReady:
 		if st.Message != "" {
 			return fmt.Sprintf("backend reports %s: %s", st.Phase, st.Message)

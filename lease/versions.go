@@ -20,4 +20,9 @@ const (
 	// (SignalInstanceSync from the pool) and audits every change of a condition
 	// (RecordLeaseCondition).
 	leaseVersionConditionsAudited = "lease-conditions-audited"
+	// leaseVersionSleeps (issue 18): a Bound lease sleeps and wakes its instance (UpdateSleep,
+	// UpdateWake, each a child workflow: instance.Sleep, instance.Wake), shows it as the
+	// condition Sleeping, and does not revoke the credential of an instance that ends asleep.
+	// Only runs that sleep carry the marker (in the update's handler).
+	leaseVersionSleeps = "lease-sleeps"
 )
