@@ -45,11 +45,10 @@ func TestLeaseSleepAndWake(t *testing.T) {
 kind: ClusterPool
 metadata: {name: sleepy}
 spec:
-  size: 1
   ttl: 10m
   backend: {type: local, local: {components: [apiserver]}}
   cluster: {version: v1.37.2}
-  scaling: {resumeTimeout: 2m}
+  scaling: {minReady: 1, maxClusters: 2, resumeTimeout: 2m}
 `)
 	require.Equal(t, 2*time.Minute, pol.ResumeTimeout)
 	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("sleepy"), TaskQueue: "kobe"},
