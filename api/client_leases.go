@@ -193,6 +193,23 @@ func (c *Client) ReleaseLease(ctx context.Context, id string) error {
 	return err
 }
 
+// SleepLease puts a Bound lease's cluster to sleep (POST /v1/leases/{id}/sleep) and returns
+// the lease as it is then (Sleeping true). Sleeping a sleeping lease is not an error; a backend
+// that cannot sleep answers sleep_unsupported.
+func (c *Client) SleepLease(ctx context.Context, id string) (Lease, error) {
+	var out Lease
+	_, err := c.call(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(id)+"/sleep", nil, &out)
+	return out, err
+}
+
+// WakeLease wakes a sleeping lease's cluster (POST /v1/leases/{id}/wake) and returns once it
+// is ready again; wake_failed when it did not come back within its pool's resumeTimeout.
+func (c *Client) WakeLease(ctx context.Context, id string) (Lease, error) {
+	var out Lease
+	_, err := c.call(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(id)+"/wake", nil, &out)
+	return out, err
+}
+
 // HeartbeatLease tells the server the lease is in use (POST /v1/leases/{id}/heartbeat), which
 // keeps a lease with an idle timeout alive.
 func (c *Client) HeartbeatLease(ctx context.Context, id string) error {

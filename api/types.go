@@ -42,6 +42,9 @@ type Lease struct {
 	BoundAt     *time.Time `json:"bound_at,omitempty"`
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
 	Extensions  int        `json:"extensions"`
+	// Sleeping says the lease's cluster is asleep (POST /v1/leases/{id}/sleep): its kubeconfig's
+	// requests are refused until it wakes (condition Sleeping).
+	Sleeping bool `json:"sleeping,omitempty"`
 	// Capabilities are the operations open to the caller on this lease now (release while
 	// Pending; kubeconfig, extend, release once Bound; none once it ended).
 	Capabilities []string `json:"capabilities"`

@@ -36,6 +36,9 @@ const (
 	InstanceUnhealthy InstancePhase = "Unhealthy"
 	// InstanceQuarantined: its teardown kept failing; it stays visible until an operator acts.
 	InstanceQuarantined InstancePhase = "Quarantined"
+	// InstanceSleeping: its compute is stopped on purpose and its state kept (a lease's sleep);
+	// a wake brings it back Ready.
+	InstanceSleeping InstancePhase = "Sleeping"
 )
 
 // PoolPhase is a pool's state as a whole (upstream's names).
@@ -104,6 +107,18 @@ const (
 	ReasonUnsupportedResource ReasonCode = "unsupported_resource"
 	// ReasonSyncFailed: anything else the syncer reports.
 	ReasonSyncFailed ReasonCode = "sync_failed"
+)
+
+// A lease's sleep and wake (condition Sleeping, and the refusals of POST /v1/leases/{id}/sleep|wake).
+const (
+	// ReasonAsleep: the lease's instance is asleep; its kubeconfig's requests are refused.
+	ReasonAsleep ReasonCode = "asleep"
+	// ReasonAwake: the lease's instance woke from a sleep.
+	ReasonAwake ReasonCode = "awake"
+	// ReasonWakeFailed: the instance did not wake within its pool's resumeTimeout: it is broken.
+	ReasonWakeFailed ReasonCode = "wake_failed"
+	// ReasonSleepUnsupported refuses a sleep on a backend that cannot put instances to sleep.
+	ReasonSleepUnsupported ReasonCode = "sleep_unsupported"
 )
 
 // Refusals of pool and instance actions.

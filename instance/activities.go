@@ -42,6 +42,8 @@ type Record struct {
 	Phase    api.InstancePhase `json:"phase"`
 	Endpoint string            `json:"endpoint,omitempty"`
 	Message  string            `json:"message,omitempty"`
+	// Action is the audit action of the change ("": instance.<phase>).
+	Action string `json:"action,omitempty"`
 }
 
 // ErrBackendUnavailable is the non-retryable error type of a backend this worker does not run.
@@ -246,6 +248,40 @@ func freezerError(err error) error {
 	return err
 }
 
+// BackendSleep stops the instance's compute and keeps its state (backends.Sleeper); sleeping a
+// sleeping instance succeeds. A backend without the capability is a non-retryable ErrCannotSleep.
+func (a *Activities) BackendSleep(ctx context.Context, req BackendRequest) error {
+	s, err := a.sleeper(req.Backend)
+	if err != nil {
+		return err
+	}
+	defer keepHeartbeating(ctx, "sleeping")()
+	return freezerError(s.Sleep(ctx, req.Spec.ID))
+}
+
+// BackendResume starts a sleeping instance again (backends.Sleeper); the caller waits for it
+// with BackendWaitReady. Resuming an awake instance succeeds.
+func (a *Activities) BackendResume(ctx context.Context, req BackendRequest) error {
+	s, err := a.sleeper(req.Backend)
+	if err != nil {
+		return err
+	}
+	defer keepHeartbeating(ctx, "resuming")()
+	return freezerError(s.Resume(ctx, req.Spec.ID))
+}
+
+func (a *Activities) sleeper(name string) (backends.Sleeper, error) {
+	b, err := a.backend(name)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := b.(backends.Sleeper)
+	if !ok {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("backend %q cannot put instances to sleep", name), ErrCannotSleep, nil)
+	}
+	return s, nil
+}
+
 // RecordInstance upserts the instance's row and appends an audit event for the transition, in
 // one transaction: a row is never changed without its event.
 func (a *Activities) RecordInstance(ctx context.Context, r Record) error {
@@ -256,7 +292,11 @@ func (a *Activities) RecordInstance(ctx context.Context, r Record) error {
 		}); err != nil {
 			return err
 		}
-		_, err := tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: "instance." + string(r.Phase), Target: r.ID, Pool: r.Pool,
+		action := r.Action
+		if action == "" {
+			action = "instance." + string(r.Phase)
+		}
+		_, err := tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: action, Target: r.ID, Pool: r.Pool,
 			Result: "ok", Detail: data})
 		return err
 	})

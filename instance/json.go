@@ -14,3 +14,23 @@ func (v *ProvisionInput) UnmarshalJSON(b []byte) error {
 	type plain ProvisionInput
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }
+
+func (v SleepInput) MarshalJSON() ([]byte, error) {
+	type plain SleepInput
+	return jsonduration.Marshal(plain(v))
+}
+
+func (v *SleepInput) UnmarshalJSON(b []byte) error {
+	type plain SleepInput
+	return jsonduration.Unmarshal(b, (*plain)(v))
+}
+
+func (v WakeResult) MarshalJSON() ([]byte, error) {
+	type plain WakeResult
+	return jsonduration.Marshal(plain(v))
+}
+
+func (v *WakeResult) UnmarshalJSON(b []byte) error {
+	type plain WakeResult
+	return jsonduration.Unmarshal(b, (*plain)(v))
+}

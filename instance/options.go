@@ -103,3 +103,27 @@ func preflightOptions() workflow.ActivityOptions {
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 	}
 }
+
+// sleepOptions: the backend's Sleep on the instance's host (stopping its processes, or scaling
+// its workload to zero), retried for a few minutes.
+func sleepOptions(queue string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:              queue,
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		HeartbeatTimeout:       15 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+	}
+}
+
+// resumeOptions: the backend's Resume, within the wake's resume timeout (the wait until ready
+// that follows gets what is left of it).
+func resumeOptions(queue string, resumeTimeout time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:              queue,
+		StartToCloseTimeout:    min(2*time.Minute, resumeTimeout),
+		ScheduleToCloseTimeout: resumeTimeout,
+		HeartbeatTimeout:       15 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+	}
+}

@@ -15,3 +15,7 @@ const ConditionCertificatesValid = "CertificatesValid"
 
 // ActionLeaseCondition is the audit action of a change of one of a lease's conditions.
 const ActionLeaseCondition = "lease.condition"
+
+// ConditionSleeping is True while the lease's instance is asleep (UpdateSleep: reason asleep),
+// False once it woke (reason awake) or failed to (reason wake_failed, and InstanceHealthy False).
+const ConditionSleeping = "Sleeping"

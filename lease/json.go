@@ -54,3 +54,13 @@ func (v *Record) UnmarshalJSON(b []byte) error {
 	type plain Record
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }
+
+func (v WakeRequest) MarshalJSON() ([]byte, error) {
+	type plain WakeRequest
+	return jsonduration.Marshal(plain(v))
+}
+
+func (v *WakeRequest) UnmarshalJSON(b []byte) error {
+	type plain WakeRequest
+	return jsonduration.Unmarshal(b, (*plain)(v))
+}

@@ -23,4 +23,9 @@ const (
 	// leaseVersionCertificates shows that the instance's certificates expire soon and cannot be
 	// re-issued in place as the condition CertificatesValid (SignalInstanceCertificates).
 	leaseVersionCertificates = "lease-certificates"
+	// leaseVersionSleeps (issue 18): a Bound lease sleeps and wakes its instance (UpdateSleep,
+	// UpdateWake, each a child workflow: instance.Sleep, instance.Wake), shows it as the
+	// condition Sleeping, and does not revoke the credential of an instance that ends asleep.
+	// Only runs that sleep carry the marker (in the update's handler).
+	leaseVersionSleeps = "lease-sleeps"
 )

@@ -95,6 +95,10 @@ type View struct {
 	// IdleTimeout is the lease's idle timeout (zero: none), so that the API heartbeats only
 	// the leases that need it.
 	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+	// Sleeping says the lease's instance is asleep (UpdateSleep); Sleeps counts its sleeps and
+	// wakes, which number their workflows.
+	Sleeping bool `json:"sleeping,omitempty"`
+	Sleeps   int  `json:"sleeps,omitempty"`
 }
 
 // ExtendRequest adds By to the lease's expiry.
@@ -255,6 +259,13 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 		return view, err
 	}
 
+	// The sleep and wake updates exist from the start too; they are refused until the lease is
+	// held by a version that can sleep.
+	sleeps := &sleeper{in: in, view: &view, asg: &asg, lastSeen: &lastSeen}
+	if err := sleeps.register(ctx); err != nil {
+		return view, err
+	}
+
 	releaseCh := workflow.GetSignalChannel(ctx, SignalReleaseLease)
 	assignedCh := workflow.GetSignalChannel(ctx, pool.SignalAssigned)
 	failedCh := workflow.GetSignalChannel(ctx, pool.SignalClaimFailed)
@@ -411,25 +422,32 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 		if in.Bound != nil || workflow.GetVersion(ctx, leaseVersionConditionsAudited, workflow.DefaultVersion, 1) >= 1 {
 			b.synced = workflow.GetSignalChannel(ctx, pool.SignalInstanceSync)
 		}
-		if workflow.GetVersion(ctx, leaseVersionCertificates, workflow.DefaultVersion, 1) >= 1 {
+		// A warm-bound lease writes no version marker on its hot path (no search-attribute
+		// write): it was started by a kobe that already has the certificate signal.
+		if in.Bound != nil || workflow.GetVersion(ctx, leaseVersionCertificates, workflow.DefaultVersion, 1) >= 1 {
 			b.certs = workflow.GetSignalChannel(ctx, pool.SignalInstanceCertificates)
 		}
+		sleeps.holding = true
 		if b.hold() {
 			next := in
 			next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, IssueFor: issueFor}
 			return view, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 		// An extension that was issuing when the lease ended has stored its credential by now:
-		// the revocation below is the last word.
-		if err := workflow.Await(ctx, func() bool { return !extending }); err != nil {
+		// the revocation below is the last word. A sleep or wake under way finishes first.
+		if err := workflow.Await(ctx, func() bool { return !extending && !sleeps.busy }); err != nil {
 			return view, err
 		}
 	}
 
 	// Revoke first so the credential dies at once, then hand the instance back for teardown.
-	revokeCtx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
-	_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, CredentialRequest{
-		LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
+	// An instance asleep serves nothing: its credential dies with its teardown (a revocation
+	// that needs its API would only wait for it).
+	if !view.Sleeping {
+		revokeCtx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
+		_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, CredentialRequest{
+			LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
+	}
 	giveBack(ctx, in, asg.InstanceID, string(view.Phase))
 	setPhase(view.Phase)
 	if view.Phase == api.LeaseExpired {

@@ -42,11 +42,15 @@ type leaseEnv struct {
 	released []pool.ReleaseRequest
 }
 
-func newLeaseEnv(t *testing.T) *leaseEnv {
+// newLeaseEnv builds the environment; children are registered before any mock (the SDK's rule).
+func newLeaseEnv(t *testing.T, children ...func(*leaseEnv)) *leaseEnv {
 	le := &leaseEnv{store: workflowtest.MemoryStore(t), fb: &workflowtest.Backend{Created: map[string]bool{"i1": true}}}
 	var suite testsuite.WorkflowTestSuite
 	le.env = suite.NewTestWorkflowEnvironment()
 	le.env.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
+	for _, register := range children {
+		register(le)
+	}
 	acts := worker.NewActivities(le.store, zap.NewNop())
 	acts.Backends["fake"] = le.fb
 	acts.Secrets = secretbox.Random()

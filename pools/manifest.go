@@ -132,12 +132,14 @@ type ReadinessGate struct {
 
 // Scaling replaces Size with an autoscaled warm pool.
 type Scaling struct {
-	MinReady        *int            `json:"minReady,omitempty"`
-	MaxClusters     *int            `json:"maxClusters,omitempty"`
-	ScaleDownAfter  Duration        `json:"scaleDownAfter,omitempty"`
-	QueueTimeout    Duration        `json:"queueTimeout,omitempty"`
-	CreatingTimeout Duration        `json:"creatingTimeout,omitempty"`
-	FailureBackoff  *FailureBackoff `json:"failureBackoff,omitempty"`
+	MinReady        *int     `json:"minReady,omitempty"`
+	MaxClusters     *int     `json:"maxClusters,omitempty"`
+	ScaleDownAfter  Duration `json:"scaleDownAfter,omitempty"`
+	QueueTimeout    Duration `json:"queueTimeout,omitempty"`
+	CreatingTimeout Duration `json:"creatingTimeout,omitempty"`
+	// ResumeTimeout bounds a wake from sleep (resume and ready); default 5m.
+	ResumeTimeout  Duration        `json:"resumeTimeout,omitempty"`
+	FailureBackoff *FailureBackoff `json:"failureBackoff,omitempty"`
 	// ThawedSpares is how many Ready members the pool keeps running; the spares beyond them
 	// are frozen where the backend can (backends.Freezer) and thawed as claims take the
 	// running ones (default DefaultThawedSpares). A kobe field, not upstream's.
@@ -295,12 +297,15 @@ type Policy struct {
 	ScaleDownAfter          time.Duration
 	QueueTimeout            time.Duration
 	CreatingTimeout         time.Duration
-	BackoffBase             time.Duration
-	BackoffMultiplier       float64
-	BackoffMax              time.Duration
-	Gates                   []ReadinessGate
-	Addons                  []Addon
-	BackendOptions          json.RawMessage
+	// ResumeTimeout is spec.scaling.resumeTimeout: a wake from sleep past it breaks the instance.
+	// Zero in policies written before it: instance.DefaultResumeTimeout.
+	ResumeTimeout     time.Duration `json:",omitempty"`
+	BackoffBase       time.Duration
+	BackoffMultiplier float64
+	BackoffMax        time.Duration
+	Gates             []ReadinessGate
+	Addons            []Addon
+	BackendOptions    json.RawMessage
 	// HostCluster is spec.backend.hostCluster: the members' activities run on the workers of
 	// that host cluster only ("": any worker running the backend).
 	HostCluster string `json:",omitempty"`
@@ -330,6 +335,9 @@ type Policy struct {
 // spec.scaling.thawedSpares says otherwise: a claim takes one of them at once, and the pool
 // thaws the next spare off the claim's path.
 const DefaultThawedSpares = 2
+
+// DefaultResumeTimeout is spec.scaling.resumeTimeout when not set.
+const DefaultResumeTimeout = 5 * time.Minute
 
 // Defaults of spec.healthCheck (upstream's).
 const (
@@ -447,6 +455,7 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		{"spec.scaling.scaleDownAfter", sc.ScaleDownAfter, 5 * time.Minute, &pol.ScaleDownAfter},
 		{"spec.scaling.queueTimeout", sc.QueueTimeout, 5 * time.Minute, &pol.QueueTimeout},
 		{"spec.scaling.creatingTimeout", sc.CreatingTimeout, 10 * time.Minute, &pol.CreatingTimeout},
+		{"spec.scaling.resumeTimeout", sc.ResumeTimeout, DefaultResumeTimeout, &pol.ResumeTimeout},
 		{"spec.scaling.failureBackoff.base", fb.Base, 5 * time.Second, &pol.BackoffBase},
 		{"spec.scaling.failureBackoff.max", fb.Max, 2 * time.Minute, &pol.BackoffMax},
 	}...)

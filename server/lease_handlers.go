@@ -432,6 +432,7 @@ func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *lease.Vie
 
 func (s *Server) applyWorkflowView(v *api.Lease, lv lease.View) {
 	v.Phase, v.Reason, v.ClusterName, v.Endpoint, v.Extensions = lv.Phase, lv.Reason, lv.InstanceID, lv.Endpoint, lv.Extensions
+	v.Sleeping = lv.Sleeping
 	if !lv.BoundAt.IsZero() {
 		t := lv.BoundAt
 		v.BoundAt = &t

@@ -105,7 +105,7 @@ func TestPortalInBrowser(t *testing.T) {
 	defer cancel()
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.FullScreenshot(90)(ctx, tg)
+			png, err := chromedp.FullScreenshot(100)(ctx, tg) // 100: PNG (below 100 chromedp encodes JPEG)
 			if err != nil {
 				return err
 			}

@@ -49,6 +49,10 @@ func (s *Server) routes() []route {
 			request: api.ExtendRequest{}, response: api.ExtendResponse{}, status: 200, errors: []int{400, 404, 409}, handler: s.handleLeaseExtend},
 		{method: "DELETE", path: "/v1/leases/{id}", perm: access.PermLease, summary: "Release a lease (idempotent)",
 			status: 204, errors: []int{404}, handler: s.handleLeaseRelease},
+		{method: "POST", path: "/v1/leases/{id}/sleep", perm: access.PermLease, summary: "Put a Bound lease's cluster to sleep: its compute stops, its state stays (idempotent; the TTL keeps running)",
+			response: api.Lease{}, status: 200, errors: []int{404, 409, 503}, handler: s.handleLeaseSleep},
+		{method: "POST", path: "/v1/leases/{id}/wake", perm: access.PermLease, summary: "Wake a sleeping lease's cluster and wait until it is ready, within its pool's resumeTimeout (idempotent)",
+			response: api.Lease{}, status: 200, errors: []int{404, 409, 502, 503}, handler: s.handleLeaseWake},
 		{method: "POST", path: "/v1/leases/{id}/heartbeat", perm: access.PermLease, summary: "Keep a lease with an idle timeout alive",
 			status: 204, errors: []int{404, 410}, handler: s.handleLeaseHeartbeat},
 

@@ -20,6 +20,8 @@ func Register(w sdkworker.Registry, acts *Activities) {
 	w.RegisterWorkflowWithOptions(doctor.Doctor, workflow.RegisterOptions{Name: doctor.WorkflowName})
 	w.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	w.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
+	w.RegisterWorkflowWithOptions(instance.Sleep, workflow.RegisterOptions{Name: instance.SleepWorkflowName})
+	w.RegisterWorkflowWithOptions(instance.Wake, workflow.RegisterOptions{Name: instance.WakeWorkflowName})
 	w.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	w.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	w.RegisterWorkflowWithOptions(instance.Preflight, workflow.RegisterOptions{Name: instance.PreflightWorkflowName})

@@ -35,6 +35,8 @@ such as pool_exhausted).`,
 		NewCmdGet(f, nil),
 		NewCmdExtend(f, nil),
 		NewCmdRelease(f, nil),
+		NewCmdSleep(f, nil),
+		NewCmdWake(f, nil),
 		NewCmdKubeconfig(f, nil),
 	)
 	return cmd

@@ -1,0 +1,159 @@
+package instance
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/pools"
+)
+
+// Workflow names of an instance's sleep and wake. Each sleep and each wake is a workflow of its
+// own (its own history in the Web UI), started by whoever decides it (a lease, as a child).
+const (
+	SleepWorkflowName = "InstanceSleep"
+	WakeWorkflowName  = "InstanceWake"
+)
+
+// DefaultResumeTimeout bounds a wake (Resume, then ready) when the pool's
+// spec.scaling.resumeTimeout is not set.
+const DefaultResumeTimeout = pools.DefaultResumeTimeout
+
+// SleepWorkflowID is the id of the n-th sleep of an instance; WakeWorkflowID of its n-th wake.
+// The numbers make each one a run of its own, and a retried start of the same one a no-op.
+func SleepWorkflowID(instanceID string, n int) string {
+	return fmt.Sprintf("%s-sleep-%d", WorkflowID(instanceID), n)
+}
+
+// WakeWorkflowID: see SleepWorkflowID.
+func WakeWorkflowID(instanceID string, n int) string {
+	return fmt.Sprintf("%s-wake-%d", WorkflowID(instanceID), n)
+}
+
+// SleepInput names the instance to put to sleep or wake, and where it lives.
+type SleepInput struct {
+	Backend   string                `json:"backend"`
+	Spec      backends.InstanceSpec `json:"spec"`
+	Placement HostAssignment        `json:"placement"`
+	Endpoint  string                `json:"endpoint,omitempty"`
+	// LeaseID is the lease that holds the instance ("" for a warm member), for the audit log.
+	LeaseID string `json:"leaseId,omitempty"`
+	// ResumeTimeout bounds a wake: Resume and ready within it, or the instance is broken
+	// (DefaultResumeTimeout when zero). Unused by a sleep.
+	ResumeTimeout time.Duration `json:"resumeTimeout,omitempty"`
+}
+
+// WakeResult says how a wake went.
+type WakeResult struct {
+	// Duration is from the wake's start until the instance was ready again.
+	Duration time.Duration `json:"duration"`
+}
+
+// Error types of the sleep and wake activities and workflows.
+const (
+	// ErrCannotSleep: the backend has no Sleeper capability (non-retryable).
+	ErrCannotSleep = "CannotSleep"
+	// ErrWakeFailed: the instance did not come back within its resume timeout; it is broken.
+	ErrWakeFailed = "WakeFailed"
+)
+
+// Audit actions of sleeps and wakes (the instance's row changes with them).
+const (
+	ActionInstanceSleep      = "instance.sleep"
+	ActionInstanceWake       = "instance.wake"
+	ActionInstanceWakeFailed = "instance.wake_failed"
+)
+
+// Metrics of sleeps and wakes, by pool ("profile"), backend and outcome.
+const (
+	// MetricInstanceSleeps counts sleeps (outcome success, failure).
+	MetricInstanceSleeps = "kobe_instance_sleeps_total"
+	// MetricInstanceWakes counts wakes (outcome success, failure: a wake failure).
+	MetricInstanceWakes = "kobe_instance_wakes_total"
+	// MetricInstanceWakeDuration is a wake's start → ready (or failure), seconds.
+	MetricInstanceWakeDuration = "kobe_instance_wake_duration_seconds"
+)
+
+// Sleep stops an instance's compute and keeps its state (backends.Sleeper), then records it
+// Sleeping (row and audit event instance.sleep). A backend that cannot sleep fails it with
+// ErrCannotSleep and changes nothing.
+func Sleep(ctx workflow.Context, in SleepInput) error {
+	var a *Activities
+	req := BackendRequest{Backend: in.Backend, Spec: in.Spec}
+	sctx := workflow.WithActivityOptions(ctx, sleepOptions(in.Placement.TaskQueue))
+	err := workflow.ExecuteActivity(sctx, a.BackendSleep, req).Get(ctx, nil)
+	sleepMetrics(ctx, in, err).Counter(MetricInstanceSleeps).Inc(1)
+	if err != nil {
+		return err
+	}
+	return recordSleep(ctx, in, api.InstanceSleeping, ActionInstanceSleep, "")
+}
+
+// Wake starts a sleeping instance again (backends.Sleeper Resume) and waits until it is ready,
+// within the resume timeout. Past it, or if the backend fails, the instance is broken: it is
+// recorded Unhealthy (audit event instance.wake_failed) and the wake fails with ErrWakeFailed.
+// Its pool's health checks then see it as they see any broken member: a warm member is
+// recycled and replaced, a leased one is reported to its lease.
+func Wake(ctx workflow.Context, in SleepInput) (WakeResult, error) {
+	var a *Activities
+	started := workflow.Now(ctx)
+	timeout := in.ResumeTimeout
+	if timeout <= 0 {
+		timeout = DefaultResumeTimeout
+	}
+	req := BackendRequest{Backend: in.Backend, Spec: in.Spec}
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, resumeOptions(in.Placement.TaskQueue, timeout)),
+		a.BackendResume, req).Get(ctx, nil)
+	if err == nil {
+		left := timeout - workflow.Now(ctx).Sub(started)
+		if left <= 0 {
+			err = fmt.Errorf("resumed but no time left to wait until ready (resume timeout %s)", timeout)
+		} else {
+			var st backends.InstanceStatus
+			err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, waitReadyOptions(in.Placement.TaskQueue, left)),
+				a.BackendWaitReady, req).Get(ctx, &st)
+		}
+	}
+	res := WakeResult{Duration: workflow.Now(ctx).Sub(started)}
+	m := sleepMetrics(ctx, in, err)
+	m.Counter(MetricInstanceWakes).Inc(1)
+	m.Timer(MetricInstanceWakeDuration).Record(res.Duration)
+	if err == nil {
+		return res, recordSleep(ctx, in, api.InstanceReady, ActionInstanceWake, fmt.Sprintf("awake in %s", res.Duration))
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == ErrCannotSleep {
+		return res, err // nothing was asleep: nothing broke
+	}
+	msg := fmt.Sprintf("did not wake within its resume timeout %s: %v", timeout, err)
+	_ = recordSleep(ctx, in, api.InstanceUnhealthy, ActionInstanceWakeFailed, msg)
+	return res, temporal.NewNonRetryableApplicationError(msg, ErrWakeFailed, err)
+}
+
+func sleepMetrics(ctx workflow.Context, in SleepInput, err error) metricsHandler {
+	outcome := "success"
+	if err != nil {
+		outcome = "failure"
+	}
+	return workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": in.Spec.Pool, "backend": in.Backend, "outcome": outcome})
+}
+
+func recordSleep(ctx workflow.Context, in SleepInput, phase api.InstancePhase, action, msg string) error {
+	var a *Activities
+	if in.LeaseID != "" && msg == "" {
+		msg = "leased to " + in.LeaseID
+	} else if in.LeaseID != "" {
+		msg = fmt.Sprintf("leased to %s: %s", in.LeaseID, msg)
+	}
+	short := workflow.WithActivityOptions(ctx, StoreWriteOptions())
+	return workflow.ExecuteActivity(short, a.RecordInstance, Record{ID: in.Spec.ID, Pool: in.Spec.Pool, Backend: in.Backend,
+		Host: in.Placement.HostID, Phase: phase, Endpoint: in.Endpoint, Message: msg, Action: action}).Get(ctx, nil)
+}
+
+type metricsHandler = client.MetricsHandler

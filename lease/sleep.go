@@ -1,0 +1,146 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/pool"
+)
+
+// Updates that put a Bound lease's instance to sleep and wake it (→ View). Each runs the
+// instance's own workflow (instance.Sleep, instance.Wake) as a child, one at a time; sleeping a
+// sleeping lease and waking an awake one change nothing. The lease's TTL keeps running while
+// it sleeps, and so does its idle timeout (the request itself counts as activity).
+const (
+	UpdateSleep = "sleep" // SleepRequest → View
+	UpdateWake  = "wake"  // WakeRequest → View
+)
+
+// SleepRejection is the error type of a refused sleep or wake; its message is the reason code.
+const SleepRejection = "SleepRejected"
+
+// SleepRequest asks a Bound lease to put its instance to sleep.
+type SleepRequest struct{}
+
+// WakeRequest asks a sleeping lease to wake its instance within ResumeTimeout (the pool's
+// spec.scaling.resumeTimeout; instance.DefaultResumeTimeout when zero).
+type WakeRequest struct {
+	ResumeTimeout time.Duration `json:"resumeTimeout,omitempty"`
+}
+
+// sleeper carries a lease's sleeps and wakes: its update handlers and what they share with the
+// rest of the workflow.
+type sleeper struct {
+	in       Input
+	view     *View
+	asg      *pool.Assignment
+	lastSeen *time.Time
+	// holding is set once the lease is held by a version that can sleep (boundLease); the
+	// updates are refused before it.
+	holding bool
+	// busy is true while a sleep or a wake runs: they go one at a time, and the lease does not
+	// end under one.
+	busy bool
+}
+
+func (s *sleeper) register(ctx workflow.Context) error {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSleep,
+		func(ctx workflow.Context, _ SleepRequest) (View, error) { return s.change(ctx, true, 0) },
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, SleepRequest) error { return s.refusal() }}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateWake,
+		func(ctx workflow.Context, req WakeRequest) (View, error) {
+			return s.change(ctx, false, req.ResumeTimeout)
+		},
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return s.refusal() }})
+}
+
+// refusal is the validator of both updates: only a Bound lease sleeps or wakes.
+func (s *sleeper) refusal() error {
+	if !s.holding || s.view.Phase != api.LeaseBound {
+		return temporal.NewApplicationError(string(api.ReasonNotReady), SleepRejection)
+	}
+	return nil
+}
+
+// change puts the instance to sleep (asleep) or wakes it, through the instance's workflow.
+func (s *sleeper) change(ctx workflow.Context, asleep bool, resumeTimeout time.Duration) (View, error) {
+	if err := workflow.Await(ctx, func() bool { return !s.busy }); err != nil {
+		return *s.view, err
+	}
+	// A request through kobe's API for the lease is activity (idle timeout).
+	*s.lastSeen = workflow.Now(ctx)
+	// Decide on the state as it is now: the lease may have ended, or another request done it.
+	if err := s.refusal(); err != nil {
+		return *s.view, err
+	}
+	if s.view.Sleeping == asleep {
+		return *s.view, nil
+	}
+	workflow.GetVersion(ctx, leaseVersionSleeps, workflow.DefaultVersion, 1)
+	s.busy = true
+	defer func() { s.busy = false }()
+	s.view.Sleeps++
+	in := instance.SleepInput{Backend: s.asg.Backend, Spec: backends.InstanceSpec{ID: s.asg.InstanceID, Pool: s.in.Pool},
+		Placement: s.asg.Placement, Endpoint: s.asg.Endpoint, LeaseID: s.in.LeaseID, ResumeTimeout: resumeTimeout}
+	name, id := instance.SleepWorkflowName, instance.SleepWorkflowID(s.asg.InstanceID, s.view.Sleeps)
+	if !asleep {
+		name, id = instance.WakeWorkflowName, instance.WakeWorkflowID(s.asg.InstanceID, s.view.Sleeps)
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id,
+		WorkflowExecutionTimeout: max(resumeTimeout, instance.DefaultResumeTimeout) + 10*time.Minute})
+	var res instance.WakeResult
+	err := workflow.ExecuteChildWorkflow(cctx, name, in).Get(ctx, &res)
+	now := workflow.Now(ctx)
+	if err != nil {
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) && ae.Type() == instance.ErrCannotSleep {
+			return *s.view, temporal.NewApplicationError(string(api.ReasonSleepUnsupported), SleepRejection)
+		}
+		if asleep {
+			return *s.view, err
+		}
+		// The instance did not come back: it is broken. The lease stays Bound (its holder
+		// decides whether to give it back), no longer asleep.
+		s.view.Sleeping = false
+		msg := fmt.Sprintf("the instance did not wake: %v", err)
+		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "False", Reason: api.ReasonWakeFailed, Message: msg, LastTransitionTime: now})
+		s.condition(ctx, api.LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: api.ReasonWakeFailed, Message: msg, LastTransitionTime: now})
+		return *s.view, temporal.NewApplicationError(string(api.ReasonWakeFailed), SleepRejection, err)
+	}
+	s.view.Sleeping = asleep
+	if asleep {
+		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "True", Reason: api.ReasonAsleep, LastTransitionTime: now,
+			Message: "the instance is asleep: its kubeconfig's requests are refused until it wakes (kobe lease wake " + s.in.LeaseID + ")"})
+	} else {
+		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "False", Reason: api.ReasonAwake, LastTransitionTime: now,
+			Message: fmt.Sprintf("the instance woke in %s", res.Duration.Round(time.Millisecond))})
+	}
+	return *s.view, nil
+}
+
+// condition puts c in the view and audits it (RecordLeaseCondition).
+func (s *sleeper) condition(ctx workflow.Context, c api.LeaseCondition) {
+	setCondition(s.view, c)
+	var a *Activities
+	short := workflow.WithActivityOptions(ctx, instance.StoreWriteOptions())
+	_ = workflow.ExecuteActivity(short, a.RecordLeaseCondition, ConditionChange{LeaseID: s.view.ID, Pool: s.view.Pool,
+		InstanceID: s.view.InstanceID, Condition: c, At: workflow.Now(ctx)}).Get(ctx, nil)
+}
+
+// IsSleepRejection returns the reason code of a refused sleep or wake.
+func IsSleepRejection(err error) (api.ReasonCode, bool) {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == SleepRejection {
+		return api.ReasonCode(ae.Message()), true
+	}
+	return "", false
+}

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/lease"
+)
+
+// handleLeaseSleep puts a Bound lease's cluster to sleep: its compute stops, its state stays.
+func (s *Server) handleLeaseSleep(w http.ResponseWriter, r *http.Request) {
+	s.leaseSleepChange(w, r, true)
+}
+
+// handleLeaseWake wakes a sleeping lease's cluster within its pool's resumeTimeout.
+func (s *Server) handleLeaseWake(w http.ResponseWriter, r *http.Request) {
+	s.leaseSleepChange(w, r, false)
+}
+
+// leaseSleepChange runs the lease's sleep or wake update and answers the lease as it is then.
+// Both are idempotent: sleeping a sleeping lease, or waking an awake one, answers 200 at once.
+func (s *Server) leaseSleepChange(w http.ResponseWriter, r *http.Request, asleep bool) {
+	l, ok := s.ownLease(w, r)
+	if !ok {
+		return
+	}
+	action, update, title := "lease.wake", lease.UpdateWake, "Wake refused"
+	var arg any
+	if asleep {
+		action, update, title, arg = "lease.sleep", lease.UpdateSleep, "Sleep refused", lease.SleepRequest{}
+	} else {
+		req := lease.WakeRequest{}
+		if pol, err := s.poolPolicy(r.Context(), l.Pool); err == nil {
+			req.ResumeTimeout = pol.ResumeTimeout
+		}
+		arg = req
+	}
+	if l.Phase != api.LeaseBound {
+		writeError(w, http.StatusConflict, api.ReasonNotReady, title, "the lease is "+string(l.Phase)+": only a Bound lease sleeps and wakes")
+		return
+	}
+	// The update cannot be taken back: its request is recorded first, its outcome after.
+	if err := s.audit(r, action, l.ID, l.Pool, "requested", nil); err != nil {
+		s.auditFailed(w, r, action, err)
+		return
+	}
+	started := time.Now()
+	var lv lease.View
+	err := s.untilLeaseRuns(r.Context(), l, func() error {
+		h, err := s.Temporal.UpdateWorkflow(r.Context(), clientUpdate(l.ID, update, arg))
+		if err == nil {
+			err = h.Get(r.Context(), &lv)
+		}
+		return err
+	})
+	if reason, rejected := lease.IsSleepRejection(err); rejected {
+		s.auditOutcome(r, action, l.ID, l.Pool, "refused", map[string]any{"reason": reason})
+		status := http.StatusConflict
+		if reason == api.ReasonWakeFailed {
+			status = http.StatusBadGateway
+		}
+		writeError(w, status, reason, title, sleepDetail(reason))
+		return
+	}
+	if err != nil {
+		s.auditOutcome(r, action, l.ID, l.Pool, "failed", map[string]any{"error": err.Error()})
+		if isNotRunning(err) {
+			writeError(w, http.StatusConflict, api.ReasonNotReady, title, "the lease has ended")
+			return
+		}
+		s.unavailable(w, r, action, err)
+		return
+	}
+	s.auditOutcome(r, action, l.ID, l.Pool, "ok", map[string]any{"sleeping": lv.Sleeping, "took": time.Since(started).String()})
+	v, err := s.leaseViewFrom(r.Context(), l, &lv, false)
+	if err != nil {
+		s.unavailable(w, r, action, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func sleepDetail(reason api.ReasonCode) string {
+	switch reason {
+	case api.ReasonNotReady:
+		return "only a Bound lease sleeps and wakes"
+	case api.ReasonSleepUnsupported:
+		return "the lease's backend cannot put clusters to sleep"
+	case api.ReasonWakeFailed:
+		return "the cluster did not wake within its pool's resumeTimeout: it is broken (condition InstanceHealthy); release the lease and take another"
+	}
+	return string(reason)
+}
