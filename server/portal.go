@@ -226,6 +226,15 @@ func (p *portal) leasesPage(r *http.Request, d *pageData) error {
 		return err
 	}
 	for _, l := range leases {
+		// The list is the store's rows; a held lease's extensions and expiry live in its
+		// workflow, which its own route asks (a person holds few leases).
+		if l.Phase == api.LeaseBound {
+			var full api.Lease
+			if err := p.call(r, "GET", "/v1/leases/"+url.PathEscape(l.ID), "", nil, &full); err == nil {
+				full.Kubeconfig = ""
+				l = full
+			}
+		}
 		data.Leases = append(data.Leases, leaseRow{Lease: l, Workflow: pool.LeaseWorkflowID(l.ID)})
 	}
 	d.Data = data

@@ -115,7 +115,15 @@ func TestPortalInBrowser(t *testing.T) {
 	fail := func(what string, err error) {
 		t.Helper()
 		if err != nil {
-			_ = chromedp.Do(ctx, shot("failed-"+strings.ReplaceAll(what, " ", "-")))
+			// The deadline may be what failed: the evidence is taken on a fresh one.
+			ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+			defer ecancel()
+			name := "failed-" + strings.ReplaceAll(what, " ", "-")
+			_ = chromedp.Do(ectx, shot(name))
+			if html, herr := chromedp.Run(ectx, chromedp.OuterHTML(chromedp.CSS("html"))); herr == nil {
+				_ = os.WriteFile(filepath.Join(shots, name+".html"), []byte(html), 0o644)
+				t.Logf("page at the failure: %s", filepath.Join(shots, name+".html"))
+			}
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
@@ -179,8 +187,10 @@ func TestPortalInBrowser(t *testing.T) {
 	require.NotEmpty(t, nss.Items, "the leased cluster answers")
 
 	// Extend, then release.
+	run("extend click",
+		chromedp.SetValue(css(row+` form.extend input[name="ttl"]`), "2m"),
+		chromedp.Click(css(row+` form.extend button`)))
 	run("extend",
-		chromedp.Click(css(row+` form.extend button`)),
 		chromedp.WaitVisible(css(`#msg`)),
 		chromedp.WaitVisible(css(row+` td.ext[data-n="1"]`)), // at once, or with the next live refresh
 		shot("04-extended"),
