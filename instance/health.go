@@ -88,6 +88,7 @@ func (a *Activities) checkOne(ctx context.Context, b backends.RuntimeBackend, ba
 		// A frozen spare does not answer until thawed: its health is that its processes are
 		// there (the backend reports a dead one as Unhealthy, frozen or not). Its API is checked
 		// again once the pool thaws it.
+		return ""
 	case st.Phase == backends.PhaseSleeping:
 		// Asleep on purpose (a lease's sleep): not broken, and its API is not expected to answer.
 		return ""
