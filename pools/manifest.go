@@ -518,7 +518,9 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		pol.MaxClusters = max(2*pol.WarmTarget, 1)
 		pol.ThawedSpares = DefaultThawedSpares
 	}
-	pol.FreezesSpares = true
+	// Freezing is opt-in for now: a pool freezes its spares only when spec.scaling.thawedSpares
+	// is set (the pool's continue-as-new test did not get back to its size with it on by default).
+	pol.FreezesSpares = s.Scaling != nil && s.Scaling.ThawedSpares != nil
 
 	for i, g := range s.ReadinessGates {
 		field := fmt.Sprintf("spec.readinessGates[%d]", i)
