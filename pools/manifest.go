@@ -66,6 +66,7 @@ type Spec struct {
 	Scaling        *Scaling        `json:"scaling,omitempty"`
 	UpgradePolicy  *UpgradePolicy  `json:"upgradePolicy,omitempty"`
 	Certificates   *Certificates   `json:"certificates,omitempty"`
+	Sleep          *Sleep          `json:"sleep,omitempty"`
 	Diagnostics    json.RawMessage `json:"diagnostics,omitempty"` // upstream field, refused: not acted on yet
 	Snapshot       json.RawMessage `json:"snapshot,omitempty"`    // upstream field, refused: not acted on yet
 }
@@ -329,6 +330,8 @@ type Policy struct {
 	// Policies resolved before spares were frozen have it false and freeze nothing.
 	FreezesSpares bool `json:",omitempty"`
 	ThawedSpares  int  `json:",omitempty"`
+	// Sleep is spec.sleep resolved (nil: the pool sleeps nothing by itself).
+	Sleep *SleepPolicy `json:",omitempty"`
 }
 
 // DefaultThawedSpares is how many Ready members a pool keeps running unless
@@ -612,6 +615,9 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 	}
 	pol.Addons = s.Addons
 	if err := pol.certificates(s.Certificates, refuse); err != nil {
+		return pol, err
+	}
+	if err := pol.sleep(s.Sleep, refuse); err != nil {
 		return pol, err
 	}
 	return pol, nil
