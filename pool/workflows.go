@@ -552,12 +552,30 @@ type healthCheck struct {
 	future workflow.Future
 }
 
+// queuesBusy is the set of task queues with a member check (health or certificates) in
+// flight: a pool runs one check of each kind per queue at a time.
+func queuesBusy[C any](checks []*C, queue func(*C) string) map[string]bool {
+	busy := map[string]bool{}
+	for _, c := range checks {
+		busy[queue(c)] = true
+	}
+	return busy
+}
+
+// withoutCheck drops a finished check from those in flight.
+func withoutCheck[C any](checks []*C, done *C) []*C {
+	kept := checks[:0]
+	for _, c := range checks {
+		if c != done {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
 // startHealthChecks starts the health checks that are due.
 func (p *poolRun) startHealthChecks() {
-	inFlight := map[string]bool{}
-	for _, c := range p.checks {
-		inFlight[c.Queue] = true
-	}
+	inFlight := queuesBusy(p.checks, func(c *healthCheck) string { return c.Queue })
 	var a *instance.Activities
 	for _, c := range p.s.HealthChecksDue(p.Now(), inFlight) {
 		ctx := workflow.WithActivityOptions(p.ctx, healthCheckOptions(c.Queue, c.Timeout))
@@ -568,13 +586,7 @@ func (p *poolRun) startHealthChecks() {
 
 // healthChecked acts on a finished check.
 func (p *poolRun) healthChecked(c *healthCheck, f workflow.Future) {
-	kept := p.checks[:0]
-	for _, o := range p.checks {
-		if o != c {
-			kept = append(kept, o)
-		}
-	}
-	p.checks = kept
+	p.checks = withoutCheck(p.checks, c)
 	var results []instance.HealthResult
 	if err := f.Get(p.ctx, &results); err != nil {
 		results = HealthCheckFailed(c.CheckHealth, err)
