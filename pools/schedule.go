@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/kunobi-ninja/kobe/internal/jsonduration"
 )
 
 // The timed parts of a pool: spec.sleep.schedule / wakeSchedule (when leased clusters are put
@@ -206,4 +208,15 @@ func (w WarmWindowPolicy) WindowEnd(start time.Time) time.Time {
 	y, mo, d := l.Date()
 	h, mi, s := l.Clock()
 	return time.Date(y, mo, d, h, mi+int(w.Duration/time.Minute), s, l.Nanosecond(), loc)
+}
+
+// WarmWindowPolicy is part of workflow inputs: its duration is written as a string (json.go).
+func (w WarmWindowPolicy) MarshalJSON() ([]byte, error) {
+	type plain WarmWindowPolicy
+	return jsonduration.Marshal(plain(w))
+}
+
+func (w *WarmWindowPolicy) UnmarshalJSON(b []byte) error {
+	type plain WarmWindowPolicy
+	return jsonduration.Unmarshal(b, (*plain)(w))
 }

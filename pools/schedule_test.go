@@ -102,9 +102,9 @@ func TestWarmWindowEndsOnTheWallClockAcrossDST(t *testing.T) {
 		start time.Time
 		hours time.Duration
 	}{
-		{time.Date(2026, 3, 27, 20, 0, 0, 0, berlin), 12}, // CET both ends
-		{time.Date(2026, 3, 28, 20, 0, 0, 0, berlin), 11}, // clocks go forward at 02:00 on the 29th
-		{time.Date(2026, 3, 29, 20, 0, 0, 0, berlin), 12}, // CEST both ends
+		{time.Date(2026, 3, 27, 20, 0, 0, 0, berlin), 12},  // CET both ends
+		{time.Date(2026, 3, 28, 20, 0, 0, 0, berlin), 11},  // clocks go forward at 02:00 on the 29th
+		{time.Date(2026, 3, 29, 20, 0, 0, 0, berlin), 12},  // CEST both ends
 		{time.Date(2026, 10, 24, 20, 0, 0, 0, berlin), 13}, // clocks go back at 03:00 on the 25th
 	} {
 		end := w.WindowEnd(tc.start)

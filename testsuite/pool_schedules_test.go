@@ -1,0 +1,200 @@
+package testsuite_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/server"
+	"github.com/kunobi-ninja/kobe/testsuite"
+)
+
+// poolSchedules lists, through the Temporal client, the ids of the schedules of pool name.
+func poolSchedules(t *testing.T, ctx context.Context, c client.Client, name string) []string {
+	t.Helper()
+	it, err := c.ScheduleClient().List(ctx, client.ScheduleListOptions{})
+	require.NoError(t, err)
+	var ids []string
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(t, err)
+		if strings.HasPrefix(e.ID, pool.ScheduleIDPrefix(name)) {
+			ids = append(ids, e.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func schedulesManifest(t *testing.T, sleep, warm string) *pools.ClusterPool {
+	t.Helper()
+	m, err := pools.Parse([]byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: office}
+spec:
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+  scaling:
+    minReady: 0
+    maxClusters: 2
+` + warm + sleep))
+	require.NoError(t, err)
+	return m
+}
+
+// A pool's schedules on a real (embedded) Temporal server, through the real apply path
+// (server.EnsurePool → the pool workflow → SyncPoolSchedules): created with the pool, listed
+// through the Temporal client with their zone, cron and overlap policy, updated when the spec
+// changes, deleted when a field is removed and when the pool is deleted. A warm window open at
+// apply time is opened at once (the schedule is backfilled over the window's length).
+func TestPoolSchedulesFollowThePool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real Temporal server; skipped with -short")
+	}
+	tmp := testsuite.StartTemporal(t)
+	st := testsuite.NewStore(t, "sqlite")
+	testsuite.StartHostWorker(t, tmp.Client, "schedules", st, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := tmp.Client
+
+	// A window that opened an hour ago and lasts three: open now whatever the time of day.
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	opened := time.Now().In(berlin).Add(-time.Hour).Truncate(time.Minute)
+	warm := fmt.Sprintf("    schedule:\n    - {cron: \"%d %d * * %d\", duration: 3h, minReady: 0, timezone: Europe/Berlin}\n",
+		opened.Minute(), opened.Hour(), int(opened.Weekday()))
+	sleep := `  sleep:
+    schedule: "0 20 * * 1-5"
+    wakeSchedule: "0 8 * * 1-5"
+    timezone: Europe/Berlin
+    exclude: [{owner: "ci-*"}]
+`
+	require.NoError(t, server.EnsurePool(ctx, c, st, "schedules", schedulesManifest(t, sleep, warm)))
+	prefix := pool.ScheduleIDPrefix("office")
+	all := []string{prefix + "sleep", prefix + "wake", prefix + "warm-0"}
+	require.Eventually(t, func() bool { return slices.Equal(poolSchedules(t, ctx, c, "office"), all) }, time.Minute, 200*time.Millisecond)
+
+	desc, err := c.ScheduleClient().GetHandle(ctx, prefix+"sleep").Describe(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "Europe/Berlin", desc.Schedule.Spec.TimeZoneName)
+	assert.Equal(t, enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, desc.Schedule.Policy.Overlap)
+	action, ok := desc.Schedule.Action.(*client.ScheduleWorkflowAction)
+	require.True(t, ok)
+	assert.Equal(t, pool.ScheduledSleepWorkflowName, action.Workflow)
+	assert.Contains(t, desc.Schedule.State.Note, `puts the Bound leases to sleep`)
+	assert.Contains(t, desc.Schedule.State.Note, `"0 20 * * 1-5" in Europe/Berlin`)
+	// Temporal's own calendar: the next sleeps are at 20:00 Berlin time on weekdays.
+	require.NotEmpty(t, desc.Info.NextActionTimes)
+	for _, at := range desc.Info.NextActionTimes {
+		l := at.In(berlin)
+		assert.Equal(t, 20, l.Hour(), "%s", l)
+		assert.NotContains(t, []time.Weekday{time.Saturday, time.Sunday}, l.Weekday(), "%s", l)
+	}
+
+	// The window opened at apply: the backfill ran WarmWindow, which told the pool.
+	require.Eventually(t, func() bool {
+		var s pool.Status
+		v, err := c.QueryWorkflow(ctx, pool.WorkflowID("office"), "", pool.QueryPoolStatus)
+		if err != nil || v.Get(&s) != nil || s.WarmWindow == nil {
+			return false
+		}
+		return s.WarmWindow.Until.Equal(opened.Add(3 * time.Hour))
+	}, time.Minute, 200*time.Millisecond, "the open window is known to the pool, until 3h after it opened")
+
+	// Update: the wake schedule removed, the sleep moved; the window goes too.
+	sleep = `  sleep:
+    schedule: "30 19 * * 1-5"
+    timezone: Europe/Berlin
+`
+	require.NoError(t, server.EnsurePool(ctx, c, st, "schedules", schedulesManifest(t, sleep, "")))
+	require.Eventually(t, func() bool {
+		return slices.Equal(poolSchedules(t, ctx, c, "office"), []string{prefix + "sleep"})
+	}, time.Minute, 200*time.Millisecond)
+	require.Eventually(t, func() bool {
+		d, err := c.ScheduleClient().GetHandle(ctx, prefix+"sleep").Describe(ctx)
+		return err == nil && strings.Contains(d.Schedule.State.Note, `"30 19 * * 1-5"`) &&
+			len(d.Info.NextActionTimes) > 0 && d.Info.NextActionTimes[0].In(berlin).Hour() == 19
+	}, time.Minute, 200*time.Millisecond)
+
+	// Delete: the drained pool deletes its schedules before it ends.
+	p, err := st.GetPool(ctx, "office")
+	require.NoError(t, err)
+	require.NoError(t, c.SignalWorkflow(ctx, pool.WorkflowID("office"), "", pool.SignalDeletePool, pool.Deletion{Generation: p.Generation}))
+	require.NoError(t, c.GetWorkflow(ctx, pool.WorkflowID("office"), "").Get(ctx, nil), "the drained pool ends")
+	assert.Empty(t, poolSchedules(t, ctx, c, "office"))
+}
+
+// Temporal's calendar of a pool's schedule across the DST changes of Europe/Berlin, on the
+// real server: the schedule's spec as Temporal holds it, copied with a start a week before
+// each change (Temporal lists future action times from now, and the next changes are on
+// 2027-03-28 and 2027-10-31). A 20:00 schedule stays at 20:00 wall-clock time: 19:00 UTC in
+// winter, 18:00 UTC in summer. A time in the hour the clocks skip does not fire that day; one in
+// the hour they repeat fires twice.
+func TestPoolScheduleCalendarAcrossDST(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real Temporal server; skipped with -short")
+	}
+	tmp := testsuite.StartTemporal(t)
+	st := testsuite.NewStore(t, "sqlite")
+	testsuite.StartHostWorker(t, tmp.Client, "dst", st, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := tmp.Client
+	sleep := `  sleep:
+    schedule: "0 20 * * *"
+    wakeSchedule: "30 2 * * *"
+    timezone: Europe/Berlin
+`
+	require.NoError(t, server.EnsurePool(ctx, c, st, "dst", schedulesManifest(t, sleep, "")))
+	prefix := pool.ScheduleIDPrefix("office")
+	require.Eventually(t, func() bool { return len(poolSchedules(t, ctx, c, "office")) == 2 }, time.Minute, 200*time.Millisecond)
+
+	// futureTimes copies the pool's schedule id with its spec starting at from, and returns
+	// Temporal's next action times of the copy.
+	futureTimes := func(id string, from time.Time) []time.Time {
+		d, err := c.ScheduleClient().GetHandle(ctx, id).Describe(ctx)
+		require.NoError(t, err)
+		spec := *d.Schedule.Spec
+		spec.StartAt = from
+		copyID := fmt.Sprintf("%s-from-%s", id, from.Format("20060102"))
+		h, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: copyID, Spec: spec, Paused: true,
+			Action: &client.ScheduleWorkflowAction{ID: copyID, Workflow: "none", TaskQueue: "none"}})
+		require.NoError(t, err)
+		defer func() { _ = h.Delete(context.Background()) }()
+		cd, err := h.Describe(ctx)
+		require.NoError(t, err)
+		require.NotEmpty(t, cd.Info.NextActionTimes)
+		return cd.Info.NextActionTimes
+	}
+	utc := func(ts []time.Time) []string {
+		var out []string
+		for _, x := range ts {
+			out = append(out, x.UTC().Format("01-02 15:04"))
+		}
+		return out
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+
+	spring := futureTimes(prefix+"sleep", time.Date(2027, 3, 25, 0, 0, 0, 0, berlin))
+	assert.Equal(t, []string{"03-25 19:00", "03-26 19:00", "03-27 19:00", "03-28 18:00", "03-29 18:00"}, utc(spring)[:5],
+		"20:00 CET is 19:00 UTC; from the 28th 20:00 CEST is 18:00 UTC")
+	autumn := futureTimes(prefix+"sleep", time.Date(2027, 10, 29, 0, 0, 0, 0, berlin))
+	assert.Equal(t, []string{"10-29 18:00", "10-30 18:00", "10-31 19:00", "11-01 19:00"}, utc(autumn)[:4])
+
+	gap := futureTimes(prefix+"wake", time.Date(2027, 3, 27, 0, 0, 0, 0, berlin))
+	assert.Equal(t, []string{"03-27 01:30", "03-29 00:30"}, utc(gap)[:2], "02:30 does not exist in Berlin on 2027-03-28")
+	repeat := futureTimes(prefix+"wake", time.Date(2027, 10, 30, 0, 0, 0, 0, berlin))
+	assert.Equal(t, []string{"10-30 00:30", "10-31 00:30", "10-31 01:30", "11-01 01:30"}, utc(repeat)[:4], "02:30 happens twice in Berlin on 2027-10-31")
+}
