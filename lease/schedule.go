@@ -128,7 +128,7 @@ func (a *Activities) ChangeLeaseSleep(ctx context.Context, c LeaseSleepChange) (
 	h, err := a.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: pool.LeaseWorkflowID(c.LeaseID),
 		UpdateName: update, Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		// The same run's retry is the same update: the lease runs it once.
-		UpdateID: fmt.Sprintf("%s-%s-%d", activity.GetInfo(ctx).WorkflowExecution.ID, update, activity.GetInfo(ctx).ScheduledEventID)})
+		UpdateID: fmt.Sprintf("%s-%s-%s", activity.GetInfo(ctx).WorkflowExecution.ID, update, activity.GetInfo(ctx).ActivityID)})
 	var v View
 	if err == nil {
 		err = h.Get(ctx, &v)

@@ -53,10 +53,14 @@ func TestPoolWarmWindowAcrossDST(t *testing.T) {
 				synced = append(synced, in.Want)
 				return nil
 			}, activity.RegisterOptions{Name: "SyncPoolSchedules"})
+			// ready reports the creations and teardowns under way as done.
 			ready := func() {
 				for _, m := range status(t, env).Members {
-					if m.Phase == pool.MemberCreating {
+					switch m.Phase {
+					case pool.MemberCreating:
 						env.SignalWorkflow(instance.SignalMemberReady, instance.MemberReport{InstanceID: m.ID, Endpoint: "https://" + m.ID})
+					case pool.MemberDeleting: // the mocked Teardown does not report
+						env.SignalWorkflow(instance.SignalMemberGone, instance.MemberReport{InstanceID: m.ID})
 					}
 				}
 			}
@@ -83,6 +87,7 @@ func TestPoolWarmWindowAcrossDST(t *testing.T) {
 					env.SignalWorkflow(pool.SignalWarmWindow, pool.WarmWindowStart{
 						WarmWindowInput: pool.WarmWindowInput{Pool: pol.Name, Index: 0, Window: pol.WarmWindows[0]}, Start: evening})
 				})
+				at(evening.Add(10*time.Minute), ready) // the scale-down's teardowns
 				observe(morning.Add(-time.Minute))
 				at(morning.Add(time.Minute), ready)
 				observe(morning.Add(2 * time.Minute))

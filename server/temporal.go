@@ -2,12 +2,10 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
-	"strings"
 
+	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 )
 
