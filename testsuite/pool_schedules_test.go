@@ -3,6 +3,8 @@ package testsuite_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/server"
@@ -112,6 +118,13 @@ func TestPoolSchedulesFollowThePool(t *testing.T) {
 		return s.WarmWindow.Until.Equal(opened.Add(3 * time.Hour))
 	}, time.Minute, 200*time.Millisecond, "the open window is known to the pool, until 3h after it opened")
 
+	// The sleep schedule's action runs on a trigger: no Bound lease, nothing to do.
+	var none lease.ScheduledSleepResult
+	require.NoError(t, c.ScheduleClient().GetHandle(ctx, prefix+"sleep").Trigger(ctx, client.ScheduleTriggerOptions{}))
+	emptyRun := lastAction(t, ctx, c, prefix+"sleep", &none)
+	assert.Empty(t, none.Changed)
+	warmRun := lastAction(t, ctx, c, prefix+"warm-0", nil)
+
 	// Update: the wake schedule removed, the sleep moved; the window goes too.
 	sleep = `  sleep:
     schedule: "30 19 * * 1-5"
@@ -133,6 +146,149 @@ func TestPoolSchedulesFollowThePool(t *testing.T) {
 	require.NoError(t, c.SignalWorkflow(ctx, pool.WorkflowID("office"), "", pool.SignalDeletePool, pool.Deletion{Generation: p.Generation}))
 	require.NoError(t, c.GetWorkflow(ctx, pool.WorkflowID("office"), "").Get(ctx, nil), "the drained pool ends")
 	assert.Empty(t, poolSchedules(t, ctx, c, "office"))
+	recordOnce(t, ctx, c, map[string]string{"pool-schedules-" + recordVersion + ".json": pool.WorkflowID("office"),
+		"warm-window-v1.json": warmRun, "scheduled-sleep-empty-v1.json": emptyRun})
+}
+
+// recordOnce writes the histories of the given workflows (file → workflow id) with
+// KOBE_RECORD_HISTORIES=1, never replacing one recorded before.
+func recordOnce(t *testing.T, ctx context.Context, c client.Client, files map[string]string) {
+	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
+		return
+	}
+	dir := filepath.Join("..", "worker", "testdata", "histories")
+	for file, id := range files {
+		if _, err := os.Stat(filepath.Join(dir, file)); err == nil {
+			continue
+		}
+		writeHistory(t, ctx, c, id, filepath.Join(dir, file))
+	}
+}
+
+// lastAction waits for the newest run a schedule started to complete, decodes its result into
+// out (if not nil) and returns its workflow id.
+func lastAction(t *testing.T, ctx context.Context, c client.Client, scheduleID string, out any) string {
+	t.Helper()
+	var id string
+	require.Eventually(t, func() bool {
+		d, err := c.ScheduleClient().GetHandle(ctx, scheduleID).Describe(ctx)
+		if err != nil || len(d.Info.RecentActions) == 0 {
+			return false
+		}
+		last := d.Info.RecentActions[len(d.Info.RecentActions)-1].StartWorkflowResult
+		if err := c.GetWorkflow(ctx, last.WorkflowID, last.FirstExecutionRunID).Get(ctx, out); err != nil {
+			return false
+		}
+		id = last.WorkflowID
+		return true
+	}, 2*time.Minute, 200*time.Millisecond)
+	return id
+}
+
+// The real run: a pool of local clusters with a sleep and a wake schedule (crons that do not
+// fire during the test; the schedules are triggered), two Bound leases, one of them excluded
+// (owner ci-*). The sleep schedule's run puts the other to sleep — its processes are gone —
+// and leaves the excluded one awake; the wake schedule's run wakes it. A person's sleep sent at
+// the same moment as the schedule's does not sleep the instance twice: the lease runs one sleep
+// or wake at a time, each an instance workflow of its own id, so there is one instance.Sleep.
+func TestScheduledSleepAndWakeOfAPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real clusters; skipped with -short")
+	}
+	tmp := testsuite.StartTemporal(t)
+	st := testsuite.NewStore(t, "sqlite")
+	stateDir := t.TempDir()
+	testsuite.StartHostWorker(t, tmp.Client, "sleepsched", st, stateDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	c := tmp.Client
+	m, err := pools.Parse([]byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: nightly}
+spec:
+  ttl: 20m
+  backend: {type: local, local: {components: [apiserver]}}
+  cluster: {version: v1.37.2}
+  scaling: {minReady: 2, maxClusters: 3, resumeTimeout: 2m}
+  sleep:
+    schedule: "0 3 1 1 *"
+    wakeSchedule: "0 4 1 1 *"
+    timezone: Europe/Berlin
+    exclude: [{owner: "ci-*"}]
+`))
+	require.NoError(t, err)
+	require.NoError(t, server.EnsurePool(ctx, c, st, "sleepsched", m))
+	prefix := pool.ScheduleIDPrefix("nightly")
+	require.Eventually(t, func() bool { return len(poolSchedules(t, ctx, c, "nightly")) == 2 }, time.Minute, 200*time.Millisecond)
+	require.Eventually(t, func() bool { return poolStatus(t, c, "nightly").Ready == 2 }, 4*time.Minute, 200*time.Millisecond)
+
+	views := map[string]lease.View{}
+	for id, owner := range map[string]string{"lease-alice": "alice", "lease-ci": "ci-bot"} {
+		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "sleepsched"},
+			lease.WorkflowName, lease.Input{LeaseID: id, Pool: "nightly", Principal: owner, TTL: 20 * time.Minute, MaxTTL: time.Hour})
+		require.NoError(t, err)
+	}
+	for _, id := range []string{"lease-alice", "lease-ci"} {
+		require.Eventually(t, func() bool {
+			l, err := st.GetLease(ctx, id)
+			return err == nil && l.Phase == api.LeaseBound
+		}, 2*time.Minute, 50*time.Millisecond)
+		views[id] = leaseView(t, c, id)
+	}
+	aliceDir := filepath.Join(stateDir, "local", "instances", views["lease-alice"].InstanceID)
+	ciDir := filepath.Join(stateDir, "local", "instances", views["lease-ci"].InstanceID)
+	pids, rss := processesUnder(t, aliceDir)
+	require.NotEmpty(t, pids)
+
+	// The schedule's sleep and a person's at once.
+	require.NoError(t, c.ScheduleClient().GetHandle(ctx, prefix+"sleep").Trigger(ctx, client.ScheduleTriggerOptions{}))
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-alice", UpdateName: lease.UpdateSleep,
+		Args: []any{lease.SleepRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	var slept lease.ScheduledSleepResult
+	sleepRun := lastAction(t, ctx, c, prefix+"sleep", &slept)
+	assert.Equal(t, []string{"lease-alice"}, slept.Changed)
+	assert.Equal(t, []string{"lease-ci"}, slept.Excluded)
+	alice := leaseView(t, c, "lease-alice")
+	assert.True(t, alice.Sleeping)
+	assert.Equal(t, 1, alice.Sleeps, "one sleep of the instance, not two")
+	_, err = c.DescribeWorkflowExecution(ctx, instance.SleepWorkflowID(alice.InstanceID, 2), "")
+	assert.Error(t, err, "no second instance.Sleep")
+	after, _ := processesUnder(t, aliceDir)
+	assert.Empty(t, after, "the slept instance's processes are gone (RSS %d MiB before)", rss>>20)
+	assert.False(t, leaseView(t, c, "lease-ci").Sleeping, "the excluded lease stays awake")
+	stillUp, _ := processesUnder(t, ciDir)
+	assert.NotEmpty(t, stillUp)
+
+	require.NoError(t, c.ScheduleClient().GetHandle(ctx, prefix+"wake").Trigger(ctx, client.ScheduleTriggerOptions{}))
+	var woken lease.ScheduledSleepResult
+	wakeRun := lastAction(t, ctx, c, prefix+"wake", &woken)
+	assert.Equal(t, []string{"lease-alice"}, woken.Changed)
+	assert.False(t, leaseView(t, c, "lease-alice").Sleeping)
+	back, _ := processesUnder(t, aliceDir)
+	assert.NotEmpty(t, back, "woken: its processes run again")
+
+	events, err := st.ListEvents(ctx, store.EventFilter{Pool: "nightly"})
+	require.NoError(t, err)
+	var audited []string
+	for _, e := range events {
+		if strings.HasPrefix(e.Actor, "kobe:schedule:") {
+			audited = append(audited, e.Action+" "+e.Target+" "+e.Result)
+		}
+	}
+	assert.ElementsMatch(t, []string{"lease.sleep lease-alice ok", "lease.wake lease-alice ok"}, audited)
+
+	for _, id := range []string{"lease-alice", "lease-ci"} {
+		require.NoError(t, c.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil))
+		require.NoError(t, c.GetWorkflow(ctx, id, "").Get(ctx, nil))
+	}
+	p, err := st.GetPool(ctx, "nightly")
+	require.NoError(t, err)
+	require.NoError(t, c.SignalWorkflow(ctx, pool.WorkflowID("nightly"), "", pool.SignalDeletePool, pool.Deletion{Generation: p.Generation}))
+	require.NoError(t, c.GetWorkflow(ctx, pool.WorkflowID("nightly"), "").Get(ctx, nil))
+	assert.Empty(t, poolSchedules(t, ctx, c, "nightly"))
+	recordOnce(t, ctx, c, map[string]string{"scheduled-sleep-v1.json": sleepRun, "scheduled-wake-v1.json": wakeRun})
 }
 
 // Temporal's calendar of a pool's schedule across the DST changes of Europe/Berlin, on the
