@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	// The zones are checked the same wherever kobe runs, with or without the system's tzdata.
+	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
 

@@ -58,21 +58,40 @@ spec:
 	return m
 }
 
+// schedulesEnv is a real (embedded) Temporal server with a kobe host worker on queue, its store,
+// the host's state dir and a context bounded by timeout.
+func schedulesEnv(t *testing.T, queue string, timeout time.Duration) (client.Client, store.Store, string, context.Context) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a real Temporal server; skipped with -short")
+	}
+	tmp := testsuite.StartTemporal(t)
+	st := testsuite.NewStore(t, "sqlite")
+	stateDir := t.TempDir()
+	testsuite.StartHostWorker(t, tmp.Client, queue, st, stateDir)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return tmp.Client, st, stateDir, ctx
+}
+
+// deletePool deletes a pool as the API does and waits for its drained workflow to end: its
+// schedules are gone then.
+func deletePool(t *testing.T, ctx context.Context, c client.Client, st store.Store, name string) {
+	t.Helper()
+	p, err := st.GetPool(ctx, name)
+	require.NoError(t, err)
+	require.NoError(t, c.SignalWorkflow(ctx, pool.WorkflowID(name), "", pool.SignalDeletePool, pool.Deletion{Generation: p.Generation}))
+	require.NoError(t, c.GetWorkflow(ctx, pool.WorkflowID(name), "").Get(ctx, nil), "the drained pool ends")
+	assert.Empty(t, poolSchedules(t, ctx, c, name), "its schedules are deleted")
+}
+
 // A pool's schedules on a real (embedded) Temporal server, through the real apply path
 // (server.EnsurePool → the pool workflow → SyncPoolSchedules): created with the pool, listed
 // through the Temporal client with their zone, cron and overlap policy, updated when the spec
 // changes, deleted when a field is removed and when the pool is deleted. A warm window open at
 // apply time is opened at once (the schedule is backfilled over the window's length).
 func TestPoolSchedulesFollowThePool(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a real Temporal server; skipped with -short")
-	}
-	tmp := testsuite.StartTemporal(t)
-	st := testsuite.NewStore(t, "sqlite")
-	testsuite.StartHostWorker(t, tmp.Client, "schedules", st, t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := tmp.Client
+	c, st, _, ctx := schedulesEnv(t, "schedules", 3*time.Minute)
 
 	// A window that opened an hour ago and lasts three: open now whatever the time of day.
 	berlin, err := time.LoadLocation("Europe/Berlin")
@@ -141,11 +160,7 @@ func TestPoolSchedulesFollowThePool(t *testing.T) {
 	}, time.Minute, 200*time.Millisecond)
 
 	// Delete: the drained pool deletes its schedules before it ends.
-	p, err := st.GetPool(ctx, "office")
-	require.NoError(t, err)
-	require.NoError(t, c.SignalWorkflow(ctx, pool.WorkflowID("office"), "", pool.SignalDeletePool, pool.Deletion{Generation: p.Generation}))
-	require.NoError(t, c.GetWorkflow(ctx, pool.WorkflowID("office"), "").Get(ctx, nil), "the drained pool ends")
-	assert.Empty(t, poolSchedules(t, ctx, c, "office"))
+	deletePool(t, ctx, c, st, "office")
 	recordOnce(t, ctx, c, map[string]string{"pool-schedules-" + recordVersion + ".json": pool.WorkflowID("office"),
 		"warm-window-v1.json": warmRun, "scheduled-sleep-empty-v1.json": emptyRun})
 }
@@ -192,16 +207,7 @@ func lastAction(t *testing.T, ctx context.Context, c client.Client, scheduleID s
 // the same moment as the schedule's does not sleep the instance twice: the lease runs one sleep
 // or wake at a time, each an instance workflow of its own id, so there is one instance.Sleep.
 func TestScheduledSleepAndWakeOfAPool(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real clusters; skipped with -short")
-	}
-	tmp := testsuite.StartTemporal(t)
-	st := testsuite.NewStore(t, "sqlite")
-	stateDir := t.TempDir()
-	testsuite.StartHostWorker(t, tmp.Client, "sleepsched", st, stateDir)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	c := tmp.Client
+	c, st, stateDir, ctx := schedulesEnv(t, "sleepsched", 6*time.Minute)
 	m, err := pools.Parse([]byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
 kind: ClusterPool
 metadata: {name: nightly}
@@ -283,11 +289,7 @@ spec:
 		require.NoError(t, c.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil))
 		require.NoError(t, c.GetWorkflow(ctx, id, "").Get(ctx, nil))
 	}
-	p, err := st.GetPool(ctx, "nightly")
-	require.NoError(t, err)
-	require.NoError(t, c.SignalWorkflow(ctx, pool.WorkflowID("nightly"), "", pool.SignalDeletePool, pool.Deletion{Generation: p.Generation}))
-	require.NoError(t, c.GetWorkflow(ctx, pool.WorkflowID("nightly"), "").Get(ctx, nil))
-	assert.Empty(t, poolSchedules(t, ctx, c, "nightly"))
+	deletePool(t, ctx, c, st, "nightly")
 	recordOnce(t, ctx, c, map[string]string{"scheduled-sleep-v1.json": sleepRun, "scheduled-wake-v1.json": wakeRun})
 }
 
@@ -298,15 +300,7 @@ spec:
 // winter, 18:00 UTC in summer. A time in the hour the clocks skip does not fire that day; one in
 // the hour they repeat fires once, at its second occurrence.
 func TestPoolScheduleCalendarAcrossDST(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a real Temporal server; skipped with -short")
-	}
-	tmp := testsuite.StartTemporal(t)
-	st := testsuite.NewStore(t, "sqlite")
-	testsuite.StartHostWorker(t, tmp.Client, "dst", st, t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := tmp.Client
+	c, st, _, ctx := schedulesEnv(t, "dst", 2*time.Minute)
 	sleep := `  sleep:
     schedule: "0 20 * * *"
     wakeSchedule: "30 2 * * *"
