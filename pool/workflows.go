@@ -46,6 +46,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	v.SyncReports = workflow.GetVersion(ctx, poolVersionSyncChange, workflow.DefaultVersion, poolVersionSyncReports) >= poolVersionSyncReports
 	v.Certificates = workflow.GetVersion(ctx, poolVersionCertificatesChange, workflow.DefaultVersion, poolVersionCertificates) >= poolVersionCertificates
 	v.FreezesSpares = workflow.GetVersion(ctx, poolVersionFreezeChange, workflow.DefaultVersion, poolVersionFreezesSpares) >= poolVersionFreezesSpares
+	v.SyncsSchedules = workflow.GetVersion(ctx, poolVersionSchedulesChange, workflow.DefaultVersion, poolVersionSyncsSchedules) >= poolVersionSyncsSchedules
 	s := NewState(st, v)
 	p := &poolRun{ctx: ctx, s: s}
 	if s.Hardened && s.Incarnation == "" {
@@ -144,9 +145,13 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		}})
 	}
 
+	if s.SyncsSchedules {
+		handlers = append(handlers, p.warmWindowHandler())
+	}
+
 	for {
 		s.Reconcile(p)
-		if s.Draining && s.Rolling && s.Drained() {
+		if s.Draining && s.Rolling && s.Drained() && p.schedulesSettled() {
 			if !s.ForgetsUnchanged {
 				return p.forget()
 			}
@@ -169,6 +174,9 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 				p.startCertificateChecks()
 			}
 			p.startFreezes()
+			if s.SyncsSchedules {
+				p.startScheduleSync()
+			}
 			if p.shouldContinueAsNew() {
 				break
 			}
@@ -190,6 +198,9 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		}
 		for _, o := range p.freezes {
 			sel.AddFuture(o.future, func(f workflow.Future) { p.freezeDone(o) })
+		}
+		if p.schedules != nil {
+			sel.AddFuture(p.schedules.future, func(workflow.Future) { p.schedulesSynced() })
 		}
 		if p.wake != nil {
 			sel.AddReceive(p.wake, func(c workflow.ReceiveChannel, _ bool) {
@@ -250,6 +261,10 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	for len(p.freezes) > 0 {
 		p.freezeDone(p.freezes[0])
 	}
+	// So is a sync of the schedules: the next run must know what it made.
+	if p.schedules != nil {
+		p.schedulesSynced()
+	}
 	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
 	s.PruneAssigned(p.Now())
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
@@ -277,6 +292,8 @@ type poolRun struct {
 	wake  workflow.Channel
 	// freezes are the freezes and thaws of spares under way (FreezesDue).
 	freezes []*freezeOp
+	// schedules is the sync of the pool's Temporal Schedules under way (schedules.go).
+	schedules *scheduleSync
 }
 
 // freezeOp is one FreezeMember activity in flight, off the claims' path.

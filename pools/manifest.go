@@ -145,6 +145,8 @@ type Scaling struct {
 	// are frozen where the backend can (backends.Freezer) and thawed as claims take the
 	// running ones (default DefaultThawedSpares). A kobe field, not upstream's.
 	ThawedSpares *int `json:"thawedSpares,omitempty"`
+	// Schedule (kobe addition): windows of time with another warm target (pools/schedule.go).
+	Schedule []WarmWindow `json:"schedule,omitempty"`
 }
 
 // FailureBackoff spaces provisioning retries after consecutive failures.
@@ -332,6 +334,8 @@ type Policy struct {
 	ThawedSpares  int  `json:",omitempty"`
 	// Sleep is spec.sleep resolved (nil: the pool sleeps nothing by itself).
 	Sleep *SleepPolicy `json:",omitempty"`
+	// WarmWindows is spec.scaling.schedule resolved: other warm targets at times.
+	WarmWindows []WarmWindowPolicy `json:",omitempty"`
 }
 
 // DefaultThawedSpares is how many Ready members a pool keeps running unless
@@ -511,6 +515,9 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 			return pol, fmt.Errorf("spec.scaling.minReady: %d is more than maxClusters %d", pol.WarmTarget, pol.MaxClusters)
 		}
 		if pol.ThawedSpares, err = intField("spec.scaling.thawedSpares", sc.ThawedSpares, DefaultThawedSpares, 0, MaxPoolSize); err != nil {
+			return pol, err
+		}
+		if err := pol.warmWindows(sc.Schedule); err != nil {
 			return pol, err
 		}
 	} else {

@@ -104,11 +104,11 @@ func (pol *Policy) sleep(s *Sleep, refuse bool) error {
 	if s.AfterInactivity != "" {
 		return errors.New("spec.sleep.afterInactivity: not supported yet")
 	}
-	if s.Schedule != "" || s.WakeSchedule != "" || s.Timezone != "" {
-		return errors.New("spec.sleep.schedule, wakeSchedule and timezone: not supported yet")
+	if err := sleepSchedules(s, sp); err != nil {
+		return err
 	}
-	if len(sp.Exclude) > 0 {
-		return errors.New("spec.sleep: exclude alone does nothing; give afterInactivity or schedule")
+	if len(sp.Exclude) > 0 && s.AfterInactivity == "" && s.Schedule == "" && s.WakeSchedule == "" {
+		return errors.New("spec.sleep: exclude alone does nothing; give afterInactivity, schedule or wakeSchedule")
 	}
 	pol.Sleep = sp
 	return nil
