@@ -3,6 +3,8 @@ package testsuite_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +50,8 @@ func memberWorker(t *testing.T, c client.Client, queue string) {
 	ok("RevokeLeaseCredentials", func(context.Context, lease.CredentialRequest) error { return nil })
 	ok("RecordInstance", func(context.Context, instance.Record) error { return nil })
 	ok("ForgetPool", func(context.Context, string) error { return nil })
+	ok("BackendFreeze", func(context.Context, instance.BackendRequest) error { return nil })
+	ok("BackendThaw", func(context.Context, instance.BackendRequest) error { return nil })
 	ok("CheckHealth", func(_ context.Context, req instance.HealthRequest) ([]instance.HealthResult, error) {
 		out := make([]instance.HealthResult, 0, len(req.InstanceIDs))
 		for _, id := range req.InstanceIDs {
@@ -60,9 +64,11 @@ func memberWorker(t *testing.T, c client.Client, queue string) {
 }
 
 // A flood of leases, releases and member reports against a pool that continues as new every
-// few dozen events: no signal is lost across the runs. Before the fix the pool drained only
-// its claims before continuing, so a release or a member-gone that had arrived meanwhile was
-// dropped and its member stayed Leased or Deleting for good.
+// few dozen events and freezes its spares beyond one: no signal is lost across the runs. Before
+// the fix the pool drained only its claims before continuing, so a release or a member-gone
+// that had arrived meanwhile was dropped and its member stayed Leased or Deleting for good; and
+// later it drained its signals before it waited for the freezes under way, so those delivered
+// during that wait were dropped the same way.
 func TestPoolLosesNothingAcrossContinueAsNew(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a real Temporal server; skipped with -short")
@@ -79,7 +85,7 @@ metadata: {name: flood}
 spec:
   backend: {type: local}
   cluster: {version: v1.37.2}
-  scaling: {minReady: 3, maxClusters: 40}
+  scaling: {minReady: 3, maxClusters: 40, thawedSpares: 1}
   maxConcurrentProvisions: 20
 `)
 	first, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("flood"), TaskQueue: queue},
@@ -123,8 +129,8 @@ spec:
 	var st pool.Status
 	require.Eventually(t, func() bool {
 		st = poolStatus(t, tmp.Client, "flood")
-		return st.Leased == 0 && st.Deleting == 0 && st.Creating == 0 && st.Ready == 3
-	}, 2*time.Minute, 200*time.Millisecond, "every member given back is gone and the pool is back at its size")
+		return st.Leased == 0 && st.Deleting == 0 && st.Creating == 0 && st.Ready == 3 && st.Frozen == 2
+	}, 2*time.Minute, 200*time.Millisecond, "every member given back is gone and the pool is back at its size, its 2 spares beyond the one running frozen")
 	desc, err := tmp.Client.DescribeWorkflowExecution(ctx, pool.WorkflowID("flood"), "")
 	require.NoError(t, err)
 	assert.NotEqual(t, first.GetRunID(), desc.WorkflowExecutionInfo.Execution.RunId, "the pool continued as new")
@@ -146,4 +152,61 @@ spec:
 	}
 	assert.GreaterOrEqual(t, runs, 3, "the pool continued as new several times")
 	t.Logf("%d leases over %d pool runs, each replayed; final: %+v", leases, runs, st)
+}
+
+// poolFreezeRecordVersion names the file TestRecordPoolFreezeHistory writes: v1 drained the
+// run's signals before it waited for its freezes (pool-freeze-spares), v2 settles first.
+const poolFreezeRecordVersion = "v1"
+
+// TestRecordPoolFreezeHistory records a run of a pool that freezes its spares, with leases
+// claiming a running member, the next spare thawed, releases and a continue-as-new, on a real
+// Temporal with the member workflows and backend activities of memberWorker (the pool's commands
+// do not depend on the backend). It writes the first run's history, which ends in the
+// continue-as-new, only when the file is absent.
+func TestRecordPoolFreezeHistory(t *testing.T) {
+	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
+		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
+	}
+	path := filepath.Join("..", "worker", "testdata", "histories", "pool-freeze-"+poolFreezeRecordVersion+".json")
+	if _, err := os.Stat(path); err == nil {
+		t.Skipf("%s is recorded already", path)
+	}
+	tmp := testsuite.StartTemporal(t)
+	queue := "record-freeze"
+	memberWorker(t, tmp.Client, queue)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pol := poolPolicy(t, `apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: rec-freeze}
+spec:
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+  scaling: {minReady: 2, maxClusters: 6, thawedSpares: 1}
+`)
+	first, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("rec-freeze"), TaskQueue: queue},
+		pool.WorkflowName, pool.Snapshot{Policy: pol, ContinueAsNewAfter: 100})
+	require.NoError(t, err)
+	settled := func() bool {
+		st := poolStatus(t, tmp.Client, "rec-freeze")
+		return st.Ready == 2 && st.Frozen == 1 && st.Leased == 0 && st.Deleting == 0 && st.Creating == 0
+	}
+	require.Eventually(t, settled, time.Minute, 50*time.Millisecond, "2 Ready, 1 of them frozen")
+	for i := 0; ; i++ {
+		desc, err := tmp.Client.DescribeWorkflowExecution(ctx, pool.WorkflowID("rec-freeze"), "")
+		require.NoError(t, err)
+		if desc.WorkflowExecutionInfo.Execution.RunId != first.GetRunID() {
+			break
+		}
+		require.Less(t, i, 20, "the pool continues as new within 20 leases")
+		id := fmt.Sprintf("lease-rec-freeze-%d", i)
+		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
+			lease.WorkflowName, lease.Input{LeaseID: id, Pool: "rec-freeze", Principal: "p", TTL: time.Hour, MaxTTL: time.Hour})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return leaseView(t, tmp.Client, id).Phase == api.LeaseBound }, time.Minute, 50*time.Millisecond)
+		require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil))
+		require.NoError(t, run.Get(ctx, nil))
+		require.Eventually(t, settled, time.Minute, 50*time.Millisecond, "back to 2 Ready, 1 frozen")
+	}
+	writeRunHistory(t, ctx, tmp.Client, pool.WorkflowID("rec-freeze"), first.GetRunID(), path)
 }
