@@ -248,19 +248,8 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	// lost at this point would leave a member Leased or Deleting for good. (The waits below let
 	// more signals in, which this version drops: see settle.)
 	readDelivered(handlers)
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	if err := p.finishUnderWay(); err != nil {
 		return err
-	}
-	// A lease started by a warm bind is known to run before the pool moves on: if its start
-	// failed, the member must not stay Leased to nobody.
-	for len(p.binds) > 0 {
-		b := p.binds[0]
-		p.leaseStarted(b, b.started)
-	}
-	// Freezes and thaws under way are waited for: a member left Freezing or Thawing in the
-	// snapshot would never settle.
-	for len(p.freezes) > 0 {
-		p.freezeDone(p.freezes[0])
 	}
 	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
 	s.PruneAssigned(p.Now())
@@ -277,20 +266,30 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 func (p *poolRun) settle(handlers []signalHandler) error {
 	for {
 		busy := len(p.binds) > 0 || len(p.freezes) > 0 || !workflow.AllHandlersFinished(p.ctx)
-		if err := workflow.Await(p.ctx, func() bool { return workflow.AllHandlersFinished(p.ctx) }); err != nil {
+		if err := p.finishUnderWay(); err != nil {
 			return err
-		}
-		for len(p.binds) > 0 {
-			b := p.binds[0]
-			p.leaseStarted(b, b.started)
-		}
-		for len(p.freezes) > 0 {
-			p.freezeDone(p.freezes[0])
 		}
 		if read := readDelivered(handlers); !busy && !read {
 			return nil
 		}
 	}
+}
+
+// finishUnderWay waits for the Update handlers running, the starts of warm-bound leases (a
+// lease whose start failed must not leave its member Leased to nobody) and the freezes and thaws
+// under way (a member left Freezing or Thawing in the snapshot would never settle).
+func (p *poolRun) finishUnderWay() error {
+	if err := workflow.Await(p.ctx, func() bool { return workflow.AllHandlersFinished(p.ctx) }); err != nil {
+		return err
+	}
+	for len(p.binds) > 0 {
+		b := p.binds[0]
+		p.leaseStarted(b, b.started)
+	}
+	for len(p.freezes) > 0 {
+		p.freezeDone(p.freezes[0])
+	}
+	return nil
 }
 
 // readDelivered handles every signal already delivered, until every channel is empty (handling
