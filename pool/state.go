@@ -46,11 +46,13 @@ type Versions struct {
 	FreezesSpares bool
 	// SyncsSchedules: see poolVersionSyncsSchedules.
 	SyncsSchedules bool
+	// SettlesBeforeContinuing: see poolVersionSettlesBeforeContinuing.
+	SettlesBeforeContinuing bool
 }
 
 // latestVersions are the behaviours of a pool started by this kobe (what the tests play).
 var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true,
-	Certificates: true, FreezesSpares: true, SyncsSchedules: true}
+	Certificates: true, FreezesSpares: true, SyncsSchedules: true, SettlesBeforeContinuing: true}
 
 // State is a pool's state as its decisions see it.
 type State struct {

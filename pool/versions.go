@@ -54,4 +54,15 @@ const (
 	// another warm target while a window is open (schedules.go).
 	poolVersionSchedulesChange                  = "pool-schedules"
 	poolVersionSyncsSchedules  workflow.Version = 1
+
+	// poolVersionSettleChange (issue 15): a run that continues as new first waits for what it
+	// has under way (freezes and thaws, warm-bound leases' starts, Update handlers) and only
+	// then reads the signals delivered, until a round finds neither; and it starts no health
+	// check, certificate check or freeze on the pass that continues. Before, it read the signals
+	// first and then waited for its freezes, so a release or a member's report delivered during
+	// that wait was dropped and its member stayed Leased, Deleting or Creating for good (with
+	// frozen spares on by default, TestPoolLosesNothingAcrossContinueAsNew never got the pool
+	// back to its size).
+	poolVersionSettleChange                             = "pool-settle-before-continuing"
+	poolVersionSettlesBeforeContinuing workflow.Version = 1
 )

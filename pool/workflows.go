@@ -47,6 +47,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	v.Certificates = workflow.GetVersion(ctx, poolVersionCertificatesChange, workflow.DefaultVersion, poolVersionCertificates) >= poolVersionCertificates
 	v.FreezesSpares = workflow.GetVersion(ctx, poolVersionFreezeChange, workflow.DefaultVersion, poolVersionFreezesSpares) >= poolVersionFreezesSpares
 	v.SyncsSchedules = workflow.GetVersion(ctx, poolVersionSchedulesChange, workflow.DefaultVersion, poolVersionSyncsSchedules) >= poolVersionSyncsSchedules
+	v.SettlesBeforeContinuing = workflow.GetVersion(ctx, poolVersionSettleChange, workflow.DefaultVersion, poolVersionSettlesBeforeContinuing) >= poolVersionSettlesBeforeContinuing
 	s := NewState(st, v)
 	p := &poolRun{ctx: ctx, s: s}
 	if s.Hardened && s.Incarnation == "" {
@@ -168,7 +169,18 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 			}
 			continue // applied again while it was being forgotten
 		}
-		if s.Hardened {
+		if s.SettlesBeforeContinuing {
+			// A run about to continue starts nothing more: the next run does it, and the work
+			// started here would only be waited for (freezes) or lost (checks).
+			if p.shouldContinueAsNew() {
+				break
+			}
+			p.startHealthChecks()
+			if s.Certificates && !s.Draining {
+				p.startCertificateChecks()
+			}
+			p.startFreezes()
+		} else if s.Hardened {
 			p.startHealthChecks()
 			if s.Certificates && !s.Draining {
 				p.startCertificateChecks()
@@ -236,28 +248,56 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		}
 		return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
 	}
-	// Every signal already delivered is handled here, not dropped: a release or a member
-	// report lost at this point would leave a member Leased or Deleting for good.
-	for pending := true; pending; {
-		pending = false
-		for _, h := range handlers {
-			for h.ch.Len() > 0 {
-				h.handle(h.ch)
-				pending = true
-			}
+	if s.SettlesBeforeContinuing {
+		if err := p.settle(handlers); err != nil {
+			return err
 		}
+		s.PruneAssigned(p.Now())
+		return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
 	}
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	// Every signal already delivered is handled here, not dropped: a release or a member report
+	// lost at this point would leave a member Leased or Deleting for good. (The waits below let
+	// more signals in, which this version drops: see settle.)
+	readDelivered(handlers)
+	if err := p.finishUnderWay(); err != nil {
 		return err
 	}
-	// A lease started by a warm bind is known to run before the pool moves on: if its start
-	// failed, the member must not stay Leased to nobody.
+	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
+	s.PruneAssigned(p.Now())
+	return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
+}
+
+// settle ends a run that continues as new (poolVersionSettlesBeforeContinuing): it waits for
+// what the run has under way (Update handlers, the starts of warm-bound leases, freezes and
+// thaws: a member left Freezing or Thawing, or Leased to a lease that never started, would never
+// settle) and then handles every signal delivered, again until a round finds nothing under way
+// and nothing delivered. That last round waits on nothing, so no signal can arrive between it
+// and the continue-as-new; a wait after the signals were read would let in some that the run
+// then drops. Health and certificate checks in flight are dropped: the next run checks again.
+func (p *poolRun) settle(handlers []signalHandler) error {
+	for {
+		busy := len(p.binds) > 0 || len(p.freezes) > 0 || p.schedules != nil || !workflow.AllHandlersFinished(p.ctx)
+		if err := p.finishUnderWay(); err != nil {
+			return err
+		}
+		if read := readDelivered(handlers); !busy && !read {
+			return nil
+		}
+	}
+}
+
+// finishUnderWay waits for the Update handlers running, the starts of warm-bound leases (a
+// lease whose start failed must not leave its member Leased to nobody) and the freezes and thaws
+// under way (a member left Freezing or Thawing in the snapshot would never settle), and a sync
+// of the pool's Schedules.
+func (p *poolRun) finishUnderWay() error {
+	if err := workflow.Await(p.ctx, func() bool { return workflow.AllHandlersFinished(p.ctx) }); err != nil {
+		return err
+	}
 	for len(p.binds) > 0 {
 		b := p.binds[0]
 		p.leaseStarted(b, b.started)
 	}
-	// Freezes and thaws under way are waited for: a member left Freezing or Thawing in the
-	// snapshot would never settle.
 	for len(p.freezes) > 0 {
 		p.freezeDone(p.freezes[0])
 	}
@@ -265,9 +305,23 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	if p.schedules != nil {
 		p.schedulesSynced()
 	}
-	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
-	s.PruneAssigned(p.Now())
-	return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
+	return nil
+}
+
+// readDelivered handles every signal already delivered, until every channel is empty (handling
+// one may wait, and more arrive meanwhile). It says whether it handled any.
+func readDelivered(handlers []signalHandler) bool {
+	read := false
+	for pending := true; pending; {
+		pending = false
+		for _, h := range handlers {
+			for h.ch.Len() > 0 {
+				h.handle(h.ch)
+				pending, read = true, true
+			}
+		}
+	}
+	return read
 }
 
 // signalHandler is one signal channel of the pool and what it does with a message.

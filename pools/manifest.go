@@ -528,9 +528,10 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		pol.MaxClusters = max(2*pol.WarmTarget, 1)
 		pol.ThawedSpares = DefaultThawedSpares
 	}
-	// Freezing is opt-in for now: a pool freezes its spares only when spec.scaling.thawedSpares
-	// is set (the pool's continue-as-new test did not get back to its size with it on by default).
-	pol.FreezesSpares = s.Scaling != nil && s.Scaling.ThawedSpares != nil
+	// Every pool freezes its spares beyond ThawedSpares (where the backend can). It was opt-in
+	// while a run that continued as new dropped the signals delivered as it waited for its
+	// freezes (fixed by pool-settle-before-continuing).
+	pol.FreezesSpares = true
 
 	for i, g := range s.ReadinessGates {
 		field := fmt.Sprintf("spec.readinessGates[%d]", i)

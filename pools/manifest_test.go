@@ -67,7 +67,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 1, pol.MaxRecycling)
 	assert.Equal(t, 1, pol.MaxSurge)
 	assert.Equal(t, 3, pol.MinReadyDuringUpgrade, "an upgrade keeps the warm target Ready by default")
-	assert.False(t, pol.FreezesSpares, "freezing spares is opt-in (spec.scaling.thawedSpares)")
+	assert.True(t, pol.FreezesSpares, "a pool freezes its spares beyond thawedSpares by default")
 	assert.Equal(t, pools.DefaultThawedSpares, pol.ThawedSpares, "a fixed-size pool keeps the default running")
 }
 

@@ -251,7 +251,12 @@ spec:
 const recordVersion = "v8"
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
-	iter := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	writeRunHistory(t, ctx, c, id, "", path)
+}
+
+// writeRunHistory writes the history of one run of a workflow ("": its latest run).
+func writeRunHistory(t *testing.T, ctx context.Context, c client.Client, id, runID, path string) {
+	iter := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
 	for iter.HasNext() {
 		ev, err := iter.Next()

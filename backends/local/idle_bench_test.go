@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,6 +45,7 @@ type footprint struct {
 	// uss is the memory no other process shares (private pages): what one more instance costs.
 	rssMiB, pssMiB, ussMiB float64
 	byComponent            map[string]float64 // RSS MiB per process name, per instance
+	ussByComponent         map[string]float64 // private MiB per process name, per instance
 }
 
 // kibField reads a "Name:   123 kB" line of a /proc file, in KiB.
@@ -72,14 +74,16 @@ func instanceProcesses(b *testing.B, ids []string) []leaks.Process {
 }
 
 func measureFootprint(b *testing.B, ids []string) footprint {
-	f := footprint{byComponent: map[string]float64{}}
+	f := footprint{byComponent: map[string]float64{}, ussByComponent: map[string]float64{}}
 	for _, p := range instanceProcesses(b, ids) {
 		rss := kibField(fmt.Sprintf("/proc/%d/status", p.PID), "VmRSS") / 1024 / float64(len(ids))
 		f.rssMiB += rss
 		rollup := fmt.Sprintf("/proc/%d/smaps_rollup", p.PID)
 		f.pssMiB += kibField(rollup, "Pss") / 1024 / float64(len(ids))
-		f.ussMiB += (kibField(rollup, "Private_Clean") + kibField(rollup, "Private_Dirty")) / 1024 / float64(len(ids))
+		uss := (kibField(rollup, "Private_Clean") + kibField(rollup, "Private_Dirty")) / 1024 / float64(len(ids))
+		f.ussMiB += uss
 		f.byComponent[p.Name] += rss
+		f.ussByComponent[p.Name] += uss
 	}
 	return f
 }
@@ -117,10 +121,17 @@ func idleCores(b *testing.B, ids []string, window time.Duration) float64 {
 //
 //	KOBE_BENCH_IDLE_INSTANCES (default 3) instances; KOBE_BENCH_IDLE_SETTLE (30s) after ready
 //	before measuring; KOBE_BENCH_IDLE_WINDOW (30s) of CPU observation.
+//
+// One setting at a time is tried with KOBE_BENCH_APISERVER_ARGS and KOBE_BENCH_KINE_ARGS
+// (arguments added to kube-apiserver's and kine's, space-separated) and KOBE_BENCH_ENV
+// (NAME=value added to the environment of both); KOBE_BENCH_HEAP_PROFILE=file writes the first
+// instance's kube-apiserver heap profile after the settle (with
+// KOBE_BENCH_APISERVER_ARGS=--profiling=true).
 func BenchmarkIdleInstance(b *testing.B) {
 	n := envInt("KOBE_BENCH_IDLE_INSTANCES", 3)
 	settle := envDuration("KOBE_BENCH_IDLE_SETTLE", 30*time.Second)
 	window := envDuration("KOBE_BENCH_IDLE_WINDOW", 30*time.Second)
+	b.Cleanup(local.SetTrial(trialSettings()))
 	lb, err := local.New(local.Config{StateDir: b.TempDir(), HostID: "bench", ToolsDir: local.DefaultToolsDir()})
 	require.NoError(b, err)
 	ctx := context.Background()
@@ -135,6 +146,9 @@ func BenchmarkIdleInstance(b *testing.B) {
 		require.NoError(b, err)
 	}
 	time.Sleep(settle)
+	if path := os.Getenv("KOBE_BENCH_HEAP_PROFILE"); path != "" {
+		writeHeapProfile(b, lb, ids[0], path)
+	}
 	f := measureFootprint(b, ids)
 	cores := idleCores(b, ids, window)
 
@@ -145,7 +159,7 @@ func BenchmarkIdleInstance(b *testing.B) {
 	sort.Strings(names)
 	var parts []string
 	for _, name := range names {
-		parts = append(parts, fmt.Sprintf("%s %.1f MiB", name, f.byComponent[name]))
+		parts = append(parts, fmt.Sprintf("%s %.1f MiB (private %.1f)", name, f.byComponent[name], f.ussByComponent[name]))
 	}
 	// Frozen: the same instances, their processes stopped in place; then each thawed and timed
 	// until its API server answers /readyz.
@@ -181,6 +195,39 @@ func BenchmarkIdleInstance(b *testing.B) {
 	b.ReportMetric(cores*100, "idle-CPU-%-of-a-core")
 	b.Logf("%d warm instances, per instance: RSS %.1f MiB (%s; PSS %.1f MiB, private %.1f MiB), idle CPU %.2f %% of a core over %s",
 		n, f.rssMiB, strings.Join(parts, ", "), f.pssMiB, f.ussMiB, cores*100, window)
+}
+
+// trialSettings are the arguments and environment the benchmark's environment adds to the
+// instances' processes (see BenchmarkIdleInstance).
+func trialSettings() (args, env map[string][]string) {
+	args = map[string][]string{
+		local.ComponentAPIServer: strings.Fields(os.Getenv("KOBE_BENCH_APISERVER_ARGS")),
+		"kine":                   strings.Fields(os.Getenv("KOBE_BENCH_KINE_ARGS")),
+	}
+	all := strings.Fields(os.Getenv("KOBE_BENCH_ENV"))
+	env = map[string][]string{local.ComponentAPIServer: all, "kine": all}
+	return args, env
+}
+
+// writeHeapProfile saves the heap profile of an instance's kube-apiserver (its
+// /debug/pprof/heap, served with --profiling=true) to path, for `go tool pprof`.
+func writeHeapProfile(b *testing.B, lb *local.Backend, id, path string) {
+	cred, err := lb.Credentials(context.Background(), id, backends.CredentialRequest{})
+	require.NoError(b, err)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(cred.Kubeconfig)
+	require.NoError(b, err)
+	hc, err := rest.HTTPClientFor(cfg)
+	require.NoError(b, err)
+	resp, err := hc.Get(cfg.Host + "/debug/pprof/heap")
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	require.Equal(b, http.StatusOK, resp.StatusCode, "heap profile of %s (is --profiling=true set?)", id)
+	out, err := os.Create(path)
+	require.NoError(b, err)
+	defer out.Close()
+	_, err = io.Copy(out, resp.Body)
+	require.NoError(b, err)
+	b.Logf("heap profile of %s's kube-apiserver: %s", id, path)
 }
 
 // readyzProbe returns a function that asks the instance's API server for /readyz with its admin

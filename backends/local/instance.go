@@ -355,6 +355,11 @@ func (in *instance) componentEnv(component string) ([]string, error) {
 	return env, nil
 }
 
+// trialArgs and trialEnv, by component, are appended to a component's arguments and
+// environment. Nothing sets them in kobe: the idle benchmarks do (export_test.go), to measure one
+// setting at a time against the defaults (docs/performance.md, "Each change, measured").
+var trialArgs, trialEnv map[string][]string
+
 func (in *instance) startComponentLocked(b *Backend, component string) error {
 	bin, args, err := in.componentArgs(b, component)
 	if err != nil {
@@ -364,6 +369,8 @@ func (in *instance) startComponentLocked(b *Backend, component string) error {
 	if err != nil {
 		return err
 	}
+	args = append(args, trialArgs[component]...)
+	env = append(env, trialEnv[component]...)
 	p, err := startProcess(component, bin, args, env, in.path("logs", component+".log"))
 	if err != nil {
 		return err
