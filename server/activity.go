@@ -44,7 +44,7 @@ func (a *leaseActivity) due(leaseID string, every time.Duration, now time.Time) 
 // noteLeaseActivity signals SignalActivity to a Bound, awake lease with an inactivity limit
 // whose holder just asked about it (lv: the workflow's view; nil when it could not be read).
 func (s *Server) noteLeaseActivity(ctx context.Context, leaseID string, lv *lease.View) {
-	if lv == nil || lv.AfterInactivity <= 0 || lv.Phase != api.LeaseBound || lv.Sleeping {
+	if lv == nil || lv.AfterInactivity <= 0 || lv.Phase != api.LeaseBound || lv.Sleeping || ctx.Value(notActivityKey{}) != nil {
 		return
 	}
 	if !s.activity.due(leaseID, lv.AfterInactivity/4, time.Now()) {
@@ -68,4 +68,12 @@ func (s *Server) queryLease(ctx context.Context, leaseID string) *lease.View {
 		return nil
 	}
 	return &lv
+}
+
+type notActivityKey struct{}
+
+// notActivity marks a request kobe makes on its holder's behalf without the holder asking (the
+// portal's live refresh of its leases page): it is not activity.
+func notActivity(ctx context.Context) context.Context {
+	return context.WithValue(ctx, notActivityKey{}, true)
 }

@@ -2,6 +2,8 @@ package testsuite_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,9 +19,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/worker"
 )
@@ -60,9 +64,11 @@ spec:
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "dozy").Ready == 3 }, 5*time.Minute, 200*time.Millisecond)
 
+	// The principal is the one kobe's API gives a request without authentication, so that the
+	// API can read the leases below.
 	start := func(id string, metadata map[string]string) lease.View {
-		in := lease.Input{LeaseID: id, Pool: "dozy", Principal: "alice", TTL: pol.TTL, MaxTTL: pol.MaxTTL,
-			AfterInactivity: pol.Sleep.InactivityFor("alice", "", metadata)}
+		in := lease.Input{LeaseID: id, Pool: "dozy", Principal: "anonymous", TTL: pol.TTL, MaxTTL: pol.MaxTTL,
+			AfterInactivity: pol.Sleep.InactivityFor("anonymous", "", metadata)}
 		_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"}, lease.WorkflowName, in)
 		require.NoError(t, err)
 		var lv lease.View
@@ -128,6 +134,29 @@ spec:
 	t.Logf("the active lease slept %s after its last request (afterInactivity %s)", time.Since(stopped).Round(100*time.Millisecond), after)
 	assert.False(t, leaseView(t, tmp.Client, excluded).Sleeping, "the excluded lease never sleeps by itself")
 	assert.Equal(t, activeView.InstanceID, lv.InstanceID)
+
+	// Woken by hand, the idle lease is kept awake by its holder reading it through kobe's API
+	// alone (GET /v1/leases/{id}: the signal activity), and sleeps again once the reads stop.
+	h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: idle, UpdateName: lease.UpdateWake,
+		Args: []any{lease.WakeRequest{ResumeTimeout: pol.ResumeTimeout}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	lv = lease.View{}
+	require.NoError(t, h.Get(ctx, &lv))
+	require.False(t, lv.Sleeping)
+	accessPolicy, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read]}\n"))
+	require.NoError(t, err)
+	apiHandler := (&server.Server{Store: s, Temporal: tmp.Client, TaskQueue: "kobe", InsecureNoAuth: true, Policy: accessPolicy,
+		Secrets: acts.Secrets}).Handler()
+	woke := time.Now()
+	for time.Since(woke) < 3*after {
+		rec := httptest.NewRecorder()
+		apiHandler.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/leases/"+idle, nil))
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		assert.False(t, leaseView(t, tmp.Client, idle).Sleeping, "read through the API, the lease is awake")
+		time.Sleep(time.Second)
+	}
+	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, idle); return lv.Sleeping }, 3*time.Minute, 200*time.Millisecond)
+	requireCondition(t, lv, lease.ConditionSleeping, "True", api.ReasonInactive)
 
 	for _, id := range []string{idle, active, excluded} {
 		require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil))
