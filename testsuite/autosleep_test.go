@@ -33,7 +33,7 @@ import (
 // cluster all along; the one whose holder keeps using its kubeconfig stays awake, and sleeps
 // once the use stops; the one an exclusion matches stays awake, idle. The leases' inputs come
 // from the pool's policy as the API makes them (SleepPolicy.InactivityFor). With
-// KOBE_RECORD_HISTORIES=1 it records the idle lease's history (when absent).
+// KOBE_RECORD_HISTORIES=1 it records the active and the idle lease's histories (when absent).
 func TestLeaseAutoSleep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real clusters; skipped with -short")
@@ -164,9 +164,13 @@ spec:
 		assert.Equal(t, api.LeaseReleased, lv.Phase)
 	}
 	if os.Getenv("KOBE_RECORD_HISTORIES") == "1" {
-		file := filepath.Join("..", "worker", "testdata", "histories", "lease-autosleep-"+recordVersion+".json")
-		if _, err := os.Stat(file); os.IsNotExist(err) { // a recorded history is never replaced
-			writeHistory(t, ctx, tmp.Client, active, file)
+		// The active lease: checks that found its cluster in use, then its sleep; the idle one:
+		// a sleep, a wake, the API's activity signals, a sleep again.
+		for name, id := range map[string]string{"lease-autosleep-": active, "lease-autosleep-woken-": idle} {
+			file := filepath.Join("..", "worker", "testdata", "histories", name+recordVersion+".json")
+			if _, err := os.Stat(file); os.IsNotExist(err) { // a recorded history is never replaced
+				writeHistory(t, ctx, tmp.Client, id, file)
+			}
 		}
 	}
 }
