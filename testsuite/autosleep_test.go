@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,6 +158,20 @@ spec:
 	}
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, idle); return lv.Sleeping }, 3*time.Minute, 200*time.Millisecond)
 	requireCondition(t, lv, lease.ConditionSleeping, "True", api.ReasonInactive)
+
+	// The audit log holds the lease's own requests and nothing of kobe's: the idle cluster,
+	// health-checked by kobe all along and never used by its lease, has none.
+	idleLog, err := os.ReadFile(filepath.Join(idleDir, "logs", "lease-audit.log")) // the API server creates it at its start
+	require.NoError(t, err)
+	assert.Empty(t, string(idleLog), "kobe's own requests are not recorded")
+	activeLog, err := os.ReadFile(filepath.Join(stateDir, "local", "instances", activeView.InstanceID, "logs", "lease-audit.log"))
+	require.NoError(t, err)
+	events := strings.Split(strings.TrimSpace(string(activeLog)), "\n")
+	for _, e := range events {
+		require.Contains(t, e, `"username":"kobe:lease:`+active+`"`, "only the lease's requests are recorded")
+	}
+	t.Logf("the active lease's audit log: %d events for %d requests served, %d bytes (%d per event)",
+		len(events), served.Load(), len(activeLog), len(activeLog)/len(events))
 
 	for _, id := range []string{idle, active, excluded} {
 		require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", lease.SignalReleaseLease, nil))

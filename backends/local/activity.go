@@ -62,7 +62,7 @@ func (b *Backend) LastActivity(ctx context.Context, id string) (time.Time, error
 	}
 	f, err := os.Open(in.path("logs", leaseAuditLogFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return time.Time{}, nil // no lease request yet: the API server creates the log with its first event
+		return time.Time{}, nil // the API server has not started yet with the log (it creates it at its start, empty)
 	}
 	if err != nil {
 		return time.Time{}, err
