@@ -113,6 +113,9 @@ const (
 const (
 	// ReasonAsleep: the lease's instance is asleep; its kubeconfig's requests are refused.
 	ReasonAsleep ReasonCode = "asleep"
+	// ReasonInactive: the lease's instance was put to sleep by its pool's
+	// spec.sleep.afterInactivity: nothing was seen of the lease for that long.
+	ReasonInactive ReasonCode = "inactive"
 	// ReasonAwake: the lease's instance woke from a sleep.
 	ReasonAwake ReasonCode = "awake"
 	// ReasonWakeFailed: the instance did not wake within its pool's resumeTimeout: it is broken.

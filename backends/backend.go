@@ -116,6 +116,18 @@ type Sleeper interface {
 	Resume(ctx context.Context, id string) error
 }
 
+// ActivityReporter is a backend that observes the requests a lease's own identity (a per-lease
+// credential: user kobe:lease:<id>) makes to an instance, so that a pool's
+// spec.sleep.afterInactivity sleeps a lease whose kubeconfig is not used, not only one whose
+// holder does not call kobe. Requests of kobe's own identities (health checks, the admin
+// credential) do not count. The local backend reads its API server's audit log.
+type ActivityReporter interface {
+	// LastActivity is when the instance last received a request from a lease's identity; zero
+	// when it received none. An instance that cannot say (it was started without the record)
+	// returns an error wrapping ErrUnavailableHere.
+	LastActivity(ctx context.Context, id string) (time.Time, error)
+}
+
 // Freezer is a backend that can stop a Ready instance's processes in place and resume them at
 // once (the local backend: the cgroup freezer). Unlike Sleep, nothing is stopped or restarted:
 // a frozen instance keeps its memory and uses no CPU, and a thawed one answers again within

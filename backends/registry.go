@@ -74,6 +74,9 @@ type Capabilities struct {
 	Freeze      bool   `json:"freeze"`
 	CertRotate  bool   `json:"certRotation"`
 	HostBound   bool   `json:"hostBound"`
+	// Activity: the backend observes the use of lease kubeconfigs (ActivityReporter); without
+	// it, spec.sleep.afterInactivity counts only requests through kobe.
+	Activity bool `json:"activity"`
 }
 
 // CapabilitiesOf reads a backend's optional capabilities from the interfaces it implements.
@@ -83,6 +86,7 @@ func CapabilitiesOf(name, description string, b RuntimeBackend) Capabilities {
 	_, c.Freeze = b.(Freezer)
 	_, c.CertRotate = b.(CertManager)
 	_, c.HostBound = b.(HostBound)
+	_, c.Activity = b.(ActivityReporter)
 	return c
 }
 

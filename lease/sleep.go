@@ -52,13 +52,15 @@ type sleeper struct {
 
 func (s *sleeper) register(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSleep,
-		func(ctx workflow.Context, _ SleepRequest) (View, error) { return s.change(ctx, true, 0) },
+		func(ctx workflow.Context, _ SleepRequest) (View, error) {
+			return s.change(ctx, true, 0, sleepCauseRequest)
+		},
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, SleepRequest) error { return s.refusal() }}); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateWake,
 		func(ctx workflow.Context, req WakeRequest) (View, error) {
-			return s.change(ctx, false, req.ResumeTimeout)
+			return s.change(ctx, false, req.ResumeTimeout, sleepCauseRequest)
 		},
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return s.refusal() }})
 }
@@ -71,13 +73,16 @@ func (s *sleeper) refusal() error {
 	return nil
 }
 
-// change puts the instance to sleep (asleep) or wakes it, through the instance's workflow.
-func (s *sleeper) change(ctx workflow.Context, asleep bool, resumeTimeout time.Duration) (View, error) {
+// change puts the instance to sleep (asleep) or wakes it, through the instance's workflow, for a
+// request (sleepCauseRequest) or for the lease's inactivity (sleepCauseInactivity).
+func (s *sleeper) change(ctx workflow.Context, asleep bool, resumeTimeout time.Duration, cause string) (View, error) {
 	if err := workflow.Await(ctx, func() bool { return !s.busy }); err != nil {
 		return *s.view, err
 	}
-	// A request through kobe's API for the lease is activity (idle timeout).
-	*s.lastSeen = workflow.Now(ctx)
+	if cause == sleepCauseRequest {
+		// A request through kobe's API for the lease is activity (idle timeout).
+		*s.lastSeen = workflow.Now(ctx)
+	}
 	// Decide on the state as it is now: the lease may have ended, or another request done it.
 	if err := s.refusal(); err != nil {
 		return *s.view, err
@@ -118,8 +123,13 @@ func (s *sleeper) change(ctx workflow.Context, asleep bool, resumeTimeout time.D
 	}
 	s.view.Sleeping = asleep
 	if asleep {
-		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "True", Reason: api.ReasonAsleep, LastTransitionTime: now,
-			Message: "the instance is asleep: its kubeconfig's requests are refused until it wakes (kobe lease wake " + s.in.LeaseID + ")"})
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": s.in.Pool, "cause": cause}).Counter(MetricLeaseSleeps).Inc(1)
+		reason, why := api.ReasonAsleep, ""
+		if cause == sleepCauseInactivity {
+			reason, why = api.ReasonInactive, fmt.Sprintf(" after %s without activity", s.in.AfterInactivity)
+		}
+		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "True", Reason: reason, LastTransitionTime: now,
+			Message: "the instance is asleep" + why + ": its kubeconfig's requests are refused until it wakes (kobe lease wake " + s.in.LeaseID + ")"})
 	} else {
 		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "False", Reason: api.ReasonAwake, LastTransitionTime: now,
 			Message: fmt.Sprintf("the instance woke in %s", res.Duration.Round(time.Millisecond))})

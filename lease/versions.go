@@ -28,4 +28,8 @@ const (
 	// condition Sleeping, and does not revoke the credential of an instance that ends asleep.
 	// Only runs that sleep carry the marker (in the update's handler).
 	leaseVersionSleeps = "lease-sleeps"
+	// leaseVersionAutoSleep (issue 18): a Bound lease of a pool with spec.sleep.afterInactivity
+	// (Input.AfterInactivity) puts itself to sleep once no activity was seen for that long
+	// (autoSleep). Only runs that check their backend's record carry the marker.
+	leaseVersionAutoSleep = "lease-auto-sleep"
 )

@@ -47,6 +47,10 @@ type Input struct {
 	// heartbeat signal for that long: a crashed CI job gives its cluster back early. Runs that
 	// predate it have it zero, so they replay unchanged.
 	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+	// AfterInactivity, when set, puts a Bound lease to sleep once no activity was seen of it
+	// for that long (its pool's spec.sleep.afterInactivity, unless an exclusion matched the
+	// lease when it was created; see autoSleep). Runs that predate it have it zero.
+	AfterInactivity time.Duration `json:"afterInactivity,omitempty"`
 	// SearchAttributes says the starter set KobePool/KobeOwner/KobePhase (they are registered
 	// on the namespace), so the lease keeps KobePhase current for the Web UI's filters.
 	SearchAttributes bool `json:"searchAttributes,omitempty"`
@@ -69,6 +73,8 @@ type Resume struct {
 	Assignment pool.Assignment `json:"assignment"`
 	// LastSeen is the last heartbeat (or the bind time), for the idle timeout.
 	LastSeen time.Time `json:"lastSeen"`
+	// LastActive is the newest activity that does not count for the idle timeout (AfterInactivity).
+	LastActive time.Time `json:"lastActive,omitempty"`
 	// IssueFor is how long a credential issuance may retry (the version the lease bound with).
 	IssueFor time.Duration `json:"issueFor"`
 }
@@ -95,6 +101,9 @@ type View struct {
 	// IdleTimeout is the lease's idle timeout (zero: none), so that the API heartbeats only
 	// the leases that need it.
 	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+	// AfterInactivity is the lease's Input.AfterInactivity, so that the API tells only the
+	// leases that need it of their holder's requests (SignalActivity).
+	AfterInactivity time.Duration `json:"afterInactivity,omitempty"`
 	// Sleeping says the lease's instance is asleep (UpdateSleep); Sleeps counts its sleeps and
 	// wakes, which number their workflows.
 	Sleeping bool `json:"sleeping,omitempty"`
@@ -119,17 +128,18 @@ const ExtendRejection = "ExtendRejected"
 // pool, which tears it down: an instance is never reused.
 func Lease(ctx workflow.Context, in Input) (View, error) {
 	var a *Activities
-	view := View{ID: in.LeaseID, Pool: in.Pool, Phase: api.LeasePending, IdleTimeout: in.IdleTimeout}
+	view := View{ID: in.LeaseID, Pool: in.Pool, Phase: api.LeasePending, IdleTimeout: in.IdleTimeout, AfterInactivity: in.AfterInactivity}
 	resumed := in.Resume != nil
 	// A lease the pool bound is new in this version: every behaviour below is its latest, with
 	// no version marker (no recorded history has one), so that its start writes no markers nor
 	// the TemporalChangeVersion search attribute they bring.
 	warm := in.Bound != nil && !resumed
 	var asg pool.Assignment
-	var lastSeen time.Time
+	var lastSeen, lastActive time.Time
 	issueFor := 2 * time.Minute
 	if resumed {
 		view, asg, lastSeen, issueFor = in.Resume.View, in.Resume.Assignment, in.Resume.LastSeen, in.Resume.IssueFor
+		lastActive = in.Resume.LastActive
 	}
 	if warm {
 		// Bound from the first event, before the handlers below exist: an extension or a
@@ -250,6 +260,7 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 			}
 			view.ExpiresAt = next
 			view.Extensions++
+			lastActive = workflow.Now(ctx) // an extension is its holder's activity (AfterInactivity)
 			claimEvent("extended")
 			return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
 		},
@@ -418,7 +429,10 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	} else {
 		b := &boundLease{ctx: ctx, in: in, view: &view, lastSeen: &lastSeen, extending: &extending, metrics: metrics,
 			release: releaseCh, heartbeat: heartbeatCh, unhealthy: workflow.GetSignalChannel(ctx, pool.SignalInstanceUnhealthy),
-			assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh}, project: project}
+			assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh}, project: project, sleeps: sleeps}
+		if in.AfterInactivity > 0 {
+			b.auto = &autoSleep{after: in.AfterInactivity, lastActive: &lastActive, signals: workflow.GetSignalChannel(ctx, SignalActivity)}
+		}
 		if in.Bound != nil || workflow.GetVersion(ctx, leaseVersionConditionsAudited, workflow.DefaultVersion, 1) >= 1 {
 			b.synced = workflow.GetSignalChannel(ctx, pool.SignalInstanceSync)
 		}
@@ -430,7 +444,7 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 		sleeps.holding = true
 		if b.hold() {
 			next := in
-			next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, IssueFor: issueFor}
+			next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, LastActive: lastActive, IssueFor: issueFor}
 			return view, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 		// An extension that was issuing when the lease ended has stored its credential by now:
@@ -480,6 +494,9 @@ type boundLease struct {
 	assigned  workflow.ReceiveChannel
 	leftovers []workflow.ReceiveChannel
 	project   func()
+	sleeps    *sleeper
+	// auto checks the lease's inactivity (nil without Input.AfterInactivity).
+	auto *autoSleep
 	// events is a lower bound of this run's history length (signals and timers), for when the
 	// server's count is not known.
 	events int
@@ -506,6 +523,10 @@ func (b *boundLease) hold() bool {
 				view.Phase, view.Reason = api.LeaseExpired, api.ReasonIdleTimeout
 				break
 			}
+			if b.auto != nil && b.auto.due && !b.sleeps.busy {
+				b.auto.check(b)
+				continue
+			}
 		}
 		if !projected.Equal(view.ExpiresAt) {
 			projected = view.ExpiresAt
@@ -530,6 +551,9 @@ func (b *boundLease) hold() bool {
 			idleTimer = workflow.NewTimer(ctx, d)
 			b.events += 2
 		}
+		if b.auto != nil && b.auto.arm(b) && !*b.extending && !b.sleeps.busy {
+			continue // a check is due now
+		}
 		wctx, cancel := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)
 		if ttlTimer != nil {
@@ -551,9 +575,18 @@ func (b *boundLease) hold() bool {
 		for _, ch := range b.leftovers {
 			sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { b.takeLeftover(c) })
 		}
-		wasExtending := *b.extending
+		if b.auto != nil {
+			if b.auto.timer != nil {
+				sel.AddFuture(b.auto.timer, func(workflow.Future) { b.auto.timer, b.auto.due = nil, true })
+			}
+			sel.AddReceive(b.auto.signals, func(c workflow.ReceiveChannel, _ bool) { b.auto.take(b, c) })
+		}
+		wasExtending, wasSleeping, wasBusy := *b.extending, view.Sleeping, b.sleeps.busy
 		sel.AddFuture(waitChanged(wctx, func() bool {
-			return *b.extending != wasExtending || !view.ExpiresAt.Equal(projected)
+			// A lease that checks its inactivity re-arms its check when it wakes, and runs a
+			// due check once a sleep or wake is over.
+			slept := b.auto != nil && (view.Sleeping != wasSleeping || b.sleeps.busy != wasBusy)
+			return *b.extending != wasExtending || !view.ExpiresAt.Equal(projected) || slept
 		}), func(workflow.Future) {})
 		sel.Select(ctx)
 		cancel()
@@ -577,6 +610,9 @@ func (b *boundLease) drain() bool {
 	if b.certs != nil {
 		channels = append(channels, b.certs)
 	}
+	if b.auto != nil {
+		channels = append(channels, b.auto.signals)
+	}
 	for _, ch := range append(channels, b.leftovers...) {
 		for ch.Len() > 0 {
 			got = true
@@ -593,6 +629,8 @@ func (b *boundLease) drain() bool {
 				b.takeCertificates(ch)
 			case b.assigned:
 				b.takeAssigned(ch)
+			case b.auto.signalsOrNil():
+				b.auto.take(b, ch)
 			default:
 				b.takeLeftover(ch)
 			}

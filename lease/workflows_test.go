@@ -40,12 +40,19 @@ type leaseEnv struct {
 	fb       *workflowtest.Backend
 	toPool   []string
 	released []pool.ReleaseRequest
+	acts     *worker.Activities
+	metrics  *capturedMetrics
 }
+
+// setBackend puts b in place of the fake backend.
+func (le *leaseEnv) setBackend(b backends.RuntimeBackend) { le.acts.Backends["fake"] = b }
 
 // newLeaseEnv builds the environment; children are registered before any mock (the SDK's rule).
 func newLeaseEnv(t *testing.T, children ...func(*leaseEnv)) *leaseEnv {
-	le := &leaseEnv{store: workflowtest.MemoryStore(t), fb: &workflowtest.Backend{Created: map[string]bool{"i1": true}}}
+	le := &leaseEnv{store: workflowtest.MemoryStore(t), fb: &workflowtest.Backend{Created: map[string]bool{"i1": true}},
+		metrics: newCapturedMetrics()}
 	var suite testsuite.WorkflowTestSuite
+	suite.SetMetricsHandler(le.metrics)
 	le.env = suite.NewTestWorkflowEnvironment()
 	le.env.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	for _, register := range children {
@@ -55,6 +62,7 @@ func newLeaseEnv(t *testing.T, children ...func(*leaseEnv)) *leaseEnv {
 	acts.Backends["fake"] = le.fb
 	acts.Secrets = secretbox.Random()
 	acts.RegisterActivities(le.env)
+	le.acts = acts
 	le.env.OnSignalExternalWorkflow(mock.Anything, "pool-p", "", mock.Anything, mock.Anything).Return(
 		func(_, _, _, signal string, arg any) error {
 			le.toPool = append(le.toPool, signal)

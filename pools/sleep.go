@@ -100,16 +100,43 @@ func (pol *Policy) sleep(s *Sleep, refuse bool) error {
 		}
 	}
 	sp.Exclude = s.Exclude
-	// Not acted on yet: refused rather than ignored.
-	if s.AfterInactivity != "" {
-		return errors.New("spec.sleep.afterInactivity: not supported yet")
+	after, err := afterInactivity(s.AfterInactivity)
+	if err != nil {
+		return err
 	}
+	sp.AfterInactivity = after
 	if err := sleepSchedules(s, sp); err != nil {
 		return err
 	}
-	if len(sp.Exclude) > 0 && s.AfterInactivity == "" && s.Schedule == "" && s.WakeSchedule == "" {
+	if len(sp.Exclude) > 0 && sp.AfterInactivity == 0 && s.Schedule == "" && s.WakeSchedule == "" {
 		return errors.New("spec.sleep: exclude alone does nothing; give afterInactivity, schedule or wakeSchedule")
 	}
 	pol.Sleep = sp
 	return nil
+}
+
+// MinAfterInactivity is the shortest spec.sleep.afterInactivity: a lease's activity is checked
+// about once per afterInactivity (an activity reading its backend's record), so a shorter one
+// would cost more checks than the sleeping saves.
+const MinAfterInactivity = 5 * time.Second
+
+// afterInactivity resolves spec.sleep.afterInactivity (zero: not set).
+func afterInactivity(raw Duration) (time.Duration, error) {
+	if raw == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(string(raw))
+	if err != nil || d < MinAfterInactivity {
+		return 0, fmt.Errorf("spec.sleep.afterInactivity: %q is not a duration of at least %s (e.g. 30m)", raw, MinAfterInactivity)
+	}
+	return d, nil
+}
+
+// InactivityFor is how long a new lease of this owner, alias and metadata may be inactive
+// before the policy sleeps it: AfterInactivity, or zero when it is not set or excludes the lease.
+func (p *SleepPolicy) InactivityFor(owner, alias string, metadata map[string]string) time.Duration {
+	if p == nil || p.AfterInactivity == 0 || p.Excludes(owner, alias, metadata) {
+		return 0
+	}
+	return p.AfterInactivity
 }

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -32,4 +33,27 @@ func TestSleepExclusionRefusesEmptyAndBadGlobs(t *testing.T) {
 		err := pol.sleep(&Sleep{Exclude: []SleepExclusion{tc.ex}}, true)
 		assert.ErrorContains(t, err, tc.want)
 	}
+}
+
+func TestSleepAfterInactivityIsValidatedAndExcludesApply(t *testing.T) {
+	for _, tc := range []struct {
+		raw  Duration
+		want string
+	}{
+		{"soon", `spec.sleep.afterInactivity: "soon" is not a duration of at least 5s`},
+		{"1s", `spec.sleep.afterInactivity: "1s" is not a duration of at least 5s`},
+		{"-1m", `is not a duration of at least 5s`},
+	} {
+		pol := Policy{Backend: "local"}
+		assert.ErrorContains(t, pol.sleep(&Sleep{AfterInactivity: tc.raw}, true), tc.want)
+		assert.Nil(t, pol.Sleep, "a refused policy is not half set")
+	}
+
+	pol := Policy{Backend: "local"}
+	assert.NoError(t, pol.sleep(&Sleep{AfterInactivity: "30m", Exclude: []SleepExclusion{{Owner: "ci-*"}}}, true))
+	assert.Equal(t, 30*time.Minute, pol.Sleep.AfterInactivity)
+	assert.Equal(t, 30*time.Minute, pol.Sleep.InactivityFor("alice", "", nil))
+	assert.Zero(t, pol.Sleep.InactivityFor("ci-runner", "", nil), "an excluded lease is never slept by the policy")
+	var none *SleepPolicy
+	assert.Zero(t, none.InactivityFor("alice", "", nil))
 }

@@ -275,6 +275,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	in := lease.Input{LeaseID: admitted.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
 		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
+		AfterInactivity:    pol.Sleep.InactivityFor(p.Name, req.Alias, req.Metadata),
 		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
 	if replayed {
 		w.Header().Set(api.HeaderIdempotentReplay, "true")
@@ -407,12 +408,7 @@ func (s *Server) leaseView(ctx context.Context, l store.Lease, withKubeconfig bo
 func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *lease.View, withKubeconfig bool) (api.Lease, error) {
 	v := s.storeView(l)
 	if lv == nil {
-		if resp, err := s.Temporal.QueryWorkflow(ctx, pool.LeaseWorkflowID(l.ID), "", lease.QueryLease); err == nil {
-			var q lease.View
-			if resp.Get(&q) == nil {
-				lv = &q
-			}
-		}
+		lv = s.queryLease(ctx, l.ID)
 	}
 	if lv != nil {
 		s.applyWorkflowView(&v, *lv)
@@ -539,6 +535,11 @@ func (s *Server) handleLeaseGet(w http.ResponseWriter, r *http.Request) {
 		}
 		lv = s.waitBound(ctx, l.ID, min(d, maxLongPoll))
 	}
+	if lv == nil {
+		lv = s.queryLease(ctx, l.ID)
+	}
+	// The holder reading its lease is activity (spec.sleep.afterInactivity).
+	s.noteLeaseActivity(ctx, l.ID, lv)
 	view, err := s.leaseViewFrom(ctx, l, lv, true)
 	if err != nil {
 		s.unavailable(w, r, "reading the lease", err)
@@ -571,7 +572,9 @@ func (s *Server) handleLeaseKubeconfig(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	view, err := s.leaseView(r.Context(), l, true)
+	lv := s.queryLease(r.Context(), l.ID)
+	s.noteLeaseActivity(r.Context(), l.ID, lv) // fetching the kubeconfig is activity
+	view, err := s.leaseViewFrom(r.Context(), l, lv, true)
 	if err != nil {
 		s.unavailable(w, r, "reading the lease", err)
 		return
@@ -698,8 +701,8 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// Only a lease with an idle timeout needs its heartbeats: signalling any other would grow its
-	// history for nothing. The lease's own view says whether it has one; when the lease cannot
+	// Only a lease with an idle timeout or an inactivity limit needs its heartbeats: signalling
+	// any other would grow its history for nothing. The lease's own view says whether it has one; when the lease cannot
 	// be asked, the heartbeat is sent, as it costs little.
 	if resp, err := s.Temporal.QueryWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.QueryLease); err == nil {
 		var lv lease.View
@@ -708,7 +711,7 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 			case lv.Phase != api.LeasePending && lv.Phase != api.LeaseBound:
 				writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+string(lv.Phase))
 				return
-			case lv.IdleTimeout == 0:
+			case lv.IdleTimeout == 0 && lv.AfterInactivity == 0:
 				w.WriteHeader(http.StatusNoContent)
 				return
 			}

@@ -230,7 +230,8 @@ func (p *portal) leasesPage(r *http.Request, d *pageData) error {
 		// workflow, which its own route asks (a person holds few leases).
 		if l.Phase == api.LeaseBound {
 			var full api.Lease
-			if err := p.call(r, "GET", "/v1/leases/"+url.PathEscape(l.ID), "", nil, &full); err == nil {
+			// Showing the lease in a page that refreshes itself is not its holder's activity.
+			if err := p.call(r.WithContext(notActivity(r.Context())), "GET", "/v1/leases/"+url.PathEscape(l.ID), "", nil, &full); err == nil {
 				full.Kubeconfig = ""
 				l = full
 			}

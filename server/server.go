@@ -63,8 +63,9 @@ type Server struct {
 	// workflow there (empty = no links).
 	TemporalUI string
 
-	policies policyCache // pools' resolved policies by store generation
-	login    sso         // the SSO login client (session.go)
+	policies policyCache   // pools' resolved policies by store generation
+	activity leaseActivity // when each lease was last told of its holder's requests
+	login    sso           // the SSO login client (session.go)
 }
 
 // NewRegistry returns a registry with Go runtime, process and build metrics, plus extra collectors

@@ -184,7 +184,11 @@ func (in *instance) componentArgs(b *Backend, component string) (string, []strin
 	kc := in.path("kubeconfigs", "admin.kubeconfig")
 	switch component {
 	case ComponentAPIServer:
-		return bin, []string{
+		audit, err := in.auditArgs()
+		if err != nil {
+			return "", nil, err
+		}
+		return bin, append([]string{
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(in.rec.APIPort),
@@ -210,7 +214,7 @@ func (in *instance) componentArgs(b *Backend, component string) (string, []strin
 			// lists are served by kine directly, which a test cluster's few objects do not
 			// notice.
 			"--watch-cache=false",
-		}, nil
+		}, audit...), nil
 	case ComponentControllerManager:
 		return bin, []string{
 			"--kubeconfig=" + kc,

@@ -91,13 +91,14 @@ type Backend struct {
 }
 
 var (
-	_ backends.RuntimeBackend = (*Backend)(nil)
-	_ backends.HostBound      = (*Backend)(nil)
-	_ backends.LeasePreparer  = (*Backend)(nil)
-	_ backends.Sleeper        = (*Backend)(nil)
-	_ backends.CertManager    = (*Backend)(nil)
-	_ backends.Preflighter    = (*Backend)(nil)
-	_ backends.Freezer        = (*Backend)(nil)
+	_ backends.RuntimeBackend   = (*Backend)(nil)
+	_ backends.HostBound        = (*Backend)(nil)
+	_ backends.LeasePreparer    = (*Backend)(nil)
+	_ backends.Sleeper          = (*Backend)(nil)
+	_ backends.ActivityReporter = (*Backend)(nil)
+	_ backends.CertManager      = (*Backend)(nil)
+	_ backends.Preflighter      = (*Backend)(nil)
+	_ backends.Freezer          = (*Backend)(nil)
 )
 
 // New opens the backend's state and re-adopts the instances an earlier kobe left running.

@@ -29,7 +29,10 @@ func NewCmdBackends(f *factory.Factory, runF func(*Options) error) *cobra.Comman
 		Short: "List the runtime backends compiled into kobe and what each can do",
 		Long: `List the runtime backends compiled into this binary, the contract version each
 implements, and its optional capabilities: sleep/resume, golden snapshots, certificate
-rotation, migration between hosts, and whether its instances are bound to one kobe host.`,
+rotation, migration between hosts, whether its instances are bound to one kobe host, and
+whether it observes the use of lease kubeconfigs (ACTIVITY): a pool's spec.sleep.afterInactivity
+counts a lease's requests to its cluster only on such a backend, elsewhere only its requests
+through kobe.`,
 		Example: `  kobe backends
   kobe backends -o json`,
 		Args: cobra.NoArgs,
@@ -54,10 +57,10 @@ func backendsRun(opts *Options) error {
 		return opts.Output.Print(out, m, nil)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tCONTRACT\tSLEEP\tFREEZE\tCERT-ROTATION\tHOST-BOUND\tDESCRIPTION")
+	fmt.Fprintln(tw, "BACKEND\tCONTRACT\tSLEEP\tFREEZE\tCERT-ROTATION\tHOST-BOUND\tACTIVITY\tDESCRIPTION")
 	for _, c := range m {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Backend, c.Contract, yes(c.Sleep), yes(c.Freeze),
-			yes(c.CertRotate), yes(c.HostBound), c.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Backend, c.Contract, yes(c.Sleep), yes(c.Freeze),
+			yes(c.CertRotate), yes(c.HostBound), yes(c.Activity), c.Description)
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,4 @@
+package lease
+
+// InactiveFor is inactiveFor, for the decision's own test.
+var InactiveFor = inactiveFor
