@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
@@ -40,7 +42,8 @@ func TestWakeReissuesExpiredCertificates(t *testing.T) {
 	defer cancel()
 	// The worker's client exports the SDK's metrics, the activities' among them, as kobe's does.
 	sdkMetrics := metrics.NewSDKCollector()
-	c, err := client.DialContext(ctx, client.Options{HostPort: tmp.Address, Namespace: "default", MetricsHandler: sdkMetrics.Handler()})
+	c, err := client.DialContext(ctx, client.Options{HostPort: tmp.Address, Namespace: "default",
+		MetricsHandler: sdkMetrics.Handler(), Logger: logging.NewSDKLogger(zap.NewExample(zap.IncreaseLevel(zap.WarnLevel)))})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	acts := testsuite.StartHostWorker(t, c, "kobe", s, t.TempDir())
@@ -82,17 +85,26 @@ spec:
 	expiry := certificatesOf(t, s, lv.InstanceID)
 	require.True(t, time.Now().Before(expiry.Serving), "the serving certificate (until %s) must still be valid when the cluster goes to sleep", expiry.Serving)
 
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: lease.UpdateSleep,
-		Args: []any{lease.SleepRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
-	require.NoError(t, err)
-	require.NoError(t, h.Get(ctx, &lv))
+	// The lease shows Bound a moment before it takes sleeps (refused not_ready until then).
+	require.Eventually(t, func() bool {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: lease.UpdateSleep,
+			Args: []any{lease.SleepRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(ctx, &lv)
+		}
+		if reason, refused := lease.IsSleepRejection(err); refused && reason == api.ReasonNotReady {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}, time.Minute, 50*time.Millisecond)
 	require.True(t, lv.Sleeping)
 	// The one wait tuned to time: the certificates' own expiry, which the test chose.
 	t.Logf("asleep; waiting until the serving certificate expires at %s", expiry.Serving.Format(time.RFC3339))
 	time.Sleep(time.Until(later(expiry.Serving, expiry.Client)) + time.Second)
 
 	// Woken as the API wakes it: the pool's resume timeout and certificate minimum.
-	h, err = c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: lease.UpdateWake,
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: lease.UpdateWake,
 		Args:         []any{lease.WakeRequest{ResumeTimeout: pol.ResumeTimeout, CertificatesMinRemaining: instance.WakeCertificateMinimum(pol)}},
 		WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
