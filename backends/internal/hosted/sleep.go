@@ -79,15 +79,11 @@ func sleepingPatch(since string) []byte {
 // the instance is left (or ctx ends). Sleeping a sleeping instance succeeds. An instance whose
 // state would not survive refuses, changing nothing.
 func (b *Backend) Sleep(ctx context.Context, id string) error {
-	if err := b.available(); err != nil {
-		return err
-	}
-	defer b.lock(id)()
-	ca, err := b.findCA(ctx, id)
+	ca, shape, unlock, err := b.lockedAnchor(ctx, id)
 	if err != nil {
 		return err
 	}
-	shape := shapeOf(ca)
+	defer unlock()
 	servers, err := b.kube.AppsV1().StatefulSets(ca.Namespace).Get(ctx, serverSetName(id), metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("StatefulSet %s/%s: %w", ca.Namespace, serverSetName(id), err)
@@ -112,15 +108,11 @@ func (b *Backend) Sleep(ctx context.Context, id string) error {
 // WaitReady (every pod Ready and the instance's API answering, as after Create). Resuming an
 // awake instance changes nothing.
 func (b *Backend) Resume(ctx context.Context, id string) error {
-	if err := b.available(); err != nil {
-		return err
-	}
-	defer b.lock(id)()
-	ca, err := b.findCA(ctx, id)
+	ca, shape, unlock, err := b.lockedAnchor(ctx, id)
 	if err != nil {
 		return err
 	}
-	shape := shapeOf(ca)
+	defer unlock()
 	want := map[string]int32{serverSetName(id): int32(shape.Servers)}
 	if shape.Agents > 0 {
 		want[agentSetName(id)] = int32(shape.Agents)
@@ -136,6 +128,21 @@ func (b *Backend) Resume(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// lockedAnchor takes the instance's lock and finds its CA Secret (its anchor) and shape; the
+// caller unlocks when done (on an error nothing is held).
+func (b *Backend) lockedAnchor(ctx context.Context, id string) (*corev1.Secret, instanceShape, func(), error) {
+	if err := b.available(); err != nil {
+		return nil, instanceShape{}, nil, err
+	}
+	unlock := b.lock(id)
+	ca, err := b.findCA(ctx, id)
+	if err != nil {
+		unlock()
+		return nil, instanceShape{}, nil, err
+	}
+	return ca, shapeOf(ca), unlock, nil
 }
 
 // setsOf names an instance's StatefulSets: its servers', and its agents' when it has agents.
