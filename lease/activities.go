@@ -10,6 +10,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
@@ -30,6 +31,8 @@ type Activities struct {
 	// issued and revoked by the instance's backend).
 	Host     string
 	Backends map[string]backends.RuntimeBackend
+	// Temporal sends leases their sleep and wake Updates for the pool's schedules (ChangeLeaseSleep).
+	Temporal client.Client
 }
 
 // Record is what a lease workflow projects into the store.

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
 
-// Activities are the pool domain's activities: the pool's store row.
+// Activities are the pool domain's activities: the pool's store row and its Temporal Schedules.
 type Activities struct {
 	Store store.Store
+	// Temporal makes the pool's schedules (SyncPoolSchedules).
+	Temporal client.Client
 }
 
 // ForgetPool removes a drained pool from the store and records it, in one transaction

@@ -144,10 +144,7 @@ type certCheck struct {
 
 // startCertificateChecks starts the certificate checks that are due.
 func (p *poolRun) startCertificateChecks() {
-	inFlight := map[string]bool{}
-	for _, c := range p.certChecks {
-		inFlight[c.Queue] = true
-	}
+	inFlight := queuesBusy(p.certChecks, func(c *certCheck) string { return c.Queue })
 	var a *instance.Activities
 	for _, c := range p.s.CertificateChecksDue(inFlight) {
 		ctx := workflow.WithActivityOptions(p.ctx, certificateOptions(c.Queue, time.Minute+time.Duration(len(c.IDs))*10*time.Second))
@@ -159,13 +156,7 @@ func (p *poolRun) startCertificateChecks() {
 // certificatesChecked acts on a finished check; one that failed is dropped (the next daily
 // run checks again).
 func (p *poolRun) certificatesChecked(c *certCheck, f workflow.Future) {
-	kept := p.certChecks[:0]
-	for _, o := range p.certChecks {
-		if o != c {
-			kept = append(kept, o)
-		}
-	}
-	p.certChecks = kept
+	p.certChecks = withoutCheck(p.certChecks, c)
 	var states []instance.CertificateState
 	if err := f.Get(p.ctx, &states); err != nil {
 		workflow.GetLogger(p.ctx).Warn("certificate check failed", "queue", c.Queue, "error", err)

@@ -44,11 +44,13 @@ type Versions struct {
 	Certificates bool
 	// FreezesSpares: see poolVersionFreezesSpares.
 	FreezesSpares bool
+	// SyncsSchedules: see poolVersionSyncsSchedules.
+	SyncsSchedules bool
 }
 
 // latestVersions are the behaviours of a pool started by this kobe (what the tests play).
 var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true,
-	Certificates: true, FreezesSpares: true}
+	Certificates: true, FreezesSpares: true, SyncsSchedules: true}
 
 // State is a pool's state as its decisions see it.
 type State struct {
@@ -163,8 +165,10 @@ type Status struct {
 	// Outdated counts Ready members made from an older spec, waiting to be rolled.
 	Outdated int `json:"outdated"`
 	// Frozen counts Ready members that are frozen (or being frozen): spares beyond thawedSpares.
-	Frozen     int   `json:"frozen"`
-	Generation int64 `json:"generation"`
+	Frozen int `json:"frozen"`
+	// WarmWindow is the window of spec.scaling.schedule open now: WarmTarget is its minReady.
+	WarmWindow *ActiveWindow `json:"warmWindow,omitempty"`
+	Generation int64         `json:"generation"`
 	// OldestPendingSince and OldestCreatingSince are zero when nothing waits or creates.
 	OldestPendingSince  time.Time       `json:"oldestPendingSince,omitempty"`
 	OldestCreatingSince time.Time       `json:"oldestCreatingSince,omitempty"`
@@ -300,6 +304,8 @@ type Snapshot struct {
 	// FreezeUnavailable says why the pool stopped freezing its spares (the backend or its host
 	// cannot); empty while it freezes them.
 	FreezeUnavailable string `json:"freezeUnavailable,omitempty"`
+	// ScheduleState: the pool's Temporal Schedules and its open warm window (schedules.go).
+	ScheduleState
 }
 
 // templateChanged says whether a new policy changes what a member is (and so makes existing
@@ -505,6 +511,7 @@ func (s *State) PruneAssigned(now time.Time) {
 func (s *State) Reconcile(fx Executor) {
 	now := fx.Now()
 	pol := s.Policy
+	s.endWarmWindow(now)
 	if s.Draining && s.Rolling {
 		s.Drain(fx)
 		return
@@ -592,7 +599,7 @@ func (s *State) Reconcile(fx Executor) {
 		ready -= s.outdatedReady()
 		s.recycleWedged(fx)
 	}
-	want := pol.WarmTarget + len(s.Queue) - ready - creating
+	want := s.warmTarget() + len(s.Queue) - ready - creating
 	if now.Before(s.NextAttemptAt) {
 		want = 0
 	}
@@ -619,7 +626,7 @@ func (s *State) provisionHardened(now time.Time, fx Executor) {
 	creating := s.count(MemberCreating)
 	healthy := s.healthyReady()
 	current := healthy - s.outdatedHealthyReady()
-	want := pol.WarmTarget + len(s.Queue) - current - creating
+	want := s.warmTarget() + len(s.Queue) - current - creating
 	if s.outdatedReady() > 0 {
 		want = min(want, s.surgeRoom())
 	}
@@ -639,7 +646,7 @@ func (s *State) provisionHardened(now time.Time, fx Executor) {
 // the waiting claims, counting every healthy Ready member (outdated ones too) and creations.
 func (s *State) surgeRoom() int {
 	pol := s.Policy
-	return pol.WarmTarget + len(s.Queue) + pol.MaxSurge - s.healthyReady() - s.count(MemberCreating)
+	return s.warmTarget() + len(s.Queue) + pol.MaxSurge - s.healthyReady() - s.count(MemberCreating)
 }
 
 func (s *State) outdatedHealthyReady() int {
@@ -658,7 +665,7 @@ func (s *State) outdatedHealthyReady() int {
 func (s *State) scaleDown(now time.Time, fx Executor) {
 	pol := s.Policy
 	if len(s.Queue) == 0 {
-		excess := s.count(MemberReady) - pol.WarmTarget
+		excess := s.count(MemberReady) - s.warmTarget()
 		for _, m := range s.sortedMembers() {
 			if excess <= 0 {
 				break
@@ -736,6 +743,9 @@ func (s *State) rollOutdated(fx Executor) {
 		}
 	}
 	floor := pol.MinReadyDuringUpgrade
+	if s.WarmWindow != nil {
+		floor = min(floor, s.warmTarget()) // a window with a smaller target rolls down to it
+	}
 	noRoom := len(s.Members) >= pol.MaxClusters
 	if s.Hardened {
 		// No replacement can be made (maxClusters, or maxSurge used up): one below the floor,
@@ -743,7 +753,7 @@ func (s *State) rollOutdated(fx Executor) {
 		noRoom = s.capacityUsed() >= pol.MaxClusters || s.surgeRoom() <= 0
 	}
 	if noRoom && s.count(MemberCreating) == 0 {
-		floor = min(floor, max(pol.WarmTarget-1, 0))
+		floor = min(floor, max(s.warmTarget()-1, 0))
 	}
 	for _, m := range s.sortedMembers() {
 		if rolling >= pol.MaxRecycling || s.count(MemberReady)-1 < floor {
@@ -909,7 +919,7 @@ func (s *State) NextWake(now time.Time) time.Time {
 	if now.Before(s.NextAttemptAt) {
 		earliest(s.NextAttemptAt)
 	}
-	if s.count(MemberReady) > pol.WarmTarget {
+	if s.count(MemberReady) > s.warmTarget() {
 		//workflowcheck:ignore the earliest deadline: the order does not matter
 		for _, m := range s.Members {
 			if m.Phase == MemberReady {
@@ -924,6 +934,12 @@ func (s *State) NextWake(now time.Time) time.Time {
 				earliest(m.Since.Add(pol.CreatingTimeout + creatingGrace))
 			}
 		}
+	}
+	if s.WarmWindow != nil {
+		earliest(s.WarmWindow.Until)
+	}
+	if s.SchedulesError != "" {
+		earliest(s.SchedulesRetryAt)
 	}
 	if s.Hardened {
 		//workflowcheck:ignore any checked member sets the same deadline: the order does not matter
@@ -995,8 +1011,8 @@ func (s *State) Status(now time.Time) Status {
 		Name: pol.Name, Ready: s.count(MemberReady), Leased: s.count(MemberLeased), Creating: s.count(MemberCreating),
 		Deleting: s.count(MemberDeleting), Outdated: s.outdatedReady(), Generation: s.Generation,
 		Quarantined: s.count(MemberQuarantined), Frozen: s.frozenCount(),
-		QueueDepth: len(s.Queue), Queue: []string{},
-		WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, ConsecutiveFailures: s.ConsecutiveFailures,
+		QueueDepth: len(s.Queue), Queue: []string{}, WarmWindow: s.WarmWindow,
+		WarmTarget: s.warmTarget(), MaxClusters: pol.MaxClusters, ConsecutiveFailures: s.ConsecutiveFailures,
 		NextAttemptAt: s.NextAttemptAt, LastFailureReason: s.LastFailureReason,
 	}
 	for _, c := range s.Queue {
@@ -1026,9 +1042,9 @@ func (s *State) Status(now time.Time) Status {
 		st.Phase = api.PoolBackoff
 	case st.Creating > 0:
 		st.Phase = api.PoolScalingUp
-	case st.Ready > pol.WarmTarget:
+	case st.Ready > s.warmTarget():
 		st.Phase = api.PoolScalingDown
-	case st.Ready+st.Leased+st.Creating == 0 && pol.WarmTarget == 0:
+	case st.Ready+st.Leased+st.Creating == 0 && s.warmTarget() == 0:
 		st.Phase = api.PoolIdle
 	default:
 		st.Phase = api.PoolHealthy

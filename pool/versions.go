@@ -48,4 +48,10 @@ const (
 	// one before it is answered, and the next spare is thawed after a claim (pool/freeze.go).
 	poolVersionFreezeChange                   = "pool-freeze-spares"
 	poolVersionFreezesSpares workflow.Version = 1
+	// poolVersionSchedulesChange (issue 18): the pool keeps its Temporal Schedules
+	// (spec.sleep.schedule/wakeSchedule, spec.scaling.schedule) in step with its policy through
+	// SyncPoolSchedules, deletes them before a drained pool ends, and takes SignalWarmWindow:
+	// another warm target while a window is open (schedules.go).
+	poolVersionSchedulesChange                  = "pool-schedules"
+	poolVersionSyncsSchedules  workflow.Version = 1
 )

@@ -46,6 +46,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	v.SyncReports = workflow.GetVersion(ctx, poolVersionSyncChange, workflow.DefaultVersion, poolVersionSyncReports) >= poolVersionSyncReports
 	v.Certificates = workflow.GetVersion(ctx, poolVersionCertificatesChange, workflow.DefaultVersion, poolVersionCertificates) >= poolVersionCertificates
 	v.FreezesSpares = workflow.GetVersion(ctx, poolVersionFreezeChange, workflow.DefaultVersion, poolVersionFreezesSpares) >= poolVersionFreezesSpares
+	v.SyncsSchedules = workflow.GetVersion(ctx, poolVersionSchedulesChange, workflow.DefaultVersion, poolVersionSyncsSchedules) >= poolVersionSyncsSchedules
 	s := NewState(st, v)
 	p := &poolRun{ctx: ctx, s: s}
 	if s.Hardened && s.Incarnation == "" {
@@ -144,9 +145,13 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		}})
 	}
 
+	if s.SyncsSchedules {
+		handlers = append(handlers, p.warmWindowHandler())
+	}
+
 	for {
 		s.Reconcile(p)
-		if s.Draining && s.Rolling && s.Drained() {
+		if s.Draining && s.Rolling && s.Drained() && p.schedulesSettled() {
 			if !s.ForgetsUnchanged {
 				return p.forget()
 			}
@@ -169,6 +174,9 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 				p.startCertificateChecks()
 			}
 			p.startFreezes()
+			if s.SyncsSchedules {
+				p.startScheduleSync()
+			}
 			if p.shouldContinueAsNew() {
 				break
 			}
@@ -190,6 +198,9 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 		}
 		for _, o := range p.freezes {
 			sel.AddFuture(o.future, func(f workflow.Future) { p.freezeDone(o) })
+		}
+		if p.schedules != nil {
+			sel.AddFuture(p.schedules.future, func(workflow.Future) { p.schedulesSynced() })
 		}
 		if p.wake != nil {
 			sel.AddReceive(p.wake, func(c workflow.ReceiveChannel, _ bool) {
@@ -250,6 +261,10 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	for len(p.freezes) > 0 {
 		p.freezeDone(p.freezes[0])
 	}
+	// So is a sync of the schedules: the next run must know what it made.
+	if p.schedules != nil {
+		p.schedulesSynced()
+	}
 	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
 	s.PruneAssigned(p.Now())
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
@@ -277,6 +292,8 @@ type poolRun struct {
 	wake  workflow.Channel
 	// freezes are the freezes and thaws of spares under way (FreezesDue).
 	freezes []*freezeOp
+	// schedules is the sync of the pool's Temporal Schedules under way (schedules.go).
+	schedules *scheduleSync
 }
 
 // freezeOp is one FreezeMember activity in flight, off the claims' path.
@@ -552,12 +569,30 @@ type healthCheck struct {
 	future workflow.Future
 }
 
+// queuesBusy is the set of task queues with a member check (health or certificates) in
+// flight: a pool runs one check of each kind per queue at a time.
+func queuesBusy[C any](checks []*C, queue func(*C) string) map[string]bool {
+	busy := map[string]bool{}
+	for _, c := range checks {
+		busy[queue(c)] = true
+	}
+	return busy
+}
+
+// withoutCheck drops a finished check from those in flight.
+func withoutCheck[C any](checks []*C, done *C) []*C {
+	kept := checks[:0]
+	for _, c := range checks {
+		if c != done {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
 // startHealthChecks starts the health checks that are due.
 func (p *poolRun) startHealthChecks() {
-	inFlight := map[string]bool{}
-	for _, c := range p.checks {
-		inFlight[c.Queue] = true
-	}
+	inFlight := queuesBusy(p.checks, func(c *healthCheck) string { return c.Queue })
 	var a *instance.Activities
 	for _, c := range p.s.HealthChecksDue(p.Now(), inFlight) {
 		ctx := workflow.WithActivityOptions(p.ctx, healthCheckOptions(c.Queue, c.Timeout))
@@ -568,13 +603,7 @@ func (p *poolRun) startHealthChecks() {
 
 // healthChecked acts on a finished check.
 func (p *poolRun) healthChecked(c *healthCheck, f workflow.Future) {
-	kept := p.checks[:0]
-	for _, o := range p.checks {
-		if o != c {
-			kept = append(kept, o)
-		}
-	}
-	p.checks = kept
+	p.checks = withoutCheck(p.checks, c)
 	var results []instance.HealthResult
 	if err := f.Get(p.ctx, &results); err != nil {
 		results = HealthCheckFailed(c.CheckHealth, err)

@@ -66,6 +66,7 @@ type Spec struct {
 	Scaling        *Scaling        `json:"scaling,omitempty"`
 	UpgradePolicy  *UpgradePolicy  `json:"upgradePolicy,omitempty"`
 	Certificates   *Certificates   `json:"certificates,omitempty"`
+	Sleep          *Sleep          `json:"sleep,omitempty"`
 	Diagnostics    json.RawMessage `json:"diagnostics,omitempty"` // upstream field, refused: not acted on yet
 	Snapshot       json.RawMessage `json:"snapshot,omitempty"`    // upstream field, refused: not acted on yet
 }
@@ -144,6 +145,8 @@ type Scaling struct {
 	// are frozen where the backend can (backends.Freezer) and thawed as claims take the
 	// running ones (default DefaultThawedSpares). A kobe field, not upstream's.
 	ThawedSpares *int `json:"thawedSpares,omitempty"`
+	// Schedule (kobe addition): windows of time with another warm target (pools/schedule.go).
+	Schedule []WarmWindow `json:"schedule,omitempty"`
 }
 
 // FailureBackoff spaces provisioning retries after consecutive failures.
@@ -329,6 +332,10 @@ type Policy struct {
 	// Policies resolved before spares were frozen have it false and freeze nothing.
 	FreezesSpares bool `json:",omitempty"`
 	ThawedSpares  int  `json:",omitempty"`
+	// Sleep is spec.sleep resolved (nil: the pool sleeps nothing by itself).
+	Sleep *SleepPolicy `json:",omitempty"`
+	// WarmWindows is spec.scaling.schedule resolved: other warm targets at times.
+	WarmWindows []WarmWindowPolicy `json:",omitempty"`
 }
 
 // DefaultThawedSpares is how many Ready members a pool keeps running unless
@@ -510,6 +517,9 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		if pol.ThawedSpares, err = intField("spec.scaling.thawedSpares", sc.ThawedSpares, DefaultThawedSpares, 0, MaxPoolSize); err != nil {
 			return pol, err
 		}
+		if err := pol.warmWindows(sc.Schedule); err != nil {
+			return pol, err
+		}
 	} else {
 		if pol.WarmTarget, err = intField("spec.size", s.Size, 3, 0, MaxPoolSize); err != nil {
 			return pol, err
@@ -612,6 +622,9 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 	}
 	pol.Addons = s.Addons
 	if err := pol.certificates(s.Certificates, refuse); err != nil {
+		return pol, err
+	}
+	if err := pol.sleep(s.Sleep, refuse); err != nil {
 		return pol, err
 	}
 	return pol, nil

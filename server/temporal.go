@@ -2,12 +2,10 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
-	"strings"
 
+	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 )
 
@@ -18,16 +16,7 @@ func clientUpdate(leaseID, name string, args ...any) client.UpdateWorkflowOption
 
 // isNotRunning says whether a signal or update failed because the workflow has ended (or never
 // existed).
-func isNotRunning(err error) bool {
-	if err == nil {
-		return false
-	}
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return true
-	}
-	return strings.Contains(err.Error(), "workflow execution already completed")
-}
+func isNotRunning(err error) bool { return lease.IsNotRunning(err) }
 
 func jsonUnmarshal(raw []byte, v any) error {
 	if len(raw) == 0 {

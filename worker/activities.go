@@ -3,6 +3,7 @@ package worker
 import (
 	"os"
 
+	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -36,6 +37,8 @@ type Activities struct {
 	Backends map[string]backends.RuntimeBackend
 	// Secrets seals kubeconfigs before they are stored.
 	Secrets *secretbox.Box
+	// Temporal is the client the pools' schedules are made with, and their sleeps sent through.
+	Temporal client.Client
 }
 
 // NewActivities returns Activities with Host defaulted to the machine's hostname.
@@ -54,11 +57,14 @@ func (a *Activities) Instance() *instance.Activities {
 }
 
 // Pool returns the pool domain's activities.
-func (a *Activities) Pool() *pool.Activities { return &pool.Activities{Store: a.Store} }
+func (a *Activities) Pool() *pool.Activities {
+	return &pool.Activities{Store: a.Store, Temporal: a.Temporal}
+}
 
 // Lease returns the lease domain's activities.
 func (a *Activities) Lease() *lease.Activities {
-	return &lease.Activities{Store: a.Store, Logger: a.Logger, Secrets: a.Secrets, Host: a.Host, Backends: a.Backends}
+	return &lease.Activities{Store: a.Store, Logger: a.Logger, Secrets: a.Secrets, Host: a.Host, Backends: a.Backends,
+		Temporal: a.Temporal}
 }
 
 // Doctor returns the diagnostic activities.

@@ -39,6 +39,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 			r.RegisterWorkflowWithOptions(pool.CertificateSweep, workflow.RegisterOptions{Name: pool.CertificateSweepWorkflowName})
 			r.RegisterWorkflowWithOptions(instance.Sleep, workflow.RegisterOptions{Name: instance.SleepWorkflowName})
 			r.RegisterWorkflowWithOptions(instance.Wake, workflow.RegisterOptions{Name: instance.WakeWorkflowName})
+			r.RegisterWorkflowWithOptions(pool.WarmWindow, workflow.RegisterOptions{Name: pool.WarmWindowWorkflowName})
+			r.RegisterWorkflowWithOptions(lease.ScheduledSleep, workflow.RegisterOptions{Name: pool.ScheduledSleepWorkflowName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

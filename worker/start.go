@@ -57,7 +57,7 @@ func StartHost(cfg HostConfig) (*Host, error) {
 	}
 	acts := NewActivities(cfg.Store, cfg.Logger)
 	acts.HostID, acts.SharedQueue, acts.HostQueue = hostID, cfg.SharedQueue, instance.HostQueue(cfg.SharedQueue, hostID)
-	acts.Secrets = cfg.Secrets
+	acts.Secrets, acts.Temporal = cfg.Secrets, cfg.Client
 	queues := []string{cfg.SharedQueue, acts.HostQueue}
 	if cfg.HostClusterName != "" {
 		acts.HostClusterQueue = instance.HostQueue(cfg.SharedQueue, instance.HostClusterID(cfg.HostClusterName))

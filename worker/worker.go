@@ -26,6 +26,8 @@ func Register(w sdkworker.Registry, acts *Activities) {
 	w.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	w.RegisterWorkflowWithOptions(instance.Preflight, workflow.RegisterOptions{Name: instance.PreflightWorkflowName})
 	w.RegisterWorkflowWithOptions(pool.CertificateSweep, workflow.RegisterOptions{Name: pool.CertificateSweepWorkflowName})
+	w.RegisterWorkflowWithOptions(pool.WarmWindow, workflow.RegisterOptions{Name: pool.WarmWindowWorkflowName})
+	w.RegisterWorkflowWithOptions(lease.ScheduledSleep, workflow.RegisterOptions{Name: pool.ScheduledSleepWorkflowName})
 	acts.RegisterActivities(w)
 }
 
