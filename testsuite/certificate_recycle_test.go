@@ -20,6 +20,7 @@ import (
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/testsuite"
+	"github.com/kunobi-ninja/kobe/worker"
 )
 
 // TestWarmMembersRecycledBeforeCertificatesExpire: real local clusters whose certificates last
@@ -64,15 +65,7 @@ spec:
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, leaseID); return lv.Phase == api.LeaseBound }, 2*time.Minute, 20*time.Millisecond)
 	leased := lv.InstanceID
-	cred, err := s.GetLeaseCredential(ctx, leaseID)
-	require.NoError(t, err)
-	kc, err := acts.Secrets.Open(cred.Sealed, []byte(leaseID))
-	require.NoError(t, err)
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
-	require.NoError(t, err)
-	cfg.Timeout = 10 * time.Second
-	holder, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
+	holder := leaseKube(t, s, acts, leaseID)
 
 	// Back to its size, with a member leased.
 	var warm []string
@@ -136,6 +129,22 @@ spec:
 
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, leaseID, "", lease.SignalReleaseLease, nil))
 	require.NoError(t, tmp.Client.GetWorkflow(ctx, leaseID, "").Get(ctx, &lv))
+}
+
+// leaseKube is a client of the lease's cluster with the lease's own kubeconfig (sealed in the
+// store; the worker's secret box opens it).
+func leaseKube(t *testing.T, s store.Store, acts *worker.Activities, leaseID string) *kubernetes.Clientset {
+	t.Helper()
+	cred, err := s.GetLeaseCredential(context.Background(), leaseID)
+	require.NoError(t, err)
+	kc, err := acts.Secrets.Open(cred.Sealed, []byte(leaseID))
+	require.NoError(t, err)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	require.NoError(t, err)
+	cfg.Timeout = 10 * time.Second
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return kube
 }
 
 func membersIn(st pool.Status, phase pool.MemberPhase) []string {
