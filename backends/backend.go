@@ -122,9 +122,11 @@ type Sleeper interface {
 var ErrSleepRefused = errors.New("this instance cannot sleep")
 
 // SleepRequirement is a Sleeper whose instances sleep only when their spec keeps their data:
-// SleepRequirement says what that takes (the capability matrix shows it).
+// SleepRequirement says what that takes (the capability matrix shows it), SleepsWith whether
+// instances of these options (InstanceSpec.Options) do (a pool's view shows it).
 type SleepRequirement interface {
 	SleepRequirement() string
+	SleepsWith(options json.RawMessage) bool
 }
 
 // Freezer is a backend that can stop a Ready instance's processes in place and resume them at

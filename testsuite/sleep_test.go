@@ -15,8 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/instance"
@@ -62,15 +60,7 @@ spec:
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, id); return lv.Phase == api.LeaseBound }, time.Minute, 20*time.Millisecond)
 
-	cred, err := s.GetLeaseCredential(ctx, id)
-	require.NoError(t, err)
-	kc, err := acts.Secrets.Open(cred.Sealed, []byte(id))
-	require.NoError(t, err)
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
-	require.NoError(t, err)
-	cfg.Timeout = 10 * time.Second
-	kube, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
+	kube := leaseKube(t, s, acts, id)
 	_, err = kube.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept"},
 		Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
 	require.NoError(t, err)

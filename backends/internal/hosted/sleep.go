@@ -40,6 +40,13 @@ const sleepNeeds = "spec.cluster.persistence.storageType pvc, or spec.backend.da
 // SleepRequirement implements backends.SleepRequirement.
 func (b *Backend) SleepRequirement() string { return sleepNeeds }
 
+// SleepsWith implements backends.SleepRequirement: the options keep the servers' data on
+// claims, or name a shared datastore.
+func (b *Backend) SleepsWith(options json.RawMessage) bool {
+	p, err := ParseOptions(b.section(), options)
+	return err == nil && (p.StorageType == StoragePVC || p.SharedDatastore != nil)
+}
+
 // sleepRefusal says why an instance cannot sleep without losing its state ("": it can): its
 // servers keep their data on an emptyDir (no claim template) and it has no shared datastore.
 func sleepRefusal(distro string, shape instanceShape, servers *appsv1.StatefulSet) string {

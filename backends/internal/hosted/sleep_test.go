@@ -118,4 +118,8 @@ func TestSleepCapability(t *testing.T) {
 	c := backends.CapabilitiesOf("k3s", "", Prototype(testDistro))
 	assert.True(t, c.Sleep)
 	assert.Equal(t, sleepNeeds, c.SleepRequires)
+	b := Prototype(testDistro)
+	assert.False(t, b.SleepsWith(nil), "an emptyDir and no datastore")
+	assert.True(t, b.SleepsWith(json.RawMessage(`{"cluster":{"persistence":{"storageType":"pvc"}}}`)))
+	assert.True(t, b.SleepsWith(json.RawMessage(`{"cluster":{"servers":3},"datastore":{"secretRef":"pg"}}`)))
 }
