@@ -111,6 +111,8 @@ type RuntimeBackend interface {
 }
 
 // Sleeper is a backend that can stop an instance's compute and start it again with its data.
+// An instance whose data would not survive its sleep refuses it with an error wrapping
+// ErrSleepRefused, changing nothing.
 type Sleeper interface {
 	Sleep(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
@@ -126,6 +128,17 @@ type ActivityReporter interface {
 	// when it received none. An instance that cannot say (it was started without the record)
 	// returns an error wrapping ErrUnavailableHere.
 	LastActivity(ctx context.Context, id string) (time.Time, error)
+}
+
+// ErrSleepRefused: this instance cannot sleep without losing its state (the error says why).
+var ErrSleepRefused = errors.New("this instance cannot sleep")
+
+// SleepRequirement is a Sleeper whose instances sleep only when their spec keeps their data:
+// SleepRequirement says what that takes (the capability matrix shows it), SleepsWith whether
+// instances of these options (InstanceSpec.Options) do (a pool's view shows it).
+type SleepRequirement interface {
+	SleepRequirement() string
+	SleepsWith(options json.RawMessage) bool
 }
 
 // Freezer is a backend that can stop a Ready instance's processes in place and resume them at

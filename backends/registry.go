@@ -71,9 +71,11 @@ type Capabilities struct {
 	Contract    string `json:"contract"`
 	Description string `json:"description"`
 	Sleep       bool   `json:"sleep"`
-	Freeze      bool   `json:"freeze"`
-	CertRotate  bool   `json:"certRotation"`
-	HostBound   bool   `json:"hostBound"`
+	// SleepRequires says what an instance's spec needs to sleep ("" for every instance).
+	SleepRequires string `json:"sleepRequires,omitempty"`
+	Freeze        bool   `json:"freeze"`
+	CertRotate    bool   `json:"certRotation"`
+	HostBound     bool   `json:"hostBound"`
 	// Activity: the backend observes the use of lease kubeconfigs (ActivityReporter); without
 	// it, spec.sleep.afterInactivity counts only requests through kobe.
 	Activity bool `json:"activity"`
@@ -83,6 +85,9 @@ type Capabilities struct {
 func CapabilitiesOf(name, description string, b RuntimeBackend) Capabilities {
 	c := Capabilities{Backend: name, Contract: ContractVersion, Description: description}
 	_, c.Sleep = b.(Sleeper)
+	if r, ok := b.(SleepRequirement); ok && c.Sleep {
+		c.SleepRequires = r.SleepRequirement()
+	}
 	_, c.Freeze = b.(Freezer)
 	_, c.CertRotate = b.(CertManager)
 	_, c.HostBound = b.(HostBound)

@@ -249,14 +249,19 @@ func freezerError(err error) error {
 }
 
 // BackendSleep stops the instance's compute and keeps its state (backends.Sleeper); sleeping a
-// sleeping instance succeeds. A backend without the capability is a non-retryable ErrCannotSleep.
+// sleeping instance succeeds. A backend without the capability, or an instance whose state would
+// not survive (backends.ErrSleepRefused), is a non-retryable ErrCannotSleep.
 func (a *Activities) BackendSleep(ctx context.Context, req BackendRequest) error {
 	s, err := a.sleeper(req.Backend)
 	if err != nil {
 		return err
 	}
 	defer keepHeartbeating(ctx, "sleeping")()
-	return freezerError(s.Sleep(ctx, req.Spec.ID))
+	err = s.Sleep(ctx, req.Spec.ID)
+	if errors.Is(err, backends.ErrSleepRefused) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrCannotSleep, err)
+	}
+	return freezerError(err)
 }
 
 // BackendResume starts a sleeping instance again (backends.Sleeper); the caller waits for it

@@ -31,6 +31,16 @@ const (
 	ErrCannotReissue = "CannotReissueCertificates"
 )
 
+// Causes of a re-issue (ReissueRequest.Cause; the cause label of MetricCertReissues).
+const (
+	// CauseExpiring: the certificate workflow found a leased member's certificates expiring
+	// within its pool's recycleBefore.
+	CauseExpiring = "expiring"
+	// CauseWake: a member woken after a long sleep had certificates expiring within its
+	// pool's minimum (WakeCertificateMinimum).
+	CauseWake = "wake"
+)
+
 // CertificatesRequest asks when the certificates of some members of one pool, all on one host,
 // expire.
 type CertificatesRequest struct {
@@ -108,11 +118,11 @@ type ReissueRequest struct {
 	InstanceID string `json:"instanceId"`
 	// LeaseID is the member's holder, for the audit event ("" when none).
 	LeaseID string `json:"leaseId,omitempty"`
-	// Cause is the metric's and the audit event's word for why: "expiring" (the certificate
-	// workflow) or "wake" (a member woken after a long sleep).
+	// Cause is the metric's and the audit event's word for why: CauseExpiring (the
+	// certificate workflow) or CauseWake (a member woken after a long sleep).
 	Cause string `json:"cause"`
 	// MinRemaining: re-issue only if the serving or admin certificate expires within it (0:
-	// always). The wake path passes the pool's recycleBefore, so that a member woken with
+	// always). The wake path passes its pool's WakeCertificateMinimum, so that a member woken with
 	// valid certificates is not restarted for nothing.
 	MinRemaining time.Duration `json:"minRemaining,omitempty"`
 }
@@ -129,7 +139,7 @@ type ReissueResult struct {
 // keep working: their CA and client certificates are unchanged. On a sleeping member it only
 // writes the new certificates (the local backend): waking it is the caller's. It is what the
 // wake path calls on a member resumed after a long sleep (Cause "wake", MinRemaining the pool's
-// recycleBefore). A backend that cannot re-issue is a non-retryable ErrCannotReissue.
+// WakeCertificateMinimum). A backend that cannot re-issue is a non-retryable ErrCannotReissue.
 func (a *Activities) ReissueCertificates(ctx context.Context, req ReissueRequest) (ReissueResult, error) {
 	b, err := a.backend(req.Backend)
 	if err != nil {

@@ -127,3 +127,15 @@ func resumeOptions(queue string, resumeTimeout time.Duration) workflow.ActivityO
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
 	}
 }
+
+// checkCertificatesOptions: reading a woken instance's certificate expiry on its host, within
+// what is left of its resume timeout.
+func checkCertificatesOptions(queue string, left time.Duration) workflow.ActivityOptions {
+	bound := min(time.Minute, max(left, time.Second))
+	return workflow.ActivityOptions{
+		TaskQueue:              queue,
+		StartToCloseTimeout:    bound,
+		ScheduleToCloseTimeout: bound,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+	}
+}

@@ -47,6 +47,10 @@ type SleepInput struct {
 	// ResumeTimeout bounds a wake: Resume and ready within it, or the instance is broken
 	// (DefaultResumeTimeout when zero). Unused by a sleep.
 	ResumeTimeout time.Duration `json:"resumeTimeout,omitempty"`
+	// CertificatesMinRemaining: a wake re-issues the instance's certificates when they expire
+	// within it (WakeCertificateMinimum of its pool; pools.DefaultRecycleBefore when zero).
+	// Unused by a sleep.
+	CertificatesMinRemaining time.Duration `json:"certificatesMinRemaining,omitempty"`
 }
 
 // WakeResult says how a wake went.
@@ -95,11 +99,14 @@ func Sleep(ctx workflow.Context, in SleepInput) error {
 	return recordSleep(ctx, in, api.InstanceSleeping, ActionInstanceSleep, "")
 }
 
-// Wake starts a sleeping instance again (backends.Sleeper Resume) and waits until it is ready,
-// within the resume timeout. Past it, or if the backend fails, the instance is broken: it is
-// recorded Unhealthy (audit event instance.wake_failed) and the wake fails with ErrWakeFailed.
-// Its pool's health checks then see it as they see any broken member: a warm member is
-// recycled and replaced, a leased one is reported to its lease.
+// Wake starts a sleeping instance again (backends.Sleeper Resume), re-issues its certificates
+// when they expire within in.CertificatesMinRemaining (a cluster resumed after a long sleep is
+// not handed back with expired certificates; wakeCertificates), and waits until it is ready,
+// all within the resume timeout. Past it, or if the backend fails, or if its certificates
+// expired and its backend cannot re-issue them, the instance is broken: it is recorded
+// Unhealthy (audit event instance.wake_failed) and the wake fails with ErrWakeFailed. Its
+// pool's health checks then see it as they see any broken member: a warm member is recycled
+// and replaced, a leased one is reported to its lease.
 func Wake(ctx workflow.Context, in SleepInput) (WakeResult, error) {
 	var a *Activities
 	started := workflow.Now(ctx)
@@ -107,11 +114,15 @@ func Wake(ctx workflow.Context, in SleepInput) (WakeResult, error) {
 	if timeout <= 0 {
 		timeout = DefaultResumeTimeout
 	}
+	left := func() time.Duration { return timeout - workflow.Now(ctx).Sub(started) }
 	req := BackendRequest{Backend: in.Backend, Spec: in.Spec}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, resumeOptions(in.Placement.TaskQueue, timeout)),
 		a.BackendResume, req).Get(ctx, nil)
+	if err == nil && workflow.GetVersion(ctx, wakeVersionReissuesCertificates, workflow.DefaultVersion, 1) == 1 {
+		err = wakeCertificates(ctx, in, left)
+	}
 	if err == nil {
-		left := timeout - workflow.Now(ctx).Sub(started)
+		left := left()
 		if left <= 0 {
 			err = fmt.Errorf("resumed but no time left to wait until ready (resume timeout %s)", timeout)
 		} else {
@@ -132,8 +143,115 @@ func Wake(ctx workflow.Context, in SleepInput) (WakeResult, error) {
 		return res, err // nothing was asleep: nothing broke
 	}
 	msg := fmt.Sprintf("did not wake within its resume timeout %s: %v", timeout, err)
+	if errors.As(err, &ae) && ae.Type() == ErrCannotReissue {
+		msg = "did not wake: " + ae.Message()
+	}
 	_ = recordSleep(ctx, in, api.InstanceUnhealthy, ActionInstanceWakeFailed, msg)
 	return res, temporal.NewNonRetryableApplicationError(msg, ErrWakeFailed, err)
+}
+
+// WakeCertificateAction is what a wake does about the certificates of the instance it resumed.
+type WakeCertificateAction string
+
+const (
+	// WakeCertificatesKeep: they are valid for long enough, or their expiry is unknown (a
+	// backend that cannot say: its wait until ready is the judge).
+	WakeCertificatesKeep WakeCertificateAction = "keep"
+	// WakeCertificatesReissue: they expire within the minimum; the backend re-issues them in
+	// place, from the same CA, before the instance is handed back.
+	WakeCertificatesReissue WakeCertificateAction = "reissue"
+	// WakeCertificatesExpired: they have expired and cannot be re-issued in place (the backend
+	// cannot, or the CA itself has expired); the wake fails.
+	WakeCertificatesExpired WakeCertificateAction = "expired"
+)
+
+// WakeCertificates decides, from the certificate state of an instance just resumed, what its
+// wake does: re-issue the serving and admin certificates when they expire within minRemaining
+// and the backend can (its CA still valid), fail the wake when they have expired and cannot be
+// re-issued, and otherwise keep them. Certificates that expire soon but not yet and cannot be
+// re-issued are kept: the certificate workflow warns the holder, as for any leased member.
+func WakeCertificates(st CertificateState, now time.Time, minRemaining time.Duration) WakeCertificateAction {
+	leaves := st.Expiry.Leaves()
+	if leaves.IsZero() || leaves.Sub(now) > minRemaining {
+		return WakeCertificatesKeep
+	}
+	if st.CanReissue && (st.Expiry.CA.IsZero() || st.Expiry.CA.After(now)) {
+		return WakeCertificatesReissue
+	}
+	if !leaves.After(now) || (!st.Expiry.CA.IsZero() && !st.Expiry.CA.After(now)) {
+		return WakeCertificatesExpired
+	}
+	return WakeCertificatesKeep
+}
+
+// WakeCertificateMinimum is how long a woken member's certificates must still be valid for its
+// pool, or the wake re-issues them: the longer of the pool's recycleBefore (the certificate
+// workflow's horizon: what it would re-issue anyway) and the minRemaining of its X509Valid
+// readiness gates (what the pool refuses to hand out).
+func WakeCertificateMinimum(pol pools.Policy) time.Duration {
+	need := pol.RecycleBefore
+	if need <= 0 {
+		need = pools.DefaultRecycleBefore
+	}
+	for _, g := range pol.Gates {
+		if g.Type != "X509Valid" {
+			continue
+		}
+		if d, err := pools.ParseDays("minRemaining", g.MinRemaining); err == nil && d > need {
+			need = d
+		}
+	}
+	return need
+}
+
+// wakeCertificates checks the certificates of an instance just resumed (CheckCertificates,
+// which also records their expiry) and acts on WakeCertificates: a re-issue (cause "wake")
+// within what is left of the resume timeout, or a non-retryable ErrCannotReissue.
+func wakeCertificates(ctx workflow.Context, in SleepInput, left func() time.Duration) error {
+	var a *Activities
+	need := in.CertificatesMinRemaining
+	if need <= 0 {
+		need = pools.DefaultRecycleBefore
+	}
+	queue := in.Placement.TaskQueue
+	var states []CertificateState
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, checkCertificatesOptions(queue, left())), a.CheckCertificates,
+		CertificatesRequest{Backend: in.Backend, Pool: in.Spec.Pool, InstanceIDs: []string{in.Spec.ID}}).Get(ctx, &states)
+	if err != nil || len(states) != 1 {
+		return err
+	}
+	st := states[0]
+	switch WakeCertificates(st, workflow.Now(ctx), need) {
+	case WakeCertificatesExpired:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("its certificates expired at %s and the %s backend cannot re-issue them in place (%s)",
+			st.Expiry.Earliest().UTC().Format(time.RFC3339), in.Backend, api.ReasonCertificatesExpiring), ErrCannotReissue, nil)
+	case WakeCertificatesReissue:
+		budget := left()
+		if budget <= 0 {
+			return fmt.Errorf("resumed but no time left to re-issue its certificates")
+		}
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, waitReadyOptions(queue, budget)), a.ReissueCertificates,
+			ReissueRequest{Backend: in.Backend, Pool: in.Spec.Pool, InstanceID: in.Spec.ID, LeaseID: in.LeaseID, Cause: CauseWake,
+				MinRemaining: need}).Get(ctx, nil)
+	}
+	return nil
+}
+
+// CertificatesExpiredInSleep says whether a wake failed because the instance's certificates
+// expired in its sleep and could not be re-issued (an ErrCannotReissue anywhere in err's chain:
+// a wake's ErrWakeFailed wraps it).
+func CertificatesExpiredInSleep(err error) bool {
+	for err != nil {
+		var ae *temporal.ApplicationError
+		if !errors.As(err, &ae) {
+			return false
+		}
+		if ae.Type() == ErrCannotReissue {
+			return true
+		}
+		err = ae.Unwrap() // its cause
+	}
+	return false
 }
 
 func sleepMetrics(ctx workflow.Context, in SleepInput, err error) metricsHandler {

@@ -20,6 +20,10 @@ const (
 	// the pool's template and creates the member from it, without its addons (only such runs
 	// carry the marker).
 	provisionVersionGolden = "golden-template"
+	// wakeVersionReissuesCertificates: a Wake checks the certificates of the instance it
+	// resumed and re-issues them in place (cause "wake") when they expire within its minimum,
+	// or fails when they expired and cannot be, before it waits until the instance is ready.
+	wakeVersionReissuesCertificates = "wake-reissues-certificates"
 )
 
 // HostClusterWait bounds how long a Provision waits for a worker of its pool's host cluster to

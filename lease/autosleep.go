@@ -120,7 +120,7 @@ func (s *autoSleep) check(b *boundLease) {
 		return
 	}
 	b.events += 10 // the sleep's child workflow, its condition and its audit event
-	if _, err := b.sleeps.change(ctx, true, 0, sleepCauseInactivity); err != nil {
+	if _, err := b.sleeps.change(ctx, true, WakeRequest{}, sleepCauseInactivity); err != nil {
 		workflow.GetLogger(ctx).Warn("the lease did not sleep after its inactivity", "error", err)
 		s.notBefore = workflow.Now(ctx).Add(s.after)
 	}

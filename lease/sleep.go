@@ -30,9 +30,12 @@ const SleepRejection = "SleepRejected"
 type SleepRequest struct{}
 
 // WakeRequest asks a sleeping lease to wake its instance within ResumeTimeout (the pool's
-// spec.scaling.resumeTimeout; instance.DefaultResumeTimeout when zero).
+// spec.scaling.resumeTimeout; instance.DefaultResumeTimeout when zero), re-issuing its
+// certificates when they expire within CertificatesMinRemaining (the pool's
+// instance.WakeCertificateMinimum; pools.DefaultRecycleBefore when zero).
 type WakeRequest struct {
-	ResumeTimeout time.Duration `json:"resumeTimeout,omitempty"`
+	ResumeTimeout            time.Duration `json:"resumeTimeout,omitempty"`
+	CertificatesMinRemaining time.Duration `json:"certificatesMinRemaining,omitempty"`
 }
 
 // sleeper carries a lease's sleeps and wakes: its update handlers and what they share with the
@@ -53,14 +56,14 @@ type sleeper struct {
 func (s *sleeper) register(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSleep,
 		func(ctx workflow.Context, _ SleepRequest) (View, error) {
-			return s.change(ctx, true, 0, sleepCauseRequest)
+			return s.change(ctx, true, WakeRequest{}, sleepCauseRequest)
 		},
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, SleepRequest) error { return s.refusal() }}); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateWake,
 		func(ctx workflow.Context, req WakeRequest) (View, error) {
-			return s.change(ctx, false, req.ResumeTimeout, sleepCauseRequest)
+			return s.change(ctx, false, req, sleepCauseRequest)
 		},
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return s.refusal() }})
 }
@@ -73,9 +76,10 @@ func (s *sleeper) refusal() error {
 	return nil
 }
 
-// change puts the instance to sleep (asleep) or wakes it, through the instance's workflow, for a
-// request (sleepCauseRequest) or for the lease's inactivity (sleepCauseInactivity).
-func (s *sleeper) change(ctx workflow.Context, asleep bool, resumeTimeout time.Duration, cause string) (View, error) {
+// change puts the instance to sleep (asleep) or wakes it (as wake asks), through the
+// instance's workflow, for a request (sleepCauseRequest) or for the lease's inactivity
+// (sleepCauseInactivity).
+func (s *sleeper) change(ctx workflow.Context, asleep bool, wake WakeRequest, cause string) (View, error) {
 	if err := workflow.Await(ctx, func() bool { return !s.busy }); err != nil {
 		return *s.view, err
 	}
@@ -95,13 +99,14 @@ func (s *sleeper) change(ctx workflow.Context, asleep bool, resumeTimeout time.D
 	defer func() { s.busy = false }()
 	s.view.Sleeps++
 	in := instance.SleepInput{Backend: s.asg.Backend, Spec: backends.InstanceSpec{ID: s.asg.InstanceID, Pool: s.in.Pool},
-		Placement: s.asg.Placement, Endpoint: s.asg.Endpoint, LeaseID: s.in.LeaseID, ResumeTimeout: resumeTimeout}
+		Placement: s.asg.Placement, Endpoint: s.asg.Endpoint, LeaseID: s.in.LeaseID, ResumeTimeout: wake.ResumeTimeout,
+		CertificatesMinRemaining: wake.CertificatesMinRemaining}
 	name, id := instance.SleepWorkflowName, instance.SleepWorkflowID(s.asg.InstanceID, s.view.Sleeps)
 	if !asleep {
 		name, id = instance.WakeWorkflowName, instance.WakeWorkflowID(s.asg.InstanceID, s.view.Sleeps)
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id,
-		WorkflowExecutionTimeout: max(resumeTimeout, instance.DefaultResumeTimeout) + 10*time.Minute})
+		WorkflowExecutionTimeout: max(wake.ResumeTimeout, instance.DefaultResumeTimeout) + 10*time.Minute})
 	var res instance.WakeResult
 	err := workflow.ExecuteChildWorkflow(cctx, name, in).Get(ctx, &res)
 	now := workflow.Now(ctx)
@@ -114,12 +119,17 @@ func (s *sleeper) change(ctx workflow.Context, asleep bool, resumeTimeout time.D
 			return *s.view, err
 		}
 		// The instance did not come back: it is broken. The lease stays Bound (its holder
-		// decides whether to give it back), no longer asleep.
+		// decides whether to give it back), no longer asleep. Certificates that expired in
+		// its sleep and could not be re-issued have their own reason.
 		s.view.Sleeping = false
+		reason := api.ReasonWakeFailed
+		if instance.CertificatesExpiredInSleep(err) {
+			reason = api.ReasonCertificatesExpiring
+		}
 		msg := fmt.Sprintf("the instance did not wake: %v", err)
-		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "False", Reason: api.ReasonWakeFailed, Message: msg, LastTransitionTime: now})
-		s.condition(ctx, api.LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: api.ReasonWakeFailed, Message: msg, LastTransitionTime: now})
-		return *s.view, temporal.NewApplicationError(string(api.ReasonWakeFailed), SleepRejection, err)
+		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "False", Reason: reason, Message: msg, LastTransitionTime: now})
+		s.condition(ctx, api.LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: reason, Message: msg, LastTransitionTime: now})
+		return *s.view, temporal.NewApplicationError(string(reason), SleepRejection, err)
 	}
 	s.view.Sleeping = asleep
 	if asleep {

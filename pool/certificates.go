@@ -123,7 +123,7 @@ func (s *State) CertificatesChecked(states []instance.CertificateState, fx Execu
 			s.teardown(m, RecycleCertExpiry, fx)
 		case m.Phase == MemberLeased && st.CanReissue && st.Expiry.CA.Sub(fx.Now()) > before:
 			fx.Send(ReissueCertificates{Queue: m.Placement.TaskQueue, Request: instance.ReissueRequest{Backend: s.Policy.Backend,
-				Pool: s.Policy.Name, InstanceID: m.ID, LeaseID: m.LeaseID, Cause: "expiring"}})
+				Pool: s.Policy.Name, InstanceID: m.ID, LeaseID: m.LeaseID, Cause: instance.CauseExpiring}})
 		case m.Phase == MemberLeased && !m.CertificatesWarned:
 			m.CertificatesWarned = true
 			ev.Decision = "holder warned; recycled at release"

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,29 +18,51 @@ import (
 	"github.com/kunobi-ninja/kobe/pools"
 )
 
+// poolBackendCapabilities lists what a pool's backend can do for this pool's members (never
+// nil): sleep (only with options that keep the data, for a backend whose instances sleep only
+// so: k3s, k0s), freeze, certRotation.
+func poolBackendCapabilities(backend string, options json.RawMessage) []string {
+	out := []string{}
+	f, ok := backends.Lookup(backend)
+	if !ok {
+		return out
+	}
+	c := backends.CapabilitiesOf(f.Name, f.Description, f.Prototype)
+	if r, ok := f.Prototype.(backends.SleepRequirement); ok && c.Sleep {
+		c.Sleep = r.SleepsWith(options)
+	}
+	for name, has := range map[string]bool{"sleep": c.Sleep, "freeze": c.Freeze, "certRotation": c.CertRotate} {
+		if has {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // poolView is a pool as the caller sees it: counts from its workflow (the store's projection
 // when the workflow cannot answer) and the operations open to the caller's role.
 func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) api.PoolView {
 	v := api.PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
-		Capabilities: poolCapabilities(role, p.Name), BackendCapabilities: []string{}}
-	if f, ok := backends.Lookup(p.Backend); ok {
-		c := backends.CapabilitiesOf(f.Name, f.Description, f.Prototype)
-		for name, has := range map[string]bool{"sleep": c.Sleep, "freeze": c.Freeze, "certRotation": c.CertRotate} {
-			if has {
-				v.BackendCapabilities = append(v.BackendCapabilities, name)
-			}
-		}
-		sort.Strings(v.BackendCapabilities)
-	}
+		Capabilities: poolCapabilities(role, p.Name)}
+	var pol pools.Policy
+	validPolicy := false
 	if m, err := pools.Parse(p.Spec); err == nil {
-		if pol, err := m.ValidateStored(); err == nil {
-			mode := "fixed"
-			if pol.Autoscale {
-				mode = "autoscale"
-			}
-			v.Policy = api.PoolPolicy{Mode: mode, TTL: pol.TTL.String(), MaxTTL: pol.MaxTTL.String(), MaxExtensions: pol.MaxExtensions,
-				WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String()}
+		pol, err = m.ValidateStored()
+		validPolicy = err == nil
+	}
+	var options json.RawMessage
+	if validPolicy {
+		options = pol.BackendOptions
+	}
+	v.BackendCapabilities = poolBackendCapabilities(p.Backend, options)
+	if validPolicy {
+		mode := "fixed"
+		if pol.Autoscale {
+			mode = "autoscale"
 		}
+		v.Policy = api.PoolPolicy{Mode: mode, TTL: pol.TTL.String(), MaxTTL: pol.MaxTTL.String(), MaxExtensions: pol.MaxExtensions,
+			WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String()}
 	}
 	st, err := s.queryPool(ctx, p.Name)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/lease"
 )
 
@@ -33,6 +34,7 @@ func (s *Server) leaseSleepChange(w http.ResponseWriter, r *http.Request, asleep
 		req := lease.WakeRequest{}
 		if pol, err := s.poolPolicy(r.Context(), l.Pool); err == nil {
 			req.ResumeTimeout = pol.ResumeTimeout
+			req.CertificatesMinRemaining = instance.WakeCertificateMinimum(pol)
 		}
 		arg = req
 	}
@@ -57,7 +59,7 @@ func (s *Server) leaseSleepChange(w http.ResponseWriter, r *http.Request, asleep
 	if reason, rejected := lease.IsSleepRejection(err); rejected {
 		s.auditOutcome(r, action, l.ID, l.Pool, "refused", map[string]any{"reason": reason})
 		status := http.StatusConflict
-		if reason == api.ReasonWakeFailed {
+		if reason == api.ReasonWakeFailed || reason == api.ReasonCertificatesExpiring {
 			status = http.StatusBadGateway
 		}
 		writeError(w, status, reason, title, sleepDetail(reason))
@@ -86,7 +88,9 @@ func sleepDetail(reason api.ReasonCode) string {
 	case api.ReasonNotReady:
 		return "only a Bound lease sleeps and wakes"
 	case api.ReasonSleepUnsupported:
-		return "the lease's backend cannot put clusters to sleep"
+		return "the lease's cluster cannot sleep: its backend has no sleep, or its state would not survive one (k3s, k0s: spec.cluster.persistence.storageType pvc or spec.backend.datastore is needed; see `kobe backends`)"
+	case api.ReasonCertificatesExpiring:
+		return "the cluster's certificates expired while it slept and its backend cannot re-issue them in place: it is broken (condition InstanceHealthy); release the lease and take another"
 	case api.ReasonWakeFailed:
 		return "the cluster did not wake within its pool's resumeTimeout: it is broken (condition InstanceHealthy); release the lease and take another"
 	}

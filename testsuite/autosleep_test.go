@@ -16,17 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
-	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
-	"github.com/kunobi-ninja/kobe/worker"
 )
 
 // TestLeaseAutoSleep: a pool with spec.sleep.afterInactivity of 10 seconds and three leases of
@@ -78,7 +74,7 @@ spec:
 	}
 	const idle, active, excluded = "lease-idle", "lease-active", "lease-excluded"
 	activeView := start(active, nil)
-	kube := leaseKube(t, ctx, s, acts, active)
+	kube := leaseKube(t, s, acts, active)
 	// The holder uses its cluster every 200 ms: 50 requests per inactivity period, so that even
 	// a machine that stalls for seconds leaves it clearly active.
 	var served atomic.Int64
@@ -188,19 +184,4 @@ spec:
 			}
 		}
 	}
-}
-
-// leaseKube is a client of the lease's cluster with the lease's own kubeconfig.
-func leaseKube(t *testing.T, ctx context.Context, s store.Store, acts *worker.Activities, id string) *kubernetes.Clientset {
-	t.Helper()
-	cred, err := s.GetLeaseCredential(ctx, id)
-	require.NoError(t, err)
-	kc, err := acts.Secrets.Open(cred.Sealed, []byte(id))
-	require.NoError(t, err)
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
-	require.NoError(t, err)
-	cfg.Timeout = 10 * time.Second
-	kube, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	return kube
 }

@@ -60,7 +60,7 @@ spec:
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, id); return lv.Phase == api.LeaseBound }, time.Minute, 20*time.Millisecond)
 
-	kube := leaseKube(t, ctx, s, acts, id)
+	kube := leaseKube(t, s, acts, id)
 	_, err = kube.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept"},
 		Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -121,6 +121,65 @@ func TestOnHostCluster(t *testing.T) {
 		require.NoError(t, b.Delete(dctx, id), "twice is fine")
 	})
 
+	t.Run("sleep on the host: refused on an emptyDir; with a claim, scaled to 0 keeping the claim, and back", func(t *testing.T) {
+		const onDisk, withPVC = "k0s-sleep-empty", "k0s-sleep-pvc"
+		_, err := b.Create(ctx, spec(onDisk, `{}`))
+		require.NoError(t, err)
+		_, err = b.Create(ctx, spec(withPVC, `{"cluster":{"persistence":{"storageType":"pvc","storageRequestSize":"1Gi"}}}`))
+		require.NoError(t, err)
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+
+		err = b.Sleep(sctx, onDisk)
+		require.ErrorIs(t, err, backends.ErrSleepRefused)
+		assert.Contains(t, err.Error(), "emptyDir")
+		set, err := c.Client.AppsV1().StatefulSets("default").Get(ctx, onDisk+"-server", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, int32(1), *set.Spec.Replicas, "a refused sleep changes nothing")
+
+		var claim string
+		require.Eventually(t, func() bool {
+			pvcs, err := c.Client.CoreV1().PersistentVolumeClaims("default").List(ctx, metav1.ListOptions{LabelSelector: hosted.LabelInstance + "=" + withPVC})
+			if err != nil || len(pvcs.Items) != 1 {
+				return false
+			}
+			claim = string(pvcs.Items[0].UID)
+			return true
+		}, time.Minute, 300*time.Millisecond, "the server's claim")
+		require.NoError(t, b.Sleep(sctx, withPVC), "returns once the host's StatefulSet controller removed the server pod")
+		pods, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: hosted.LabelInstance + "=" + withPVC})
+		require.NoError(t, err)
+		assert.Empty(t, pods.Items)
+		st, err := b.Status(ctx, withPVC)
+		require.NoError(t, err)
+		assert.Equal(t, backends.PhaseSleeping, st.Phase, st.Message)
+		// The controller would delete a claim scaled away under the rendered policy
+		// (whenScaled: Delete); the sleep retains it. Give it time to act wrongly.
+		require.Never(t, func() bool {
+			pvcs, err := c.Client.CoreV1().PersistentVolumeClaims("default").List(ctx, metav1.ListOptions{LabelSelector: hosted.LabelInstance + "=" + withPVC})
+			return err == nil && (len(pvcs.Items) != 1 || string(pvcs.Items[0].UID) != claim || pvcs.Items[0].DeletionTimestamp != nil)
+		}, 5*time.Second, 250*time.Millisecond, "the claim (the server's data) is kept while asleep")
+
+		require.NoError(t, b.Resume(sctx, withPVC))
+		require.Eventually(t, func() bool {
+			pod, err := c.Client.CoreV1().Pods("default").Get(ctx, withPVC+"-server-0", metav1.GetOptions{})
+			return err == nil && pod.DeletionTimestamp == nil
+		}, time.Minute, 300*time.Millisecond, "the server pod is back")
+		st, err = b.Status(ctx, withPVC)
+		require.NoError(t, err)
+		assert.NotEqual(t, backends.PhaseSleeping, st.Phase)
+		pvcs, err := c.Client.CoreV1().PersistentVolumeClaims("default").List(ctx, metav1.ListOptions{LabelSelector: hosted.LabelInstance + "=" + withPVC})
+		require.NoError(t, err)
+		require.Len(t, pvcs.Items, 1)
+		assert.Equal(t, claim, string(pvcs.Items[0].UID), "the same claim: the same data")
+		for _, each := range []string{onDisk, withPVC} {
+			require.NoError(t, b.Delete(sctx, each))
+			left, err := b.Leftovers(ctx, each)
+			require.NoError(t, err)
+			assert.Empty(t, left, "nothing of %s, its claim included", each)
+		}
+	})
+
 	t.Run("HA: 3 controllers on a shared PostgreSQL (kine), their database dropped at delete", func(t *testing.T) {
 		// The host's pods never run here (kwok), so the machine's PostgreSQL is named by its
 		// loopback address: what is checked is what kobe makes of it.

@@ -198,6 +198,51 @@ func TestOnRealHostCluster(t *testing.T) {
 		require.NoError(t, b.Delete(wctx, id))
 	})
 
+	t.Run("sleep: one server on a shared PostgreSQL scaled to 0 and back, its data kept", func(t *testing.T) {
+		pg := sharedPostgres(t, c)
+		const id = "sleepy"
+		_, err := b.Create(ctx, spec(id, nil, pg.datastore))
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			_ = b.Delete(dctx, id) // while PostgreSQL is reachable, so that its database goes too
+		})
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		_, err = b.WaitReady(wctx, id, nil)
+		require.NoError(t, err)
+		cred, err := b.Credentials(ctx, id, backends.CredentialRequest{})
+		require.NoError(t, err)
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(cred.Kubeconfig)
+		require.NoError(t, err)
+		cfg.Timeout = 10 * time.Second
+		admin, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		_, err = admin.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept"},
+			Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		require.NoError(t, b.Sleep(wctx, id), "returns once no server pod is left")
+		pods, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: hosted.LabelInstance + "=" + id})
+		require.NoError(t, err)
+		assert.Empty(t, pods.Items, "no pod of the instance is left")
+		st, err := b.Status(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, backends.PhaseSleeping, st.Phase, st.Message)
+		_, err = admin.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
+		require.Error(t, err, "asleep, the cluster does not serve")
+
+		started := time.Now()
+		require.NoError(t, b.Resume(wctx, id))
+		_, err = b.WaitReady(wctx, id, nil)
+		require.NoError(t, err)
+		t.Logf("resume → ready in %s", time.Since(started).Round(time.Millisecond))
+		got, err := admin.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
+		require.NoError(t, err, "awake, the same kubeconfig works")
+		assert.Equal(t, "v", got.Data["k"], "the object made before the sleep is still there")
+	})
+
 	t.Run("HA: 3 servers on a shared PostgreSQL", func(t *testing.T) {
 		pg := sharedPostgres(t, c)
 		t.Cleanup(func() {

@@ -512,10 +512,12 @@ func (b *Backend) statusOf(ctx context.Context, ca *corev1.Secret) backends.Inst
 		}
 		return st
 	}
-	var shape instanceShape
-	_ = json.Unmarshal([]byte(ca.Annotations[shapeAnnotation]), &shape)
-	if shape.Servers == 0 {
-		shape.Servers = 1
+	shape := shapeOf(ca)
+	if since, asleep := ca.Annotations[sleepingAnnotation]; asleep {
+		// Scaled to 0 on purpose (Sleep): its endpoint stays what it was, where it can be told.
+		st.Phase, st.Message = backends.PhaseSleeping, "asleep since "+since
+		st.Endpoint, _ = b.endpoint(ctx, ca, shape)
+		return st
 	}
 	endpoint, err := b.endpoint(ctx, ca, shape)
 	if err != nil {

@@ -59,10 +59,18 @@ func backendsRun(opts *Options) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tCONTRACT\tSLEEP\tFREEZE\tCERT-ROTATION\tHOST-BOUND\tACTIVITY\tDESCRIPTION")
 	for _, c := range m {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Backend, c.Contract, yes(c.Sleep), yes(c.Freeze),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Backend, c.Contract, sleepCell(c), yes(c.Freeze),
 			yes(c.CertRotate), yes(c.HostBound), yes(c.Activity), c.Description)
 	}
 	return tw.Flush()
+}
+
+// sleepCell is the SLEEP column: whether the backend sleeps, and what a pool needs for it.
+func sleepCell(c backends.Capabilities) string {
+	if c.Sleep && c.SleepRequires != "" {
+		return "with " + c.SleepRequires
+	}
+	return yes(c.Sleep)
 }
 
 func yes(b bool) string {
