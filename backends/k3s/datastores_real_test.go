@@ -33,6 +33,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/testsuite/dbtest"
+	"github.com/kunobi-ninja/kobe/testsuite/goldentest"
 	"github.com/kunobi-ninja/kobe/testsuite/hostcluster"
 	"github.com/kunobi-ninja/kobe/worker"
 )
@@ -294,20 +295,7 @@ func newGoldenEnv(b *hosted.Backend, ds sharedDatastore, pool string, extraConfi
 	acts.RegisterActivities(env)
 	s := spec("", nil, map[string]any{"secretRef": ds.secret, "goldenTemplates": true})
 	s.Pool = pool
-	return &goldenEnv{b: b, env: env, spec: s, adds: []pools.Addon{{Name: "golden", Manifest: goldenManifest(extraConfigMaps)}}}
-}
-
-// goldenManifest: a namespace, a ServiceAccount and a ConfigMap every member should hold, and
-// extra ConfigMaps (addons that take a while to apply, for the measurement).
-func goldenManifest(extra int) string {
-	var sb strings.Builder
-	sb.WriteString("apiVersion: v1\nkind: Namespace\nmetadata: {name: golden}\n---\n" +
-		"apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: agent, namespace: golden}\n---\n" +
-		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: probe, namespace: golden}\ndata: {from: template}\n")
-	for i := 0; i < extra; i++ {
-		fmt.Fprintf(&sb, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra-%d, namespace: golden}\ndata: {n: \"%d\"}\n", i, i)
-	}
-	return sb.String()
+	return &goldenEnv{b: b, env: env, spec: s, adds: []pools.Addon{{Name: "golden", Manifest: goldentest.Manifest(extraConfigMaps)}}}
 }
 
 // ensure runs EnsureGoldenTemplate for the pool's current generation and returns it.
@@ -331,15 +319,6 @@ func (g *goldenEnv) member(t *testing.T, id, generation string) {
 	defer cancel()
 	_, err = g.b.WaitReady(ctx, id, nil)
 	require.NoError(t, err)
-}
-
-// against is cfg's credential sent to the API server at host, whose serving certificate is not
-// checked: what that server says of the credential is the point.
-func against(cfg *rest.Config, host string) *kubernetes.Clientset {
-	c := rest.CopyConfig(cfg)
-	c.Host = host
-	c.TLSClientConfig.CAData, c.TLSClientConfig.CAFile, c.TLSClientConfig.Insecure, c.TLSClientConfig.ServerName = nil, "", true, ""
-	return kubernetes.NewForConfigOrDie(c)
 }
 
 // bootstrapKey is where k3s keeps the bootstrap data of servers started with token (its
@@ -403,9 +382,9 @@ func goldenOnSharedDatastore(t *testing.T, c *hostcluster.RealCluster, b *hosted
 		assert.Equal(t, []string{bootstrapKey(tokenOf(t, c, id))}, keys, "member %s's bootstrap data", id)
 	}
 
-	_, err = against(cfgA, cfgB.Host).CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	_, err = goldentest.Against(cfgA, cfgB.Host).CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	assert.True(t, apierrors.IsUnauthorized(err), "A's admin certificate at B: %v", err)
-	_, err = against(cfgA, cfgA.Host).CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	_, err = goldentest.Against(cfgA, cfgA.Host).CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err, "A's admin certificate at A")
 	tr, err := clientA.CoreV1().ServiceAccounts("golden").CreateToken(ctx, "agent", &authv1.TokenRequest{}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -413,7 +392,7 @@ func goldenOnSharedDatastore(t *testing.T, c *hostcluster.RealCluster, b *hosted
 	review, err := clientA.AuthenticationV1().TokenReviews().Create(ctx, &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: tr.Status.Token}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	assert.True(t, review.Status.Authenticated, "the token is good at A")
-	_, err = against(bearer, cfgB.Host).CoreV1().ConfigMaps("golden").List(ctx, metav1.ListOptions{})
+	_, err = goldentest.Against(bearer, cfgB.Host).CoreV1().ConfigMaps("golden").List(ctx, metav1.ListOptions{})
 	assert.True(t, apierrors.IsUnauthorized(err), "A's ServiceAccount token at B: %v", err)
 
 	if newGeneration {
