@@ -197,7 +197,7 @@ func copyTables(ctx context.Context, db *sql.DB, from, to string) error {
 
 // freeze copies the source's tables into the template database (MySQL has no database copy).
 // The template has no user: nothing but kobe's admin ever reads it.
-func (m *mysqlServer) freeze(ctx context.Context, source, template string) error {
+func (m *mysqlServer) freeze(ctx context.Context, source, template string, without []string) error {
 	if err := checkName(source); err != nil {
 		return err
 	}
@@ -223,6 +223,20 @@ func (m *mysqlServer) freeze(ctx context.Context, source, template string) error
 	if err := copyTables(ctx, db, source, template); err != nil {
 		return err
 	}
+	// Before the mark: a template is complete only without them.
+	for _, k := range without {
+		cond, arg := keyMatch(k)
+		if _, err := db.ExecContext(ctx, "DELETE FROM `"+template+"`.`kine` WHERE "+cond, arg); err != nil {
+			return fmt.Errorf("deleting the keys %s from the template: %w", k, err)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+template+"`.`kine` WHERE "+cond, arg).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("the template still holds %d rows of the keys %s", n, k)
+		}
+	}
 	_, err = db.ExecContext(ctx, "CREATE TABLE `"+template+"`.`"+mysqlTemplateMark+"` (id INT)")
 	return err
 }
@@ -245,4 +259,16 @@ func (m *mysqlServer) provisionFrom(ctx context.Context, name, password, templat
 		return DSN{}, err
 	}
 	return dsn, nil
+}
+
+func (m *mysqlServer) keys(ctx context.Context, database, prefix string) ([]string, error) {
+	if err := checkName(database); err != nil {
+		return nil, err
+	}
+	db, err := m.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return scanKeys(ctx, db, "SELECT DISTINCT name FROM `"+database+"`.`kine` WHERE name LIKE ? ORDER BY name", prefix+"%")
 }

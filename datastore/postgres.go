@@ -156,21 +156,68 @@ func pgCreateDatabase(ctx context.Context, db *sql.DB, create string) error {
 
 // inDatabase runs one admin statement connected to the database name (REASSIGN OWNED acts on
 // the objects of the database it runs in).
-func (p *postgres) inDatabase(ctx context.Context, name, statement string) error {
+func (p *postgres) inDatabase(ctx context.Context, name, statement string, args ...any) error {
+	db, err := p.openDatabase(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, statement, args...)
+	return err
+}
+
+// openDatabase is an admin connection to the database name.
+func (p *postgres) openDatabase(ctx context.Context, name string) (*sql.DB, error) {
 	u := *p.admin
 	u.Path = "/" + name
 	u.RawPath = ""
 	sdb, err := sql.Open("pgx", u.String())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	db, err := adminConnection(ctx, sdb)
+	return adminConnection(ctx, sdb)
+}
+
+// pgPlaceholder turns keyMatch's '?' into PostgreSQL's $1.
+func pgPlaceholder(cond string) string { return strings.Replace(cond, "?", "$1", 1) }
+
+// dropKeys deletes kine's rows of the keys without from database (a template being frozen)
+// and checks that none is left.
+func (p *postgres) dropKeys(ctx context.Context, database string, without []string) error {
+	if len(without) == 0 {
+		return nil
+	}
+	db, err := p.openDatabase(ctx, database)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	_, err = db.ExecContext(ctx, statement)
-	return err
+	for _, k := range without {
+		cond, arg := keyMatch(k)
+		if _, err := db.ExecContext(ctx, `DELETE FROM kine WHERE `+pgPlaceholder(cond), arg); err != nil {
+			return fmt.Errorf("deleting the keys %s from the template: %w", k, err)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM kine WHERE `+pgPlaceholder(cond), arg).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("the template still holds %d rows of the keys %s", n, k)
+		}
+	}
+	return nil
+}
+
+func (p *postgres) keys(ctx context.Context, database, prefix string) ([]string, error) {
+	if err := checkName(database); err != nil {
+		return nil, err
+	}
+	db, err := p.openDatabase(ctx, database)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return scanKeys(ctx, db, `SELECT DISTINCT name FROM kine WHERE name LIKE $1 ORDER BY name`, prefix+"%")
 }
 
 // templateMark is the comment of a complete template database: written last by freeze.
@@ -192,7 +239,7 @@ func (p *postgres) templateComplete(ctx context.Context, template string) (bool,
 // NOLOGIN: nobody connects to a template but kobe's admin, and each member later takes the
 // objects over from it. The database itself is the admin's, so that no member's REASSIGN
 // ever takes it.
-func (p *postgres) freeze(ctx context.Context, source, template string) error {
+func (p *postgres) freeze(ctx context.Context, source, template string, without []string) error {
 	if err := checkName(source); err != nil {
 		return err
 	}
@@ -232,6 +279,10 @@ func (p *postgres) freeze(ctx context.Context, source, template string) error {
 	// role. It goes back to the admin (it is dropped with its instance).
 	if _, err := db.ExecContext(ctx, `ALTER DATABASE `+pgQuote(source)+` OWNER TO CURRENT_USER`); err != nil {
 		return fmt.Errorf("ALTER DATABASE OWNER: %w", err)
+	}
+	// Before the mark: a template is complete only without them.
+	if err := p.dropKeys(ctx, template, without); err != nil {
+		return err
 	}
 	if _, err := db.ExecContext(ctx, `COMMENT ON DATABASE `+pgQuote(template)+` IS '`+templateMark+`'`); err != nil {
 		return fmt.Errorf("COMMENT ON DATABASE: %w", err)

@@ -68,3 +68,21 @@ func namedObjects(ctx context.Context, open func(context.Context) (*sql.DB, erro
 	}
 	return out, nil
 }
+
+// scanKeys runs a query of one string column (kine key names) and returns its rows.
+func scanKeys(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}

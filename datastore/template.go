@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 )
 
 // Golden templates: a pool's members can start from a copy of one prepared database (its
@@ -15,15 +17,22 @@ import (
 // PostgreSQL copies with CREATE DATABASE … TEMPLATE (a file-level copy); MySQL/MariaDB, which
 // have no such statement, copy table by table (CREATE TABLE … LIKE, INSERT … SELECT). NATS has
 // no copy of a key-value bucket that keeps kine's revisions: it is refused.
+//
+// Keys of kine's table can be left out of a template (FreezeTemplate's without): k3s keeps its
+// servers' bootstrap data (CA keys, service-account key, token file) under /bootstrap/ in the
+// datastore, which no member may inherit from the builder.
 
 // ErrTemplatesUnsupported is returned for a driver that cannot copy a database (NATS).
 var ErrTemplatesUnsupported = errors.New("golden templates are not supported on this datastore")
 
 // templater is what a driver that supports golden templates does; names are derived and checked.
 type templater interface {
-	// freeze makes template a copy of source's database (whose sessions it ends first); it
-	// does nothing when template is complete already (templateComplete).
-	freeze(ctx context.Context, source, template string) error
+	// freeze makes template a copy of source's database (whose sessions it ends first),
+	// without the kine rows of the keys in without (see keyMatch); it does nothing when
+	// template is complete already (templateComplete).
+	freeze(ctx context.Context, source, template string, without []string) error
+	// keys lists the names of kine's rows in database that start with prefix (distinct, sorted).
+	keys(ctx context.Context, database, prefix string) ([]string, error)
 	// templateComplete reports whether template exists and was frozen to the end.
 	templateComplete(ctx context.Context, template string) (bool, error)
 	// provisionFrom is provision with the new database a copy of template's, owned by name.
@@ -45,12 +54,19 @@ func (s *Server) templater() (templater, error) {
 }
 
 // FreezeTemplate makes templateID's database a copy of sourceID's: the source instance must be
-// stopped (its sessions are ended). Idempotent: a complete template is kept as it is; one left
-// half-made by a crash is made again.
-func (s *Server) FreezeTemplate(ctx context.Context, sourceID, templateID string) error {
+// stopped (its sessions are ended). without are keys of kine's table the template does not
+// get: a key, or every key under a prefix that ends with '/' (e.g. "/bootstrap/"); the template
+// is complete only once they are gone. Idempotent: a complete template is kept as it is; one
+// left half-made by a crash is made again.
+func (s *Server) FreezeTemplate(ctx context.Context, sourceID, templateID string, without ...string) error {
 	t, err := s.templater()
 	if err != nil {
 		return err
+	}
+	for _, k := range without {
+		if !kineKey.MatchString(k) {
+			return fmt.Errorf("FreezeTemplate: %q is not a kine key (/letters, digits, '.', '-', '/')", k)
+		}
 	}
 	source, err := s.Name(sourceID)
 	if err != nil {
@@ -60,7 +76,7 @@ func (s *Server) FreezeTemplate(ctx context.Context, sourceID, templateID string
 	if err != nil {
 		return err
 	}
-	if err := t.freeze(ctx, source, template); err != nil {
+	if err := t.freeze(ctx, source, template, without); err != nil {
 		return s.fail("freezing %s as the template %s on the %s datastore %s: %w", source, template, s.driver, s, err)
 	}
 	return nil
@@ -115,4 +131,38 @@ func (s *Server) ProvisionFrom(ctx context.Context, instanceID, templateID strin
 		return Instance{}, s.fail("provisioning %s from the template %s on the %s datastore %s: %w", name, template, s.driver, s, scrub(err, password))
 	}
 	return Instance{Driver: s.driver, Name: name, DSN: dsn}, nil
+}
+
+// kineKey is what a key left out of a template may be: no quote, and none of LIKE's wildcards
+// ('%', '_'), so that it goes into a pattern as it is.
+var kineKey = regexp.MustCompile(`^/[A-Za-z0-9./-]*$`)
+
+// keyMatch is the SQL condition on kine's name column for a key left out of a template, with
+// its one argument: the key itself, or (ending with '/') everything under it.
+func keyMatch(key string) (string, string) {
+	if strings.HasSuffix(key, "/") {
+		return "name LIKE ?", key + "%"
+	}
+	return "name = ?", key
+}
+
+// TemplateKeys lists the kine keys starting with prefix held by instanceID's database (or a
+// template's, named by its id): what a template was frozen without can be checked with it.
+func (s *Server) TemplateKeys(ctx context.Context, instanceID, prefix string) ([]string, error) {
+	t, err := s.templater()
+	if err != nil {
+		return nil, err
+	}
+	if !kineKey.MatchString(prefix) {
+		return nil, fmt.Errorf("TemplateKeys: %q is not a kine key prefix", prefix)
+	}
+	name, err := s.Name(instanceID)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := t.keys(ctx, name, prefix)
+	if err != nil {
+		return nil, s.fail("listing the keys %s* of %s on the %s datastore %s: %w", prefix, name, s.driver, s, err)
+	}
+	return keys, nil
 }

@@ -3,6 +3,7 @@ package datastore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -94,4 +95,59 @@ func TestNATSRefusesGoldenTemplates(t *testing.T) {
 	assert.False(t, s.SupportsTemplates())
 	err = s.FreezeTemplate(context.Background(), "a", "b")
 	assert.True(t, errors.Is(err, datastore.ErrTemplatesUnsupported), "%v", err)
+}
+
+// TestFreezeTemplateWithoutKeys: on PostgreSQL and MariaDB, keys left out of a template (a
+// prefix ending in '/', and an exact key) are in neither the template nor a member made from
+// it, while every other key is, and the builder keeps them all; a key that is not a plain kine
+// key is refused before anything is made.
+func TestFreezeTemplateWithoutKeys(t *testing.T) {
+	ctx := context.Background()
+	for _, driver := range []datastore.Driver{datastore.Postgres, datastore.MySQL} {
+		t.Run(string(driver), func(t *testing.T) {
+			s := sqlServer(t, driver)
+			prefix := testPrefix()
+			builder, tpl, member := prefix+"build", prefix+"golden", prefix+"m"
+			t.Cleanup(func() {
+				for _, id := range []string{member, tpl, builder} {
+					_ = s.Drop(ctx, id)
+				}
+			})
+			src, err := s.Provision(ctx, builder)
+			require.NoError(t, err)
+			sdb := openInstance(t, src)
+			_, err = sdb.ExecContext(ctx, "CREATE TABLE kine (id INTEGER PRIMARY KEY, name VARCHAR(100))")
+			require.NoError(t, err)
+			all := []string{"/bootstrap/0123456789ab", "/bootstrap/ba9876543210", "/registry/namespaces/golden",
+				"/registry/secrets/kube-system/k3s-serving", "/registry/secrets/kube-system/k3s-serving2"}
+			for i, k := range all {
+				_, err = sdb.ExecContext(ctx, fmt.Sprintf("INSERT INTO kine VALUES (%d, '%s')", i+1, k))
+				require.NoError(t, err)
+			}
+			// A second revision of a key: every row of it goes.
+			_, err = sdb.ExecContext(ctx, "INSERT INTO kine VALUES (10, '/bootstrap/0123456789ab')")
+			require.NoError(t, err)
+			require.NoError(t, sdb.Close())
+
+			err = s.FreezeTemplate(ctx, builder, tpl, "/bootstrap/%")
+			require.Error(t, err, "a LIKE wildcard is not a key")
+			ready, err := s.TemplateReady(ctx, tpl)
+			require.NoError(t, err)
+			assert.False(t, ready, "nothing frozen by a refused call")
+
+			require.NoError(t, s.FreezeTemplate(ctx, builder, tpl, "/bootstrap/", "/registry/secrets/kube-system/k3s-serving"))
+			kept := []string{"/registry/namespaces/golden", "/registry/secrets/kube-system/k3s-serving2"}
+			got, err := s.TemplateKeys(ctx, tpl, "/")
+			require.NoError(t, err)
+			assert.Equal(t, kept, got, "the template")
+			got, err = s.TemplateKeys(ctx, builder, "/")
+			require.NoError(t, err)
+			assert.Equal(t, all, got, "the builder keeps its keys")
+			_, err = s.ProvisionFrom(ctx, member, tpl)
+			require.NoError(t, err)
+			got, err = s.TemplateKeys(ctx, member, "/")
+			require.NoError(t, err)
+			assert.Equal(t, kept, got, "a member made from the template")
+		})
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/testsuite/dbtest"
+	"github.com/kunobi-ninja/kobe/testsuite/goldentest"
 	"github.com/kunobi-ninja/kobe/worker"
 )
 
@@ -39,19 +40,6 @@ type goldenEnv struct {
 	admin *datastore.Server
 	pool  string
 	in    instance.ProvisionInput
-}
-
-// goldenManifest is what every member should find: a namespace, a ServiceAccount and a
-// ConfigMap, and extra ConfigMaps (for the measurement: addons that take a while to apply).
-func goldenManifest(extra int) string {
-	var sb strings.Builder
-	sb.WriteString("apiVersion: v1\nkind: Namespace\nmetadata: {name: golden}\n---\n" +
-		"apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: agent, namespace: golden}\n---\n" +
-		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: probe, namespace: golden}\ndata: {from: template}\n")
-	for i := 0; i < extra; i++ {
-		fmt.Fprintf(&sb, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra-%d, namespace: golden}\ndata: {n: \"%d\"}\n", i, i)
-	}
-	return sb.String()
 }
 
 func newGoldenEnv(t testing.TB, driver datastore.Driver, extra int) *goldenEnv {
@@ -85,7 +73,7 @@ func newGoldenEnv(t testing.TB, driver datastore.Driver, extra int) *goldenEnv {
 		Backend: "local",
 		Spec: backends.InstanceSpec{Pool: pool, KubernetesVersion: local.Tools{Dir: tools}.KubernetesVersions()[0],
 			Options: []byte(`{"datastore":{"secretRef":"ds","goldenTemplates":true}}`)},
-		Addons: []pools.Addon{{Name: "golden", Manifest: goldenManifest(extra)}},
+		Addons: []pools.Addon{{Name: "golden", Manifest: goldentest.Manifest(extra)}},
 	}}
 	t.Cleanup(func() {
 		for _, id := range b.InstanceIDs() {
@@ -132,15 +120,6 @@ func (g *goldenEnv) adminConfig(t testing.TB, id string) *rest.Config {
 	return cfg
 }
 
-// against is cfg's credential sent to the API server of endpoint, whose serving certificate
-// is not checked: what the server says of the credential is the point.
-func against(cfg *rest.Config, endpoint string) *kubernetes.Clientset {
-	c := rest.CopyConfig(cfg)
-	c.Host = endpoint
-	c.TLSClientConfig.CAData, c.TLSClientConfig.CAFile, c.TLSClientConfig.Insecure = nil, "", true
-	return kubernetes.NewForConfigOrDie(c)
-}
-
 // TestGoldenTemplateOnRealDatastores: on PostgreSQL and MariaDB, the pool's template is built
 // once from a builder with the addons (the builder is gone after), two members made from it
 // both hold the golden objects without any addon applied to them, A's admin certificate and
@@ -174,7 +153,7 @@ func TestGoldenTemplateOnRealDatastores(t *testing.T) {
 			}
 
 			// A's admin certificate (signed by A's CA) at B's API server: refused.
-			_, err = against(cfgA, cfgB.Host).CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			_, err = goldentest.Against(cfgA, cfgB.Host).CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 			assert.True(t, apierrors.IsUnauthorized(err), "A's admin certificate at B: %v", err)
 			// A token of the golden ServiceAccount minted by A (signed by A's key) at B: refused.
 			tr, err := kubernetes.NewForConfigOrDie(cfgA).CoreV1().ServiceAccounts("golden").CreateToken(ctx, "agent",
@@ -185,7 +164,7 @@ func TestGoldenTemplateOnRealDatastores(t *testing.T) {
 				&authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: tr.Status.Token}}, metav1.CreateOptions{})
 			require.NoError(t, err)
 			assert.True(t, review.Status.Authenticated, "the token is good at A")
-			_, err = against(bearer, cfgB.Host).CoreV1().ConfigMaps("golden").List(ctx, metav1.ListOptions{})
+			_, err = goldentest.Against(bearer, cfgB.Host).CoreV1().ConfigMaps("golden").List(ctx, metav1.ListOptions{})
 			assert.True(t, apierrors.IsUnauthorized(err), "A's ServiceAccount token at B: %v", err)
 
 			// A new spec (one more addon) is a new generation: its template replaces the old one.

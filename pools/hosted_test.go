@@ -83,8 +83,8 @@ func TestHostedBackendRefusals(t *testing.T) {
 	}
 }
 
-// spec.backend.datastore reaches the k3s backend, which takes servers > 1 with it and refuses
-// what it does not implement (golden templates) by name.
+// spec.backend.datastore reaches the k3s backend, which takes servers > 1 and golden templates
+// with it, and refuses by name what golden templates cannot do.
 func TestHostedDatastore(t *testing.T) {
 	m := strings.Replace(k3sPool, "    k3s: {namespace: tenants}\n", "    k3s: {namespace: tenants}\n    datastore: {secretRef: shared-postgres}\n", 1)
 	m = strings.Replace(m, "servers: 1", "servers: 3", 1)
@@ -105,7 +105,18 @@ func TestHostedDatastore(t *testing.T) {
 	require.NoError(t, err)
 	pol, err = p.Validate()
 	require.NoError(t, err)
-	err = f.Prototype.Validate(backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions})
+	require.NoError(t, f.Prototype.Validate(backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions}),
+		"golden templates on k3s (the datastore's driver is judged at preflight, which reads the Secret)")
+	assert.True(t, backends.WantsGoldenTemplates(pol.BackendOptions), "the member's Provision builds the template")
+
+	// With --secrets-encryption the template's Secrets would be sealed with the builder's key.
+	m = strings.Replace(string(data), "  cluster:\n    version: v1.32.0+k3s1\n", "  cluster:\n    version: v1.32.0+k3s1\n    serverArgs: [--secrets-encryption]\n", 1)
+	p, err = pools.Parse([]byte(m))
+	require.NoError(t, err)
+	pol, err = p.Validate()
+	if err == nil {
+		err = f.Prototype.Validate(backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions})
+	}
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "spec.backend.datastore.goldenTemplates: not supported by kobe's k3s/k0s backends: their servers keep the cluster's bootstrap data")
+	assert.Contains(t, err.Error(), "spec.cluster.serverArgs: --secrets-encryption with spec.backend.datastore.goldenTemplates")
 }

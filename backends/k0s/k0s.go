@@ -10,6 +10,7 @@
 package k0s
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -71,6 +72,7 @@ var Distro = hosted.Distro{
 	// controller of an instance the same pair, so that HA controllers accept each other's tokens.
 	ServiceAccountKeyFiles: &[2]string{"pki/sa.key", "pki/sa.pub"},
 	ConfigDir:              ConfigDir,
+	Unsupported:            unsupported,
 	ServerCommand: func(in hosted.ServerInput) []string {
 		cmd := []string{"k0s", "controller", "--config=" + ConfigDir + "/k0s.yaml", "--data-dir=" + DataDir, "--enable-worker", "--no-taints"}
 		return append(cmd, in.Options.Cluster.ServerArgs...)
@@ -102,4 +104,16 @@ func storage(in hosted.ServerInput) map[string]any {
 		return map[string]any{"type": "etcd"}
 	}
 	return map[string]any{"type": "kine", "kine": map[string]any{"dataSource": in.DatastoreEndpoint}}
+}
+
+// unsupported refuses what kobe's k0s backend does not do.
+func unsupported(p hosted.Parsed) error {
+	if p.SharedDatastore.Golden() {
+		// The shared code would copy the template as it does for k3s, but what k0s controllers
+		// keep of the cluster's identity in the datastore is unchecked: no k0s runs here (the
+		// Go module proxy refuses its modules), so which keys a template must leave out is not
+		// known. Refused rather than guessed.
+		return errors.New("spec.backend.datastore.goldenTemplates: not supported by kobe's k0s backend: which keys of the datastore k0s controllers keep the cluster's identity in has not been checked against a running k0s (none can be built here), so a template could hand the builder's keys to every member; golden templates work on the k3s and local backends")
+	}
+	return nil
 }

@@ -67,6 +67,12 @@ var Distro = hosted.Distro{
 	// k3s's --datastore-endpoint, read from the environment: the instance's own database on the
 	// shared datastore (spec.backend.datastore), which lets several servers form one cluster.
 	DatastoreEnv: "K3S_DATASTORE_ENDPOINT",
+	// What a golden template is frozen without: the servers' bootstrap data (storageKey of
+	// k3s's pkg/cluster: /bootstrap/<hash of the token>, the CA keys, the service-account key,
+	// the encryption configuration, encrypted with the builder's token) and the serving
+	// certificate's Secret, signed by the builder's CA. A member bootstraps its own.
+	TemplateWithout: []string{"/bootstrap/", "/registry/secrets/kube-system/k3s-serving"},
+	Unsupported:     unsupported,
 	ServerCommand: func(in hosted.ServerInput) []string {
 		cmd := []string{"/bin/k3s", "server",
 			"--data-dir=" + DataDir,
@@ -87,4 +93,18 @@ var Distro = hosted.Distro{
 	AgentCommand: func(in hosted.ServerInput) []string {
 		return []string{"/bin/k3s", "agent", "--server=" + in.ServerURL, "--token-file=" + in.TokenFile}
 	},
+}
+
+// unsupported refuses what kobe's k3s backend cannot do with a spec.
+func unsupported(p hosted.Parsed) error {
+	if p.SharedDatastore.Golden() {
+		for _, a := range p.Cluster.ServerArgs {
+			if a == "--secrets-encryption" || strings.HasPrefix(a, "--secrets-encryption=") {
+				// The builder's Secrets are stored encrypted with a key of its bootstrap data,
+				// which the template leaves out: no member could read them.
+				return fmt.Errorf("spec.cluster.serverArgs: %s with spec.backend.datastore.goldenTemplates: the template's Secrets would be encrypted with the golden builder's key, which no member gets (each bootstraps its own); use one or the other", a)
+			}
+		}
+	}
+	return nil
 }

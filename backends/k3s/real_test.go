@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -27,7 +26,6 @@ import (
 	"github.com/kunobi-ninja/kobe/backends/k3s"
 	"github.com/kunobi-ninja/kobe/datastore"
 	"github.com/kunobi-ninja/kobe/testsuite/conformance"
-	"github.com/kunobi-ninja/kobe/testsuite/dbtest"
 	"github.com/kunobi-ninja/kobe/testsuite/hostcluster"
 )
 
@@ -402,7 +400,7 @@ func TestOnRealHostCluster(t *testing.T) {
 				{spec("d1", map[string]any{"servers": 3}, map[string]any{"secretRef": "absent"}), "spec.backend.datastore.secretRef: the host cluster has no Secret default/absent", true},
 				{spec("d2", nil, map[string]any{"secretRef": pg.secret, "secretKey": "url"}), `spec.backend.datastore.secretKey: Secret default/` + pg.secret + ` has no key "url"`, true},
 				{spec("d3", nil, map[string]any{"secretRef": "redis"}), `unsupported datastore scheme "redis"`, true},
-				{spec("d4", nil, map[string]any{"secretRef": pg.secret, "goldenTemplates": true}), "spec.backend.datastore.goldenTemplates: not supported", true},
+				{spec("d4", map[string]any{"serverArgs": []string{"--disable-agent", "--secrets-encryption"}}, map[string]any{"secretRef": pg.secret, "goldenTemplates": true}), "spec.cluster.serverArgs: --secrets-encryption with spec.backend.datastore.goldenTemplates", true},
 				{spec("d5", nil, map[string]any{"secretRef": "pg-down"}), "cannot reach the postgres datastore postgres://postgres:xxxxx@" + c.NodeIP + ":1", false},
 			}
 			for _, tc := range cases {
@@ -574,34 +572,7 @@ type sharedDatastore struct {
 	datastore map[string]any    // spec.backend.datastore naming it
 }
 
-// sharedPostgres: the machine's PostgreSQL listens on loopback, which the host's pods cannot
-// reach (their only route is the node's bridge); a forwarder on the node's address makes it
-// reachable for them and for kobe alike, and the admin URL in the Secret names that address.
+// sharedPostgres: the machine's PostgreSQL, reachable from the host's pods (shareDatastore).
 func sharedPostgres(t *testing.T, c *hostcluster.RealCluster) sharedDatastore {
-	admin := dbtest.PostgresAdminURL(t)
-	u, err := url.Parse(admin)
-	require.NoError(t, err)
-	addr := c.ForwardToMachine(t, u.Host)
-	u.Host = addr
-	server, err := datastore.Parse(u.String())
-	require.NoError(t, err)
-	require.NoError(t, server.Ping(context.Background()), "PostgreSQL through the forwarder")
-	const secret = "shared-postgres"
-	_, err = c.Client.CoreV1().Secrets("default").Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: secret},
-		Data:       map[string][]byte{datastore.DefaultSecretKey: []byte(u.String())},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		// Whatever a failed test left of its instances in PostgreSQL.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, prefix := range []string{"ha-", "measure-", "conf-"} {
-			left, _ := server.Leftovers(ctx, prefix)
-			if len(left) > 0 {
-				t.Errorf("left in PostgreSQL: %s", strings.Join(left, ", "))
-			}
-		}
-	})
-	return sharedDatastore{server: server, address: addr, secret: secret, datastore: map[string]any{"secretRef": secret}}
+	return shareDatastore(t, c, datastore.Postgres)
 }

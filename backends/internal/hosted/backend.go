@@ -79,8 +79,9 @@ type Backend struct {
 }
 
 var (
-	_ backends.RuntimeBackend = (*Backend)(nil)
-	_ backends.Preflighter    = (*Backend)(nil)
+	_ backends.RuntimeBackend  = (*Backend)(nil)
+	_ backends.Preflighter     = (*Backend)(nil)
+	_ backends.GoldenTemplater = (*Backend)(nil)
 )
 
 // New makes a backend of a distribution (nothing is asked of the host until used).
@@ -372,6 +373,7 @@ func (b *Backend) createCA(ctx context.Context, spec backends.InstanceSpec, p Pa
 	sh := instanceShape{Servers: p.Servers, Agents: p.Agents, ExposeType: p.ExposeType}
 	if p.SharedDatastore != nil {
 		sh.Datastore = &datastoreRef{SecretRef: p.SharedDatastore.SecretRef, SecretKey: p.SharedDatastore.Key()}
+		sh.Template = templateOf(spec, p)
 	}
 	shape, _ := json.Marshal(sh)
 	s := &corev1.Secret{
@@ -422,6 +424,9 @@ type instanceShape struct {
 	ExposeType string `json:"exposeType"`
 	// Datastore: the instance has a database on a shared datastore (dropped at Delete).
 	Datastore *datastoreRef `json:"datastore,omitempty"`
+	// Template: the golden template the instance's database was copied from (its pool's
+	// templates are dropped with the last such member).
+	Template string `json:"template,omitempty"`
 }
 
 func (b *Backend) nodeAddresses(ctx context.Context) ([]string, error) {
@@ -678,6 +683,9 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	}
 	defer b.lock(id)()
 	sel := metav1.ListOptions{LabelSelector: LabelInstance + "=" + id + "," + LabelBackend + "=" + b.distro.Name}
+	if err := b.markDeleting(ctx, id); err != nil {
+		return fmt.Errorf("deleting instance %s: %w", id, err)
+	}
 	for {
 		left, err := b.deleteRound(ctx, id, sel)
 		if err == nil && len(left) == 0 {
@@ -717,6 +725,9 @@ func (b *Backend) deleteRound(ctx context.Context, id string, sel metav1.ListOpt
 		if err == nil {
 			if err := b.dropDatabase(ctx, ca); err != nil {
 				return nil, err
+			}
+			if err := b.dropGoldenIfLast(ctx, ca); err != nil {
+				return nil, fmt.Errorf("instance %s: dropping its pool's golden templates: %w", id, err)
 			}
 		} else if !errors.Is(err, backends.ErrNotFound) {
 			return nil, err

@@ -25,7 +25,8 @@ import (
 type DatastoreOptions struct {
 	SecretRef string `json:"secretRef"`
 	SecretKey string `json:"secretKey,omitempty"`
-	// GoldenTemplates is upstream's; refused here (see parseDatastore for why).
+	// GoldenTemplates: members start from a copy of the pool's golden template (golden.go);
+	// PostgreSQL and MySQL/MariaDB only (checked at preflight, which reads the URL).
 	GoldenTemplates *bool `json:"goldenTemplates,omitempty"`
 }
 
@@ -56,9 +57,6 @@ func parseDatastore(raw json.RawMessage) (*DatastoreOptions, error) {
 	}
 	if k := d.Key(); !secretKeyPattern.MatchString(k) || len(k) > 253 {
 		return nil, fmt.Errorf("spec.backend.datastore.secretKey: %q is not a Secret key (letters, digits, '-', '_', '.')", k)
-	}
-	if d.GoldenTemplates != nil && *d.GoldenTemplates {
-		return nil, errors.New("spec.backend.datastore.goldenTemplates: not supported by kobe's k3s/k0s backends: their servers keep the cluster's bootstrap data (CA, service-account and encryption keys) in the datastore, so a copied database would give every member the builder's keys; golden templates are implemented for the local backend (PostgreSQL, MySQL/MariaDB)")
 	}
 	return d, nil
 }
@@ -115,6 +113,9 @@ func (b *Backend) preflightDatastore(ctx context.Context, p Parsed) error {
 	if err != nil {
 		return err
 	}
+	if err := checkGolden(p.SharedDatastore, s); err != nil {
+		return err
+	}
 	return s.Ping(ctx)
 }
 
@@ -149,7 +150,12 @@ func (b *Backend) ensureDatabase(ctx context.Context, spec backends.InstanceSpec
 			return "", err
 		}
 	}
-	made, err := s.Provision(ctx, spec.ID)
+	var made datastore.Instance
+	if template := templateOf(spec, p); template != "" {
+		made, err = s.ProvisionFrom(ctx, spec.ID, template)
+	} else {
+		made, err = s.Provision(ctx, spec.ID)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -196,4 +202,12 @@ func (b *Backend) DatastoreEndpoint(ctx context.Context, id string) (datastore.D
 		return datastore.DSN{}, err
 	}
 	return datastore.NewDSN(string(s.Data[endpointKey])), nil
+}
+
+// templateOf is the golden template an instance's database is copied from ("": none).
+func templateOf(spec backends.InstanceSpec, p Parsed) string {
+	if spec.Golden == "" || !p.SharedDatastore.Golden() {
+		return ""
+	}
+	return backends.GoldenTemplateID(spec)
 }

@@ -48,6 +48,10 @@ type Distro struct {
 	// the datastore's password), or nil.
 	ConfigFiles func(in ServerInput) (map[string]string, error)
 	ConfigDir   string
+	// TemplateWithout are the kine keys a golden template is frozen without
+	// (datastore.FreezeTemplate): what the servers keep of the cluster's identity in the
+	// datastore, which no member may inherit from the builder (golden.go).
+	TemplateWithout []string
 	// Unsupported says, for a field the distribution refuses, why ("" = supported).
 	Unsupported func(p Parsed) error
 }

@@ -72,13 +72,17 @@ func TestSharedDatastoreOptions(t *testing.T) {
 	assert.Equal(t, 3, p.Servers)
 	require.NotNil(t, p.SharedDatastore)
 	assert.Equal(t, "connection-url", p.SharedDatastore.Key(), "upstream's default key")
+	assert.False(t, p.SharedDatastore.Golden())
+
+	p, err = ParseOptions("spec.backend.k3s", json.RawMessage(`{"datastore":{"secretRef":"pg","goldenTemplates":true}}`))
+	require.NoError(t, err, "golden templates: the driver is judged at preflight")
+	assert.True(t, p.SharedDatastore.Golden())
 
 	for raw, want := range map[string]string{
-		`{"datastore":{}}`:                                        "spec.backend.datastore.secretRef: required",
-		`{"datastore":{"secretRef":"../x"}}`:                      `spec.backend.datastore.secretRef: "../x" is not a Secret name`,
-		`{"datastore":{"secretRef":"pg","secretKey":"a/b"}}`:      `spec.backend.datastore.secretKey: "a/b" is not a Secret key`,
-		`{"datastore":{"secretRef":"pg","goldenTemplates":true}}`: "spec.backend.datastore.goldenTemplates: not supported",
-		`{"datastore":{"secretRef":"pg","driver":"postgres"}}`:    `spec.backend.datastore: unknown field "driver"`,
+		`{"datastore":{}}`:                                     "spec.backend.datastore.secretRef: required",
+		`{"datastore":{"secretRef":"../x"}}`:                   `spec.backend.datastore.secretRef: "../x" is not a Secret name`,
+		`{"datastore":{"secretRef":"pg","secretKey":"a/b"}}`:   `spec.backend.datastore.secretKey: "a/b" is not a Secret key`,
+		`{"datastore":{"secretRef":"pg","driver":"postgres"}}`: `spec.backend.datastore: unknown field "driver"`,
 	} {
 		_, err := ParseOptions("spec.backend.k3s", json.RawMessage(raw))
 		require.Error(t, err, raw)
