@@ -67,15 +67,18 @@ func (d *DatastoreOptions) Golden() bool {
 
 // goldenSpec parses a spec that asks for golden templates of a given generation.
 func (b *Backend) goldenSpec(spec backends.InstanceSpec) (Parsed, error) {
+	if spec.Golden == "" {
+		return Parsed{}, errors.New("no golden template generation given")
+	}
+	// A template is the pool's, not a member's: its spec is checked under the builder's id
+	// (the caller's spec may carry a member's id, or none).
+	spec.ID = backends.GoldenBuilderID(spec)
 	p, _, err := b.validate(spec)
 	if err != nil {
 		return p, err
 	}
 	if !p.SharedDatastore.Golden() {
 		return p, backends.InvalidSpec(errors.New("spec.backend.datastore.goldenTemplates: not set: the pool has no golden template"))
-	}
-	if spec.Golden == "" {
-		return p, errors.New("no golden template generation given")
 	}
 	if err := b.available(); err != nil {
 		return p, err
