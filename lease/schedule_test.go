@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,9 +45,13 @@ func TestScheduledSleepActsOnTheBoundLeasesNotExcluded(t *testing.T) {
 	env.RegisterWorkflowWithOptions(lease.ScheduledSleep, workflow.RegisterOptions{Name: pool.ScheduledSleepWorkflowName})
 	acts := worker.NewActivities(st, zap.NewNop())
 	env.RegisterActivity(acts.Lease().ListSleepTargets)
+	// The workflow runs the changes at once: the test's activity records them under a lock.
+	var mu sync.Mutex
 	var asked []lease.LeaseSleepChange
 	env.RegisterActivityWithOptions(func(_ context.Context, c lease.LeaseSleepChange) (string, error) {
+		mu.Lock()
 		asked = append(asked, c)
+		mu.Unlock()
 		if c.LeaseID == "lease-demo2" {
 			return string(api.ReasonNotReady), nil
 		}

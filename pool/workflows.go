@@ -180,6 +180,9 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 				p.startCertificateChecks()
 			}
 			p.startFreezes()
+			if s.SyncsSchedules {
+				p.startScheduleSync()
+			}
 		} else if s.Hardened {
 			p.startHealthChecks()
 			if s.Certificates && !s.Draining {
