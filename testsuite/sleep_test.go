@@ -70,12 +70,22 @@ spec:
 	require.NotEmpty(t, pids, "the instance's processes run (kine, kube-apiserver)")
 	t.Logf("awake: %d processes, RSS %d MiB", len(pids), rss>>20)
 
+	// The lease shows Bound a moment before it takes sleeps (refused not_ready until then: CI
+	// saw it once), so a not_ready is asked again.
 	sleep := func() lease.View {
-		h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: lease.UpdateSleep,
-			Args: []any{lease.SleepRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
-		require.NoError(t, err)
 		var v lease.View
-		require.NoError(t, h.Get(ctx, &v))
+		require.Eventually(t, func() bool {
+			h, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: lease.UpdateSleep,
+				Args: []any{lease.SleepRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+			if err == nil {
+				err = h.Get(ctx, &v)
+			}
+			if reason, refused := lease.IsSleepRejection(err); refused && reason == api.ReasonNotReady {
+				return false
+			}
+			require.NoError(t, err)
+			return true
+		}, time.Minute, 50*time.Millisecond)
 		return v
 	}
 	lv = sleep()
