@@ -145,6 +145,10 @@ func TestPortalInBrowser(t *testing.T) {
 		return v.Value
 	}
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	// message selects the page's message only once it says word.
+	message := func(word string) chromedp.Search {
+		return chromedp.Search(`//p[@id="msg"][contains(., "` + word + `")]`)
+	}
 
 	// Log in: the portal sends the browser to the provider's login page and back.
 	run("log in",
@@ -190,14 +194,15 @@ func TestPortalInBrowser(t *testing.T) {
 	run("extend click",
 		chromedp.SetValue(css(row+` form.extend input[name="ttl"]`), "2m"),
 		chromedp.Click(css(row+` form.extend button`)))
+	// Each form posts and the server answers with a new page and its message. Waiting for just
+	// "#msg" could match the page before the post, still showing the previous message (CI saw
+	// "extended" read after the release click), so each step waits for its own message.
 	run("extend",
-		chromedp.WaitVisible(css(`#msg`)),
+		chromedp.WaitVisible(message("extended")),
 		chromedp.WaitVisible(css(row+` td.ext[data-n="1"]`)), // at once, or with the next live refresh
 		shot("04-extended"),
 	)
-	require.Contains(t, text(`#msg`), "extended")
-	run("release", chromedp.Click(css(row+` form.release button`)), chromedp.WaitVisible(css(`#msg`)))
-	require.Contains(t, text(`#msg`), "released")
+	run("release", chromedp.Click(css(row+` form.release button`)), chromedp.WaitVisible(message("released")))
 
 	// The audit log shows all of it under the person's identity.
 	run("audit",
