@@ -168,7 +168,7 @@ func TestPortalInBrowser(t *testing.T) {
 		chromedp.SetValue(css(`#new-ttl`), "10m"),
 		chromedp.SetValue(css(`#new-alias`), "web-1"),
 		chromedp.Click(css(`#new-submit`)),
-		chromedp.WaitVisible(css(`#msg`)),
+		chromedp.WaitVisible(message("requested from web")),
 		chromedp.WaitVisible(css(`tr[data-lease]`)),
 	)
 	leaseID := attr(`tr[data-lease]`, "data-lease")
