@@ -52,6 +52,9 @@ type Config struct {
 
 	APIAddress     string // server and dev
 	MetricsAddress string // worker: /metrics and /healthz of a worker-only process
+	// ProfileAddress (every mode), when set, serves Go's profiles (net/http/pprof) there, on a
+	// listener of its own so that they are never reachable through the API's address.
+	ProfileAddress string
 
 	TemporalPort int // dev: gRPC port of the embedded Temporal frontend
 	UIPort       int // dev: Temporal Web UI port; 0 disables it
@@ -127,6 +130,7 @@ func DefaultStateDir() string {
 func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: console or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	fs.StringVar(&c.ProfileAddress, "pprof-address", c.ProfileAddress, "serve Go's runtime profiles (/debug/pprof/) at this address, e.g. 127.0.0.1:6060; empty = off. Unauthenticated: keep it on loopback")
 	switch mode {
 	case ModeDev:
 		fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for the embedded Temporal database, the store and cluster data")
@@ -222,6 +226,11 @@ func (c *Config) Validate(mode Mode) error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("--log-level %q: must be one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.ProfileAddress != "" {
+		if err := validateHostPort("--pprof-address", c.ProfileAddress); err != nil {
+			return err
+		}
 	}
 	if c.HostClusterName != "" && (!hostClusterName.MatchString(c.HostClusterName) || len(c.HostClusterName) > 63) {
 		return fmt.Errorf("--host-cluster-name %q: must be a DNS label (lowercase letters, digits, '-')", c.HostClusterName)

@@ -18,6 +18,7 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 		{"bad log format", ModeDev, func(c *Config) { c.LogFormat = "xml" }, "--log-format"},
 		{"bad log level", ModeDev, func(c *Config) { c.LogLevel = "loud" }, "--log-level"},
 		{"bad api address", ModeDev, func(c *Config) { c.APIAddress = "8080" }, "--api-address"},
+		{"bad pprof address", ModeDev, func(c *Config) { c.ProfileAddress = "6060" }, "--pprof-address"},
 		{"bad temporal port", ModeDev, func(c *Config) { c.TemporalPort = 70000 }, "--temporal-port"},
 		{"ui and temporal clash", ModeDev, func(c *Config) { c.UIPort = c.TemporalPort }, "--ui-port"},
 		{"dev bad store", ModeDev, func(c *Config) { c.Store = "mysql://x" }, "--store"},
@@ -103,6 +104,9 @@ func TestFlagsPerMode(t *testing.T) {
 		assert.True(t, has(ModeServer, f), f)
 	}
 	assert.True(t, has(ModeWorker, "metrics-address"))
+	for _, m := range []Mode{ModeDev, ModeServer, ModeWorker} {
+		assert.True(t, has(m, "pprof-address"), m)
+	}
 	assert.False(t, has(ModeWorker, "api-address"))
 	assert.True(t, has(ModeDev, "no-worker"))
 	assert.False(t, has(ModeWorker, "no-worker"))

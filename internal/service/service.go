@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,8 @@ type Process struct {
 	StartupTime time.Duration
 	// SearchAttributes is true once kobe's search attributes are registered on the namespace.
 	SearchAttributes bool
+	// ProfileURL is where Go's profiles are served (/debug/pprof/), with --pprof-address.
+	ProfileURL string
 	// AdminTokenFile holds the admin token (dev, or server with --admin-token-file).
 	AdminTokenFile string
 
@@ -97,6 +100,11 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	}
 	p.stops = append(p.stops, func() { _ = ln.Close() })
 	baseURL := "http://" + ln.Addr().String()
+	if cfg.ProfileAddress != "" {
+		if err := p.serveProfiles(cfg.ProfileAddress); err != nil {
+			return nil, err
+		}
+	}
 
 	temporalAddr := cfg.Temporal.Address
 	namespace := cfg.Temporal.Namespace
@@ -452,4 +460,26 @@ func cleanNetErr(err error) string {
 		return op.Err.Error()
 	}
 	return err.Error()
+}
+
+// serveProfiles serves net/http/pprof's handlers on a listener of their own (never on the API's
+// mux: they are unauthenticated and a CPU profile costs the process while it runs). It is how
+// the bench's figures are explained: `go tool pprof http://<addr>/debug/pprof/profile?seconds=20`
+// during a burst.
+func (p *Process) serveProfiles(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-address %s is already in use or not available: %v", addr, cleanNetErr(err))
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	p.stops = append(p.stops, func() { _ = srv.Close() })
+	p.ProfileURL = "http://" + ln.Addr().String()
+	return nil
 }

@@ -96,9 +96,19 @@ func requireAllHopsOK(t *testing.T, rep api.DoctorReport) {
 
 // TestDevModeServesEverything starts `kobe dev` in memory and checks every endpoint the issue names.
 func TestDevModeServesEverything(t *testing.T) {
-	p := start(t, devConfig(t), config.ModeDev)
+	cfg := devConfig(t)
+	cfg.ProfileAddress = "127.0.0.1:0"
+	p := start(t, cfg, config.ModeDev)
 
-	code, body := get(t, p.APIURL+"/healthz")
+	// Go's profiles, on their own listener only.
+	require.NotEmpty(t, p.ProfileURL)
+	code, body := get(t, p.ProfileURL+"/debug/pprof/goroutine?debug=1")
+	assert.Equal(t, 200, code)
+	assert.Contains(t, body, "goroutine profile:")
+	code, _ = get(t, p.APIURL+"/debug/pprof/")
+	assert.Equal(t, 404, code, "the profiles are not on the API's address")
+
+	code, body = get(t, p.APIURL+"/healthz")
 	assert.Equal(t, 200, code)
 	assert.Equal(t, "ok\n", body)
 
