@@ -812,6 +812,16 @@ func IsExtendRejection(err error) (api.ReasonCode, bool) {
 	return "", false
 }
 
+// IsInstanceBroken returns the message of a credential refused because the lease's instance is
+// broken (its backend says so: the credential will not come by retrying).
+func IsInstanceBroken(err error) (string, bool) {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == ErrInstanceBroken {
+		return ae.Message(), true
+	}
+	return "", false
+}
+
 // credentialOptions: issuing or revoking the lease's credential through the instance's backend,
 // on its host, retried quickly for as long as the lease can wait (within).
 // bindLocalOptions: the local activity that makes sure a warm-bound lease has its credential

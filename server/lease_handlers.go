@@ -649,6 +649,15 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, reason, "Extension refused", extendDetail(reason))
 		return
 	}
+	if broken, ok := lease.IsInstanceBroken(err); ok {
+		// The new credential cannot be issued by a cluster that died: retrying cannot help, and
+		// kobe itself did not fail (so not 503 degraded). The lease keeps its expiry and budget;
+		// the pool's health check recycles the cluster and the lease's condition says so.
+		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "refused", map[string]any{"reason": api.ReasonHealthFailed, "by": by.String(), "error": broken})
+		writeError(w, http.StatusConflict, api.ReasonHealthFailed, "Extension refused",
+			"the lease's cluster is broken, its new credential could not be issued ("+broken+"); nothing was changed")
+		return
+	}
 	if err != nil {
 		s.auditOutcome(r, "lease.extend", l.ID, l.Pool, "failed", map[string]any{"by": by.String(), "error": err.Error()})
 		if isNotRunning(err) {

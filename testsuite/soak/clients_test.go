@@ -63,6 +63,15 @@ type traffic struct {
 	poolMissing []answer
 	started     atomic.Int64
 	extendRef   map[string]int
+	// brokenExtends are extensions refused because the lease's cluster was broken (409
+	// health_failed): judged against the faults that killed members.
+	brokenExtends []brokenExtend
+}
+
+// brokenExtend is an extension refused with health_failed: of which instance, when answered.
+type brokenExtend struct {
+	Instance string
+	Answered time.Time
 }
 
 func newTraffic() *traffic {
@@ -238,6 +247,9 @@ func (e *env) lifecycle(tr *traffic, rng *rand.Rand, me principal, kind string, 
 		a := e.call(tr, true, "extend", me.token, "PATCH", path, []byte(`{"extendTtl":"1m"}`), nil)
 		tr.mu.Lock()
 		tr.extendRef[fmt.Sprintf("%d %s", a.Status, a.Reason)]++
+		if a.Status == 409 && a.Reason == api.ReasonHealthFailed {
+			tr.brokenExtends = append(tr.brokenExtends, brokenExtend{Instance: rec.Instance, Answered: a.Answered})
+		}
 		tr.mu.Unlock()
 	}
 	if kind == "release" {

@@ -419,6 +419,13 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 		r.Requests.FailedOutsideFaults++
 		r.violate("%s (sent %s) got %d %q %s outside any fault window", a.Op, a.Sent.Format("15:04:05.000"), a.Status, a.Reason, a.Err)
 	}
+	// An extension refused because the lease's cluster is broken must be about a cluster a fault
+	// broke: a member killed, or every instance in a reboot.
+	for _, b := range tr.brokenExtends {
+		if !brokeInstance(r.Faults, b.Instance, b.Answered) {
+			r.violate("extend of a lease on %s refused health_failed at %s, but no fault broke that cluster", b.Instance, b.Answered.Format("15:04:05.000"))
+		}
+	}
 	for _, w := range tr.wrong {
 		r.violate("%s", w)
 	}
@@ -481,6 +488,19 @@ func poolRecreated(faults []fault, from, to time.Time) bool {
 			end = time.Now()
 		}
 		if !to.Before(f.At) && !from.After(end.Add(time.Second)) {
+			return true
+		}
+	}
+	return false
+}
+
+// brokeInstance says whether a fault before at killed the processes of instance.
+func brokeInstance(faults []fault, instance string, at time.Time) bool {
+	for _, f := range faults {
+		if f.At.After(at) {
+			continue
+		}
+		if f.Kind == faultReboot || (f.Kind == faultKillMember && strings.HasSuffix(f.Detail, " "+instance)) {
 			return true
 		}
 	}
