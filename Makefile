@@ -9,11 +9,6 @@ LDFLAGS := -s -w -X github.com/kunobi-ninja/kobe/internal/buildinfo.Version=$(VE
            -X github.com/kunobi-ninja/kobe/internal/buildinfo.Commit=$(COMMIT)
 # Flags for `make dev`, e.g. make dev ARGS="--ephemeral"
 ARGS ?=
-# Tests: the whole suite with the race detector. The suite starts real Temporal servers,
-# real stores, real clusters and the real binary; PostgreSQL must be reachable (see `make postgres`).
-# -p 1 runs one package at a time: several packages each starting clusters and Temporal servers
-# at once overload a 2-core machine until start-up deadlines pass.
-TEST_FLAGS ?= -race -count=1 -p 1 -timeout 60m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
 .PHONY: all build dev test test-short bench soak fuzz lint tools postgres-check postgres clean help
@@ -38,18 +33,13 @@ build:
 dev: build tools
 	./bin/kobe dev $(ARGS)
 
-# Each part of `make test` runs under hack/timed.sh, which only runs it unless KOBE_STAGE_TIMES
-# names a file to record its duration in (.ci/run prints them).
-TIMED := hack/timed.sh
-
+# Tests: the whole suite with the race detector (hack/test.sh: two lanes at once, then the soak
+# and the 50-lease burst alone). The suite starts real Temporal servers, real stores, real
+# clusters and the real binary; PostgreSQL must be reachable (see `make postgres`). Each part
+# runs under hack/timed.sh, which records its duration when KOBE_STAGE_TIMES names a file
+# (.ci/run prints them).
 test: postgres-check tools
-	KOBE_TEST_REQUIRE_POSTGRES=1 $(TIMED) "test: go test ./..." $(GO) test $(TEST_FLAGS) ./...
-	# The pool's property test at its full count, 100,000 random sequences (under -race above it
-	# plays 10,000: the race detector makes it ten times slower).
-	$(TIMED) "test: pool property" $(GO) test -count=1 -run TestPoolDecisionsHoldTheirInvariants ./pool/
-	# The 50-lease burst on real clusters, without the race detector (it skips itself under -race).
-	KOBE_TEST_REQUIRE_POSTGRES=1 $(TIMED) "test: burst" $(GO) test -count=1 -timeout 30m -run TestBurstOfLeasesOnASmallPool ./testsuite/
-	$(TIMED) "test: fuzz" $(MAKE) fuzz
+	GO=$(GO) MAKE=$(MAKE) hack/test.sh
 
 # Each fuzz target for a bounded number of executions (FUZZTIME); a crash or a 5xx fails the run
 # and leaves the input under testdata/fuzz for a regression test. A count, not a duration: with a

@@ -35,6 +35,9 @@ func TestLeaseAutoSleep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real clusters; skipped with -short")
 	}
+	// Mostly waiting (on a timer of the cluster's or the lease's), on its own Temporal, store and
+	// state dir: it runs beside the package's other waiting test, not after it.
+	t.Parallel()
 	tmp := testsuite.StartTemporal(t)
 	s := testsuite.NewStore(t, "sqlite")
 	stateDir := t.TempDir()

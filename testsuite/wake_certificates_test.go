@@ -34,6 +34,9 @@ func TestWakeReissuesExpiredCertificates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a real cluster, and two minutes of certificate validity; skipped with -short")
 	}
+	// Mostly waiting (on a timer of the cluster's or the lease's), on its own Temporal, store and
+	// state dir: it runs beside the package's other waiting test, not after it.
+	t.Parallel()
 	tmp := testsuite.StartTemporal(t)
 	s := testsuite.NewStore(t, "sqlite")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
