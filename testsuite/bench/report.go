@@ -88,6 +88,10 @@ type BindLevel struct {
 	// FloorUpdate is the engine's floor at this concurrency: as many clients sending Updates
 	// at once to one running workflow, as many Updates as the level's binds.
 	FloorUpdate Latency `json:"floorUpdate"`
+	// FloorUpdateStartingChild is the same with an Update that starts a child workflow the
+	// parent abandons, with a lease's search attributes (as the pool starts a warm-bound
+	// lease's workflow): what the engine costs for a bind of this design.
+	FloorUpdateStartingChild Latency `json:"floorUpdateStartingChild"`
 	// HostCores is the CPU the whole host used during the bursts (/proc/stat, every process),
 	// in cores; Load the 1-minute load average after the level.
 	HostCores float64 `json:"hostCores"`
@@ -246,6 +250,7 @@ func (r *Report) Render(w io.Writer) error {
 		value("  binds/s; kobe dev CPU: cores, per bind", fmt.Sprintf("%.1f /s; %.2f, %.0f ms", b.BindsPerSecond, b.KobeCores, b.KobeCPUPerBindMs))
 		lat("  POST → first request with the kubeconfig answered", b.FirstRequest)
 		lat(fmt.Sprintf("  engine floor: Update, %d client%s at once", b.Clients, plural(b.Clients)), b.FloorUpdate)
+		lat("  engine floor: Update starting a child, as many clients", b.FloorUpdateStartingChild)
 		value("  503 answers retried", fmt.Sprint(b.Retries503))
 		value("  host CPU during the bursts; load after", fmt.Sprintf("%.2f cores; %.2f", b.HostCores, b.Load))
 	}
@@ -297,6 +302,17 @@ func (r *Report) Render(w io.Writer) error {
 		fmt.Fprintf(w, "  %d client%s: p50 %.1fx (%s / %s), p99 %.1fx (%s / %s)\n", b.Clients, plural(b.Clients),
 			Ratio(b.Latency.P50Ms, b.FloorUpdate.P50Ms), FormatMs(b.Latency.P50Ms), FormatMs(b.FloorUpdate.P50Ms),
 			Ratio(b.Latency.P99Ms, b.FloorUpdate.P99Ms), FormatMs(b.Latency.P99Ms), FormatMs(b.FloorUpdate.P99Ms))
+	}
+	header = "\nRATIOS per level (bind / the engine's Update starting a child workflow, same concurrency)\n"
+	for _, b := range r.Bind {
+		if b.FloorUpdateStartingChild.N == 0 {
+			continue
+		}
+		fmt.Fprint(w, header)
+		header = ""
+		fmt.Fprintf(w, "  %d client%s: p50 %.1fx (%s / %s), p99 %.1fx (%s / %s)\n", b.Clients, plural(b.Clients),
+			Ratio(b.Latency.P50Ms, b.FloorUpdateStartingChild.P50Ms), FormatMs(b.Latency.P50Ms), FormatMs(b.FloorUpdateStartingChild.P50Ms),
+			Ratio(b.Latency.P99Ms, b.FloorUpdateStartingChild.P99Ms), FormatMs(b.Latency.P99Ms), FormatMs(b.FloorUpdateStartingChild.P99Ms))
 	}
 	return nil
 }

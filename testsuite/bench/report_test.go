@@ -32,7 +32,8 @@ func sampleReport() *Report {
 			PSSMiBByComponent: map[string]float64{"kine": 30, "kube-apiserver": 170}, IdleCoresPerInstance: 0.0234},
 		Bind: []BindLevel{
 			{Clients: 10, Rounds: 1, PoolMinReady: 10, PoolMaxClusters: 12, WarmupSeconds: 40, Latency: lat(300), ServerVersion: "v1.37.2",
-				BurstSeconds: 0.9, BindsPerSecond: 11.1, KobeCores: 1.85, KobeCPUPerBindMs: 166},
+				BurstSeconds: 0.9, BindsPerSecond: 11.1, KobeCores: 1.85, KobeCPUPerBindMs: 166,
+				FloorUpdate: lat(50), FloorUpdateStartingChild: lat(150)},
 			{Clients: 1, Rounds: 10, PoolMinReady: 1, PoolMaxClusters: 3, WarmupSeconds: 6, Latency: lat(120), ServerVersion: "v1.37.2"},
 		},
 		Lifecycles: Lifecycles{Count: 20, Clients: 4, PoolMinReady: 4, Seconds: 40, PerSecond: 0.5,
@@ -76,6 +77,8 @@ func TestRenderTable(t *testing.T) {
 		"costs 30.0x an engine Update (4.00 ms)",
 		"costs 10.0x an engine UpdateWithStart (12.0 ms)",
 		"cold local instance p50 (3.60 s) takes 0.60x etcd + kube-apiserver the envtest way (6.00 s)",
+		"RATIOS per level (bind / the engine's Update at the same concurrency)\n  10 clients: p50 6.0x (300 ms / 50.0 ms), p99 6.0x (900 ms / 150 ms)",
+		"RATIOS per level (bind / the engine's Update starting a child workflow, same concurrency)\n  10 clients: p50 2.0x (300 ms / 150 ms), p99 2.0x (900 ms / 450 ms)",
 	} {
 		assert.Contains(t, out, want)
 	}
@@ -94,7 +97,7 @@ func TestRenderTable(t *testing.T) {
 			table = append(table, line)
 		}
 	}
-	require.Len(t, table, 1+2+1+2+1+2*6+5+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (6 rows each), lifecycles (4) + the backend alone, cold (2), floor (2)")
+	require.Len(t, table, 1+2+1+2+1+2*7+5+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (7 rows each), lifecycles (4) + the backend alone, cold (2), floor (2)")
 	// Aligned: every row ends either where the header ends (rows with percentiles) or where
 	// its P50 / VALUE column ends (rows with one value).
 	valueEnd := strings.Index(table[0], "P50 / VALUE") + len("P50 / VALUE")

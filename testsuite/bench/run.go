@@ -270,11 +270,11 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		level.Retries503 = int(ab.answers503.n.Load() - answers503)
 		level.Latency = Summarize(samples)
 		level.FirstRequest = Summarize(firsts)
-		fl, err := measureConcurrentFloor(ctx, dev.TemporalAddr, c, max(1, len(samples)/c))
+		fl, flChild, err := measureConcurrentFloor(ctx, dev.TemporalAddr, c, max(1, len(samples)/c))
 		if err != nil {
 			return nil, fmt.Errorf("engine floor at %d clients: %w", c, err)
 		}
-		level.FloorUpdate = Summarize(fl)
+		level.FloorUpdate, level.FloorUpdateStartingChild = Summarize(fl), Summarize(flChild)
 		level.BurstSeconds = round1(burst.Seconds())
 		level.BindsPerSecond = Ratio(float64(len(samples)), burst.Seconds())
 		level.KobeCores = Ratio(cpu.Seconds(), burst.Seconds())
