@@ -88,17 +88,11 @@ lint:
 	@. "$${KOBE_TOOLS_DIR:-$(CURDIR)/.cache/tools}/lint.env" && echo "staticcheck ./..." && "$$STATICCHECK" ./... && \
 	  echo "workflowcheck ./..." && "$$WORKFLOWCHECK" ./...
 
-# The control-plane tools, then the parts of a real node (kubelet, kube-proxy, containerd, CoreDNS;
-# runc, CNI plugins and busybox come from Debian: see .ci/run).
+# The control-plane tools, then at once the parts of a real node (kubelet, kube-proxy, containerd,
+# CoreDNS; runc, CNI plugins and busybox come from Debian: see .ci/run), the Cluster API managers
+# and the vcluster syncer, beside k3s (hack/build-all-tools.sh).
 tools:
-	hack/build-tools.sh
-	hack/build-node-tools.sh
-	# The Cluster API managers for the capi backend's tests (after build-tools.sh, which rewrites versions.env).
-	hack/build-capi-tools.sh
-	# The vcluster syncer and chart for the vcluster backend's tests (after build-tools.sh, as capi).
-	hack/build-vcluster-tools.sh
-	# k3s (cmd/server) for the k3s backend's tests on the real-pods host cluster (after build-tools.sh).
-	hack/build-k3s-tools.sh
+	hack/build-all-tools.sh
 
 # Says clearly what `make test` needs instead of failing deep inside a test.
 postgres-check:

@@ -119,7 +119,10 @@ check_debian() {
 # Adds the node tools to versions.env, keeping every line of other scripts (hack/build-tools.sh
 # writes the file first; `make tools` runs this script after it).
 write_manifest() {
-  local k=$OUT/kubernetes-$KUBERNETES_VERSION c=$OUT/containerd-$CONTAINERD_VERSION
+  local k=$OUT/kubernetes-$KUBERNETES_VERSION c=$OUT/containerd-$CONTAINERD_VERSION lock
+  # Other scripts may write versions.env at the same time (hack/build-all-tools.sh; lib.sh's record_versions).
+  exec {lock}>"$OUT/.versions.lock"
+  flock "$lock"
   local tmp; tmp=$(mktemp "$OUT/.versions.env.XXXXXX")
   local keys='^(KUBELET|KUBE_PROXY|CONTAINERD_VERSION|CONTAINERD|CTR|CONTAINERD_SHIM_RUNC_V2|COREDNS_VERSION|COREDNS|RUNC|CNI_BIN_DIR|BUSYBOX)='
   if [[ -f $OUT/versions.env ]]; then grep -Ev "$keys|^# node tools" "$OUT/versions.env" >"$tmp" || true; fi
@@ -139,6 +142,7 @@ BUSYBOX=$BUSYBOX
 EOF
   chmod 0644 "$tmp"
   mv -f "$tmp" "$OUT/versions.env"
+  exec {lock}>&-
   log "manifest: $OUT/versions.env (node tools)"
 }
 

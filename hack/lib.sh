@@ -66,12 +66,16 @@ go_build_to() { # <out> <dest> <module dir> <package> [go build flags...]
 # (grep's basic regular expression) go, the lines read from stdin are added; <what> names them
 # in the log.
 record_versions() { # <out> <pattern> <what>  (the new lines on stdin)
-  local env=$1/versions.env
+  local env=$1/versions.env lock
+  # make tools runs some scripts at once (hack/build-all-tools.sh): one read-modify-write at a time.
+  exec {lock}>"$1/.versions.lock"
+  flock "$lock"
   local tmp; tmp=$(mktemp "$1/.versions.env.XXXXXX")
   if [[ -f $env ]]; then grep -v "$2" "$env" >"$tmp" || true; fi
   cat >>"$tmp"
   chmod 0644 "$tmp"
   mv -f "$tmp" "$env"
+  exec {lock}>&-
   log "manifest: $env ($3)"
 }
 
