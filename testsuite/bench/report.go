@@ -292,29 +292,28 @@ func (r *Report) Render(w io.Writer) error {
 	fmt.Fprintf(w, "  %s costs %.1fx an engine UpdateWithStart (%s)\n", ref, ra.BindOverUpdateWithStart, FormatMs(r.Floor.UpdateWithStart.P50Ms))
 	fmt.Fprintf(w, "  cold local instance p50 (%s) takes %.2fx etcd + kube-apiserver the envtest way (%s)\n", FormatMs(r.Cold.Local.P50Ms), ra.ColdLocalOverEnvtest, FormatMs(r.Cold.Envtest.P50Ms))
 	fmt.Fprintf(w, "  lifecycles/s (%.2f) are %.2fx the local backend's own create+delete rate (%.2f /s)\n", lc.PerSecond, lc.OverBackend, lc.BackendPerSecond)
-	header := "\nRATIOS per level (bind / the engine's Update at the same concurrency)\n"
-	for _, b := range r.Bind {
-		if b.FloorUpdate.N == 0 {
-			continue
-		}
-		fmt.Fprint(w, header)
-		header = ""
-		fmt.Fprintf(w, "  %d client%s: p50 %.1fx (%s / %s), p99 %.1fx (%s / %s)\n", b.Clients, plural(b.Clients),
-			Ratio(b.Latency.P50Ms, b.FloorUpdate.P50Ms), FormatMs(b.Latency.P50Ms), FormatMs(b.FloorUpdate.P50Ms),
-			Ratio(b.Latency.P99Ms, b.FloorUpdate.P99Ms), FormatMs(b.Latency.P99Ms), FormatMs(b.FloorUpdate.P99Ms))
-	}
-	header = "\nRATIOS per level (bind / the engine's Update starting a child workflow, same concurrency)\n"
-	for _, b := range r.Bind {
-		if b.FloorUpdateStartingChild.N == 0 {
-			continue
-		}
-		fmt.Fprint(w, header)
-		header = ""
-		fmt.Fprintf(w, "  %d client%s: p50 %.1fx (%s / %s), p99 %.1fx (%s / %s)\n", b.Clients, plural(b.Clients),
-			Ratio(b.Latency.P50Ms, b.FloorUpdateStartingChild.P50Ms), FormatMs(b.Latency.P50Ms), FormatMs(b.FloorUpdateStartingChild.P50Ms),
-			Ratio(b.Latency.P99Ms, b.FloorUpdateStartingChild.P99Ms), FormatMs(b.Latency.P99Ms), FormatMs(b.FloorUpdateStartingChild.P99Ms))
-	}
+	levelRatios(w, r.Bind, "bind / the engine's Update at the same concurrency",
+		func(b BindLevel) Latency { return b.FloorUpdate })
+	levelRatios(w, r.Bind, "bind / the engine's Update starting a child workflow, same concurrency",
+		func(b BindLevel) Latency { return b.FloorUpdateStartingChild })
 	return nil
+}
+
+// levelRatios prints, under its title, each level's bind p50 and p99 over the floor that floor
+// picks from it; levels without that floor are left out, and so is the title if none has it.
+func levelRatios(w io.Writer, levels []BindLevel, title string, floor func(BindLevel) Latency) {
+	header := "\nRATIOS per level (" + title + ")\n"
+	for _, b := range levels {
+		f := floor(b)
+		if f.N == 0 {
+			continue
+		}
+		fmt.Fprint(w, header)
+		header = ""
+		fmt.Fprintf(w, "  %d client%s: p50 %.1fx (%s / %s), p99 %.1fx (%s / %s)\n", b.Clients, plural(b.Clients),
+			Ratio(b.Latency.P50Ms, f.P50Ms), FormatMs(b.Latency.P50Ms), FormatMs(f.P50Ms),
+			Ratio(b.Latency.P99Ms, f.P99Ms), FormatMs(b.Latency.P99Ms), FormatMs(f.P99Ms))
+	}
 }
 
 // CommandLine renders the options as the flags that reproduce them.
