@@ -40,6 +40,11 @@ type Options struct {
 	// clients, so that every bind of a burst takes a running member (the warm path), and the
 	// spares frozen beyond are none. 0 or more measures binds that thaw a frozen member.
 	ThawedSpares int `json:"thawedSpares"`
+	// FirstRequestAtOnce: each client of a bind round makes its first request with the
+	// kubeconfig as soon as it is Bound, while the rest of the round still binds. By default it
+	// waits until every client of the round is bound, so that the bind latency is measured
+	// with binds competing only with binds (see bindRound).
+	FirstRequestAtOnce bool `json:"firstRequestAtOnce"`
 	// Timeout bounds the whole run (not in the report: it changes no figure).
 	Timeout time.Duration `json:"-"`
 }
@@ -88,6 +93,7 @@ func NewFlagSet(o *Options, clients *string) *flag.FlagSet {
 	fs.IntVar(&o.Floor, "floor", o.Floor, "samples of each engine-floor measurement (Update; UpdateWithStart)")
 	fs.IntVar(&o.MaxProvisions, "max-provisions", o.MaxProvisions, "the pools' maxConcurrentProvisions")
 	fs.IntVar(&o.ThawedSpares, "thawed-spares", o.ThawedSpares, "the bind pool's spec.scaling.thawedSpares (-1: the level's clients, nothing frozen)")
+	fs.BoolVar(&o.FirstRequestAtOnce, "first-request-at-once", o.FirstRequestAtOnce, "each client makes its first request with the kubeconfig as soon as it is Bound, beside the round's other binds (default: once the whole round is bound)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up (and clean up) after this long")
 	return fs
 }

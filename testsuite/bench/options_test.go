@@ -30,6 +30,16 @@ func TestParseFlagsDefaults(t *testing.T) {
 	assert.Equal(t, 2, o.RoundsFor(50))
 	assert.Equal(t, 34, o.RoundsFor(3), "3 clients: 34 rounds for at least 100 binds")
 	assert.Equal(t, 50, o.MaxClientsLevel())
+	assert.False(t, o.FirstRequestAtOnce, "first requests wait for the round by default")
+	assert.NotContains(t, o.CommandLine(), "-first-request-at-once")
+}
+
+func TestParseFlagsFirstRequestAtOnce(t *testing.T) {
+	o, err := ParseFlags([]string{"-kobe", fakeKobe(t), "-first-request-at-once"}, io.Discard)
+	require.NoError(t, err)
+	assert.True(t, o.FirstRequestAtOnce)
+	assert.Contains(t, o.CommandLine(), "-thawed-spares -1 -first-request-at-once -k8s-version",
+		"the report's flags line says how the figures were taken")
 }
 
 func TestParseFlagsDevelopmentRun(t *testing.T) {

@@ -77,6 +77,7 @@ func TestRenderTable(t *testing.T) {
 		"costs 30.0x an engine Update (4.00 ms)",
 		"costs 10.0x an engine UpdateWithStart (12.0 ms)",
 		"cold local instance p50 (3.60 s) takes 0.60x etcd + kube-apiserver the envtest way (6.00 s)",
+		"    that request alone (sent once the round was bound)",
 		"RATIOS per level (bind / the engine's Update at the same concurrency)\n  10 clients: p50 6.0x (300 ms / 50.0 ms), p99 6.0x (900 ms / 150 ms)",
 		"RATIOS per level (bind / the engine's Update starting a child workflow, same concurrency)\n  10 clients: p50 2.0x (300 ms / 150 ms), p99 2.0x (900 ms / 450 ms)",
 	} {
@@ -97,7 +98,7 @@ func TestRenderTable(t *testing.T) {
 			table = append(table, line)
 		}
 	}
-	require.Len(t, table, 1+2+1+2+1+2*7+5+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (7 rows each), lifecycles (4) + the backend alone, cold (2), floor (2)")
+	require.Len(t, table, 1+2+1+2+1+2*8+5+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (8 rows each), lifecycles (4) + the backend alone, cold (2), floor (2)")
 	// Aligned: every row ends either where the header ends (rows with percentiles) or where
 	// its P50 / VALUE column ends (rows with one value).
 	valueEnd := strings.Index(table[0], "P50 / VALUE") + len("P50 / VALUE")

@@ -222,7 +222,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 				wi.RSSMiB, wi.PSSMiB, strings.Join(wi.Components, ", "), 100*wi.IdleCoresPerInstance)
 		}
 		log.Printf("bind latency: %d client%s, %d round%s", c, plural(c), rounds, plural(rounds))
-		var samples, firsts []time.Duration
+		var samples, firsts, alone []time.Duration
 		var burst, cpu time.Duration
 		var hostBusy, hostTotal int64
 		answers503 := ab.answers503.n.Load()
@@ -239,7 +239,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 				return nil, fmt.Errorf("host CPU time: %w", herr)
 			}
 			t0 := time.Now()
-			leases, err := ab.bindRound(ctx, bindPool, c)
+			leases, err := ab.bindRound(ctx, bindPool, c, o.FirstRequestAtOnce)
 			burst += time.Since(t0)
 			if busy1, total1, herr := ReadHostCPU(); herr == nil {
 				hostBusy, hostTotal = hostBusy+busy1-busy0, hostTotal+total1-total0
@@ -265,11 +265,13 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 			for _, l := range leases {
 				samples = append(samples, l.Latency)
 				firsts = append(firsts, l.FirstRequest)
+				alone = append(alone, l.FirstRequestAlone)
 			}
 		}
 		level.Retries503 = int(ab.answers503.n.Load() - answers503)
 		level.Latency = Summarize(samples)
 		level.FirstRequest = Summarize(firsts)
+		level.FirstRequestAlone = Summarize(alone)
 		fl, flChild, err := measureConcurrentFloor(ctx, dev.TemporalAddr, c, max(1, len(samples)/c))
 		if err != nil {
 			return nil, fmt.Errorf("engine floor at %d clients: %w", c, err)
