@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -244,4 +245,52 @@ func TestEmptyFreezerCgroupsAreRemovedAtStart(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the empty cgroup is removed: %v", err)
 	_, err = os.Stat(busy)
 	assert.NoError(t, err, "a cgroup with a process stays")
+}
+
+// TestInstancePortsAreOutsideTheEphemeralRange: an instance's API server and kine listen on
+// ports that no outgoing connection of the host can take between the pick and the bind (the
+// kernel gives outgoing connections ports of its ephemeral range only). Before, both came from
+// `listen :0`, that same range, and in `make bench` an API server failed to start with "bind:
+// address already in use" out of a pool of 50.
+func TestInstancePortsAreOutsideTheEphemeralRange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real kube-apiserver processes; skipped with -short")
+	}
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	require.NoError(t, err)
+	var lo, hi int
+	_, err = fmt.Sscan(string(data), &lo, &hi)
+	require.NoError(t, err)
+	if 65535-hi < 1000 && lo-20000 < 1000 {
+		t.Skipf("this host's ephemeral range %d-%d leaves no room for listeners outside it", lo, hi)
+	}
+
+	state := t.TempDir()
+	b := newBackend(t, state)
+	ids := []string{"ports-a", "ports-b"}
+	seen := map[int]string{}
+	for _, id := range ids {
+		t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
+		_, err := b.Create(context.Background(), spec(id, ""))
+		require.NoError(t, err)
+		raw, err := os.ReadFile(filepath.Join(state, "local", "instances", id, "instance.json"))
+		require.NoError(t, err)
+		var rec struct {
+			APIPort  int `json:"apiPort"`
+			KinePort int `json:"kinePort"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &rec))
+		for _, p := range []int{rec.APIPort, rec.KinePort} {
+			assert.False(t, p >= lo && p <= hi, "instance %s listens on %d, inside the ephemeral range %d-%d", id, p, lo, hi)
+			assert.Empty(t, seen[p], "port %d given to %s and %s", p, seen[p], id)
+			seen[p] = id
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, id := range ids {
+		st, err := b.WaitReady(ctx, id, nil)
+		require.NoError(t, err, "instance %s", id)
+		assert.Equal(t, "Ready", string(st.Phase))
+	}
 }

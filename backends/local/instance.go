@@ -83,7 +83,7 @@ func (in *instance) endpoint() string {
 
 // newInstance writes the directory, PKI and record of a new instance. The record is written
 // last: a directory without one is debris of an interrupted Create and is removed at adoption.
-func newInstance(dir string, spec backends.InstanceSpec, opts Options, host string, ds *datastoreRecord) (*instance, error) {
+func (b *Backend) newInstance(dir string, spec backends.InstanceSpec, opts Options, ds *datastoreRecord) (*instance, error) {
 	for _, d := range []string{"pki", "data", "logs", "kubeconfigs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
@@ -108,16 +108,12 @@ func newInstance(dir string, spec backends.InstanceSpec, opts Options, host stri
 			return nil, err
 		}
 	}
-	apiPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	kinePort, err := freePort()
+	apiPort, kinePort, err := b.instancePortsFor()
 	if err != nil {
 		return nil, err
 	}
 	in := &instance{dir: dir, rec: record{
-		ID: spec.ID, Pool: spec.Pool, Host: host, KubernetesVersion: spec.KubernetesVersion,
+		ID: spec.ID, Pool: spec.Pool, Host: b.hostID, KubernetesVersion: spec.KubernetesVersion,
 		Components: opts.Components, Nodes: opts.Nodes, APIPort: apiPort, KinePort: kinePort,
 		CreatedAt: time.Now().UTC(), Datastore: ds, CertValidity: spec.CertificateValidity,
 	}}

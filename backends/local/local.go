@@ -310,7 +310,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 			Template: goldenTemplateOf(spec, opts.Datastore)}
 	}
 	dir := filepath.Join(b.root, spec.ID)
-	in, err := newInstance(dir, spec, opts, b.hostID, ds)
+	in, err := b.newInstance(dir, spec, opts, ds)
 	if err != nil {
 		_ = os.RemoveAll(dir) // a half-written instance is removed, never left behind
 		return backends.InstanceStatus{}, err
@@ -441,16 +441,6 @@ func (b *Backend) adoptAll() error {
 		b.instances[in.rec.ID] = in
 	}
 	return nil
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func portOpen(port int) bool {
