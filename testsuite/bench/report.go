@@ -23,6 +23,9 @@ type Report struct {
 	Machine         Machine   `json:"machine"`
 	Kobe            Build     `json:"kobe"`
 	Flags           Options   `json:"flags"`
+	// Incomplete, when set, is why the run stopped before its end: the report holds only what
+	// was measured before (RenderIncomplete prints it).
+	Incomplete string `json:"incomplete,omitempty"`
 
 	// Pool is the shape of the warm pool the binds were measured on.
 	Pool PoolShape `json:"pool"`
@@ -301,6 +304,32 @@ func (r *Report) Render(w io.Writer) error {
 	levelRatios(w, r.Bind, "bind / the engine's Update starting a child workflow, same concurrency",
 		func(b BindLevel) Latency { return b.FloorUpdateStartingChild })
 	return nil
+}
+
+// RenderIncomplete prints what a run that failed measured before it stopped: the header and each
+// bind level it completed, with their ratios (the rest of the table would be zeros).
+func (r *Report) RenderIncomplete(w io.Writer) {
+	fmt.Fprintf(w, "kobe bench — %s, INCOMPLETE: %s\n", r.Date.Format(time.RFC3339), r.Incomplete)
+	fmt.Fprintf(w, "kobe:     commit %s, `kobe version`: %s\n", r.Kobe.Commit, r.Kobe.Version)
+	fmt.Fprintf(w, "flags:    %s\n", r.Flags.CommandLine())
+	if len(r.Bind) == 0 {
+		fmt.Fprintln(w, "no bind level was completed")
+		return
+	}
+	pct := func(l Latency) string {
+		return fmt.Sprintf("N %d, p50 %s, p95 %s, p99 %s, max %s", l.N, FormatMs(l.P50Ms), FormatMs(l.P95Ms), FormatMs(l.P99Ms), FormatMs(l.MaxMs))
+	}
+	for _, b := range r.Bind {
+		fmt.Fprintf(w, "bind (POST → Bound + kubeconfig), %d client%s: %s\n", b.Clients, plural(b.Clients), pct(b.Latency))
+		fmt.Fprintf(w, "  POST → first request with the kubeconfig answered: %s\n", pct(b.FirstRequest))
+		fmt.Fprintf(w, "  engine floor: Update, as many clients: %s\n", pct(b.FloorUpdate))
+		fmt.Fprintf(w, "  engine floor: Update starting a child, as many clients: %s\n", pct(b.FloorUpdateStartingChild))
+		fmt.Fprintf(w, "  503 answers retried %d; host CPU during the bursts %.2f cores\n", b.Retries503, b.HostCores)
+	}
+	levelRatios(w, r.Bind, "bind / the engine's Update at the same concurrency",
+		func(b BindLevel) Latency { return b.FloorUpdate })
+	levelRatios(w, r.Bind, "bind / the engine's Update starting a child workflow, same concurrency",
+		func(b BindLevel) Latency { return b.FloorUpdateStartingChild })
 }
 
 // levelRatios prints, under its title, each level's bind p50 and p99 over the floor that floor

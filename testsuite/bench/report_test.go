@@ -142,3 +142,26 @@ func TestFormatMs(t *testing.T) {
 	assert.Equal(t, "123 ms", FormatMs(123.4))
 	assert.Equal(t, "1.23 s", FormatMs(1234))
 }
+
+func TestRenderIncompleteKeepsTheLevelsMeasured(t *testing.T) {
+	r := sampleReport()
+	r.Incomplete = "backend cycles: instance cycle-7 is Failed"
+	var buf bytes.Buffer
+	r.RenderIncomplete(&buf)
+	out := buf.String()
+	assert.Contains(t, out, "INCOMPLETE: backend cycles: instance cycle-7 is Failed")
+	assert.Contains(t, out, "bind (POST → Bound + kubeconfig), 10 clients: N 10, p50 300 ms, p95 600 ms, p99 900 ms, max 900 ms")
+	assert.Contains(t, out, "RATIOS per level (bind / the engine's Update at the same concurrency)\n  10 clients: p50 6.0x (300 ms / 50.0 ms), p99 6.0x (900 ms / 150 ms)")
+	assert.NotContains(t, out, "lease lifecycles/s", "the steps after the failure print nothing")
+
+	path := filepath.Join(t.TempDir(), "bench.json")
+	require.NoError(t, r.WriteJSON(path))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"incomplete": "backend cycles: instance cycle-7 is Failed"`)
+
+	r.Bind = nil
+	buf.Reset()
+	r.RenderIncomplete(&buf)
+	assert.Contains(t, buf.String(), "no bind level was completed")
+}

@@ -94,11 +94,11 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 
 	work, err := os.MkdirTemp("", "kobe-bench-")
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	// work is resolved so that the sweep below matches the paths the processes were given.
 	if work, err = filepath.EvalSymlinks(work); err != nil {
-		return nil, err
+		return r, err
 	}
 	// Said at the start: if the bench itself is killed (kill -9), `pkill -9 -f <this dir>/`
 	// stops what it left running.
@@ -131,30 +131,30 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	log.Printf("starting %s dev", o.Kobe)
 	dev, startup, err := startDev(ctx, o.Kobe, o.ToolsDir, work)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	r.Dev.StartToReadyMs = Ms(startup)
 	log.Printf("  ready in %s at %s (Temporal %s)", FormatMs(Ms(startup)), dev.APIURL, dev.TemporalAddr)
 	if err := sleepCtx(ctx, 3*time.Second); err != nil {
-		return nil, err
+		return r, err
 	}
 	mem, err := ReadMemory(dev.cmd.Process.Pid)
 	if err != nil {
-		return nil, fmt.Errorf("kobe dev memory: %w", err)
+		return r, fmt.Errorf("kobe dev memory: %w", err)
 	}
 	r.Dev.IdleRSSMiB, r.Dev.IdlePSSMiB = round1(float64(mem.RSSKiB)/1024), round1(float64(mem.PSSKiB)/1024)
 	log.Printf("  idle RSS %.1f MiB", r.Dev.IdleRSSMiB)
 
 	token, err := dev.AdminToken()
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	ab, err := newAPIBench(dev.APIURL, token, dev.stateDir, log)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	if err := ab.makeClients(ctx, max(o.MaxClientsLevel(), o.LifecycleClients)); err != nil {
-		return nil, err
+		return r, err
 	}
 
 	// 2. The warm pool, through PUT /v1/pools/bench. It grows level by level (minReady = the
@@ -180,7 +180,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	}
 	firstWarmup, err := grow(levels[0])
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 
 	// 3. The engine floor, on the same Temporal server, with the pool of the first level warm
@@ -188,7 +188,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	log.Printf("engine floor: %d Updates, %d UpdateWithStarts on %s", o.Floor, o.Floor, dev.TemporalAddr)
 	upd, uws, err := measureFloor(ctx, dev.TemporalAddr, o.Floor, log)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	r.Floor = Floor{Update: Summarize(upd), UpdateWithStart: Summarize(uws)}
 
@@ -196,7 +196,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	log.Printf("cold starts, %d of each: a local instance (local backend in-process), etcd + kube-apiserver the envtest way", o.Cold)
 	cl, ce, err := coldStarts(ctx, local.Tools{Dir: o.ToolsDir}, o.KubernetesVersion, work, o.Cold, log)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	r.Cold.Local = Summarize(cl)
 	r.Cold.Envtest = Summarize(ce)
@@ -210,12 +210,12 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 			ThawedSpares: o.ThawedFor(c)}
 		if li > 0 {
 			if level.WarmupSeconds, err = grow(c); err != nil {
-				return nil, err
+				return r, err
 			}
 		}
 		if c == most {
 			if r.WarmInstances, err = MeasureInstances(ctx, dev.stateDir, c); err != nil {
-				return nil, err
+				return r, err
 			}
 			wi := r.WarmInstances
 			log.Printf("  per warm instance: RSS %.1f MiB, PSS %.1f MiB (%s), idle CPU %.1f %% of a core",
@@ -228,15 +228,15 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		answers503 := ab.answers503.n.Load()
 		for round := range rounds {
 			if _, err := ab.waitQuiet(ctx, bindPool, c, 15*time.Minute, dev.Alive); err != nil {
-				return nil, err
+				return r, err
 			}
 			cpu0, err := ReadCPU(dev.cmd.Process.Pid)
 			if err != nil {
-				return nil, fmt.Errorf("kobe dev CPU time: %w", err)
+				return r, fmt.Errorf("kobe dev CPU time: %w", err)
 			}
 			busy0, total0, herr := ReadHostCPU()
 			if herr != nil {
-				return nil, fmt.Errorf("host CPU time: %w", herr)
+				return r, fmt.Errorf("host CPU time: %w", herr)
 			}
 			t0 := time.Now()
 			leases, err := ab.bindRound(ctx, bindPool, c, o.FirstRequestAtOnce)
@@ -257,10 +257,10 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 			// Released whatever happened, so that a failed round holds no clusters.
 			rerr := ab.release(ctx, leases)
 			if err != nil {
-				return nil, fmt.Errorf("bind, %d clients, round %d: %w", c, round+1, err)
+				return r, fmt.Errorf("bind, %d clients, round %d: %w", c, round+1, err)
 			}
 			if rerr != nil {
-				return nil, rerr
+				return r, rerr
 			}
 			for _, l := range leases {
 				samples = append(samples, l.Latency)
@@ -274,7 +274,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		level.FirstRequestAlone = Summarize(alone)
 		fl, flChild, err := measureConcurrentFloor(ctx, dev.TemporalAddr, c, max(1, len(samples)/c))
 		if err != nil {
-			return nil, fmt.Errorf("engine floor at %d clients: %w", c, err)
+			return r, fmt.Errorf("engine floor at %d clients: %w", c, err)
 		}
 		level.FloorUpdate, level.FloorUpdateStartingChild = Summarize(fl), Summarize(flChild)
 		level.BurstSeconds = round1(burst.Seconds())
@@ -294,19 +294,19 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	// how fast the pool tears down and re-provisions, not by the size of a warm buffer.
 	log.Printf("deleting pool %s", bindPool)
 	if err := ab.deletePool(ctx, bindPool, 10*time.Minute); err != nil {
-		return nil, err
+		return r, err
 	}
 	n := o.LifecycleClients
 	log.Printf("lifecycles: %d from %d clients on pool %s (%d warm)", o.Lifecycles, n, lifecyclePool, n)
 	if err := ab.applyPool(ctx, poolManifest(lifecyclePool, o.KubernetesVersion, n, 2*n, o.MaxProvisions, n)); err != nil {
-		return nil, err
+		return r, err
 	}
 	if _, err := ab.waitQuiet(ctx, lifecyclePool, n, 15*time.Minute, dev.Alive); err != nil {
-		return nil, err
+		return r, err
 	}
 	lcs, elapsed, err := ab.lifecycles(ctx, lifecyclePool, o.Lifecycles, n)
 	if err != nil {
-		return nil, fmt.Errorf("lifecycles: %w", err)
+		return r, fmt.Errorf("lifecycles: %w", err)
 	}
 	var total, bind, teardown []time.Duration
 	for _, lc := range lcs {
@@ -317,16 +317,16 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 		Lifecycle: Summarize(total), Bind: Summarize(bind), Teardown: Summarize(teardown)}
 	log.Printf("  %.2f lifecycles/s (%d in %.1f s)", r.Lifecycles.PerSecond, o.Lifecycles, elapsed.Seconds())
 	if err := dev.Alive(); err != nil {
-		return nil, err
+		return r, err
 	}
 	// 8. The same number of cycles with the backend alone, once the lifecycle pool is gone.
 	log.Printf("deleting pool %s; the local backend's own create → ready → delete, %d from %d clients", lifecyclePool, o.Lifecycles, n)
 	if err := ab.deletePool(ctx, lifecyclePool, 10*time.Minute); err != nil {
-		return nil, err
+		return r, err
 	}
 	be, err := backendCycles(ctx, local.Tools{Dir: o.ToolsDir}, o.KubernetesVersion, work, o.Lifecycles, n, log)
 	if err != nil {
-		return nil, fmt.Errorf("backend cycles: %w", err)
+		return r, fmt.Errorf("backend cycles: %w", err)
 	}
 	r.Lifecycles.BackendSeconds = round1(be.Seconds())
 	r.Lifecycles.BackendPerSecond = Ratio(float64(o.Lifecycles), be.Seconds())

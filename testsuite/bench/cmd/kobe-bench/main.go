@@ -53,7 +53,20 @@ func run() int {
 		return 130
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kobe-bench: FAILED, no figures reported: %v\n", err)
+		if rep == nil || len(rep.Bind) == 0 {
+			fmt.Fprintf(os.Stderr, "kobe-bench: FAILED, no figures reported: %v\n", err)
+			return 1
+		}
+		// What was measured before the failure is kept: a late step's failure does not cost
+		// the levels measured before it.
+		rep.Incomplete = err.Error()
+		fmt.Fprintf(os.Stderr, "kobe-bench: FAILED: %v\n\n", err)
+		rep.RenderIncomplete(os.Stdout)
+		if werr := rep.WriteJSON(o.Out); werr != nil {
+			fmt.Fprintf(os.Stderr, "kobe-bench: writing %s: %v\n", o.Out, werr)
+		} else {
+			fmt.Printf("\nJSON (incomplete): %s\n", o.Out)
+		}
 		return 1
 	}
 	fmt.Println()
