@@ -20,35 +20,46 @@ import (
 
 // coldStarts times n cold starts of each kind, alternating a local instance and an etcd +
 // kube-apiserver started the envtest way, so that both kinds see the same machine load (one
-// kind after the other would give a load that changes during the run to one of them).
-func coldStarts(ctx context.Context, tools local.Tools, version, workDir string, n int, log *progress) (localStarts, envtestStarts []time.Duration, err error) {
+// kind after the other would give a load that changes during the run to one of them). The last
+// envtest pair is returned still running but paused (SIGSTOP), for the idle-memory baseline
+// measured later beside the warm instances (MeasureEnvtest); the caller stops it.
+func coldStarts(ctx context.Context, tools local.Tools, version, workDir string, n int, log *progress) (localStarts, envtestStarts []time.Duration, kept *Envtest, err error) {
 	lb, err := local.New(local.Config{StateDir: filepath.Join(workDir, "cold-local"), HostID: "kobe-bench", ToolsDir: tools.Dir})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	etcd, err := tools.Newest("etcd", "etcd")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	apiserver, err := tools.Kubernetes(version, "kube-apiserver")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for i := range n {
 		d, err := coldLocal(ctx, lb, version, fmt.Sprintf("cold-%d", i+1))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		localStarts = append(localStarts, d)
 		log.Printf("  local instance %d/%d ready in %s", i+1, n, FormatMs(Ms(d)))
-		d, err = EnvtestStart(ctx, etcd, apiserver, filepath.Join(workDir, fmt.Sprintf("envtest-%d", i+1)))
+		e, d, err := StartEnvtest(ctx, etcd, apiserver, filepath.Join(workDir, fmt.Sprintf("envtest-%d", i+1)))
 		if err != nil {
-			return nil, nil, fmt.Errorf("etcd + kube-apiserver start %d: %w", i+1, err)
+			return nil, nil, nil, fmt.Errorf("etcd + kube-apiserver start %d: %w", i+1, err)
 		}
 		envtestStarts = append(envtestStarts, d)
 		log.Printf("  etcd + kube-apiserver %d/%d ready in %s", i+1, n, FormatMs(Ms(d)))
+		if i < n-1 {
+			e.Stop()
+			continue
+		}
+		if err := e.Pause(); err != nil {
+			e.Stop()
+			return nil, nil, nil, fmt.Errorf("pausing etcd + kube-apiserver %d: %w", i+1, err)
+		}
+		kept = e
 	}
-	return localStarts, envtestStarts, nil
+	return localStarts, envtestStarts, kept, nil
 }
 
 // coldLocal creates a local instance with the local backend in this process (the code a pool
@@ -85,26 +96,118 @@ func coldLocal(ctx context.Context, lb *local.Backend, version, id string) (time
 // 200. The certificates are generated inside the timing, as envtest's Start does. It returns
 // the time to ready; both processes are killed and dir removed before it returns.
 func EnvtestStart(ctx context.Context, etcdBin, apiserverBin, dir string) (time.Duration, error) {
-	certDir, dataDir := filepath.Join(dir, "certs"), filepath.Join(dir, "etcd")
-	for _, d := range []string{certDir, dataDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return 0, err
-		}
-	}
-	defer os.RemoveAll(dir)
-	etcdPort, err := devserver.FreePort("127.0.0.1")
+	e, d, err := StartEnvtest(ctx, etcdBin, apiserverBin, dir)
 	if err != nil {
 		return 0, err
+	}
+	e.Stop()
+	return d, nil
+}
+
+// Envtest is an etcd + kube-apiserver started the envtest way and still running: the bench
+// keeps its last one to measure what such a pair holds when idle, the baseline of a warm local
+// instance's memory.
+type Envtest struct {
+	dir     string
+	logPath string
+	procs   []envtestProc
+}
+
+type envtestProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Stop kills both processes (their process groups) and removes the directory; a nil or
+// stopped Envtest is left as it is.
+func (e *Envtest) Stop() {
+	if e == nil {
+		return
+	}
+	for _, p := range e.procs {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+	e.procs = nil
+	_ = os.RemoveAll(e.dir)
+}
+
+// Pause stops both processes (SIGSTOP) so that, kept for a later measurement, they take no CPU
+// from what is measured meanwhile. It returns once the kernel reports each one stopped (a
+// signal is delivered to a running process's threads shortly after kill returns).
+func (e *Envtest) Pause() error {
+	if err := e.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, p := range e.procs {
+		for {
+			state, err := ReadState(p.cmd.Process.Pid)
+			if err != nil {
+				return fmt.Errorf("%s (pid %d): %w", filepath.Base(p.cmd.Path), p.cmd.Process.Pid, err)
+			}
+			if state == "T" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s (pid %d) not stopped 5 s after SIGSTOP (state %s)", filepath.Base(p.cmd.Path), p.cmd.Process.Pid, state)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Resume lets the processes run again.
+func (e *Envtest) Resume() error { return e.signal(syscall.SIGCONT) }
+
+func (e *Envtest) signal(sig syscall.Signal) error {
+	for _, p := range e.procs {
+		if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+			return fmt.Errorf("%s (pid %d): %w", filepath.Base(p.cmd.Path), p.cmd.Process.Pid, err)
+		}
+	}
+	return nil
+}
+
+// PIDs are the processes by name: etcd and kube-apiserver.
+func (e *Envtest) PIDs() map[string]int {
+	out := map[string]int{}
+	for _, p := range e.procs {
+		out[filepath.Base(p.cmd.Path)] = p.cmd.Process.Pid
+	}
+	return out
+}
+
+// StartEnvtest is EnvtestStart without the stop: the pair keeps running until Stop. On an
+// error nothing is left running.
+func StartEnvtest(ctx context.Context, etcdBin, apiserverBin, dir string) (_ *Envtest, _ time.Duration, err error) {
+	certDir, dataDir := filepath.Join(dir, "certs"), filepath.Join(dir, "etcd")
+	// The log sits beside dir (removed at Stop), so that a failure can show it.
+	e := &Envtest{dir: dir, logPath: dir + ".log"}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	for _, d := range []string{certDir, dataDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, 0, err
+		}
+	}
+	etcdPort, err := devserver.FreePort("127.0.0.1")
+	if err != nil {
+		return nil, 0, err
 	}
 	apiPort, err := devserver.FreePort("127.0.0.1")
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 
 	t0 := time.Now()
 	cp, err := pki.NewClusterPKI("envtest", nil, nil, time.Hour)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	// kube-apiserver finds its serving certificate in --cert-dir under these names, as envtest
 	// provides it.
@@ -115,7 +218,7 @@ func EnvtestStart(ctx context.Context, etcdBin, apiserverBin, dir string) (time.
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 	}
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
@@ -143,40 +246,27 @@ func EnvtestStart(ctx context.Context, etcdBin, apiserverBin, dir string) (time.
 		"--service-account-signing-key-file="+filepath.Join(certDir, "sa-signer.key"),
 		// envtest's certificate authentication: a client CA, with an admin user it issued.
 		"--client-ca-file="+filepath.Join(certDir, "client-ca.crt"))
-	// The log sits beside dir (removed at the end of the start), so that a failure can show it.
-	logPath := dir + ".log"
-	logf, err := os.Create(logPath)
+	logf, err := os.Create(e.logPath)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	defer logf.Close()
-	type proc struct {
-		cmd  *exec.Cmd
-		done chan struct{}
-	}
-	var started []proc
-	defer func() {
-		for _, p := range started {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	}()
 	for _, c := range []*exec.Cmd{etcdCmd, apiCmd} {
 		c.Stdout, c.Stderr = logf, logf
 		// Own process group, killed as a group; the arguments name dir, so a straggler is
 		// found by the bench's final sweep too.
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := c.Start(); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
-		p := proc{cmd: c, done: make(chan struct{})}
+		p := envtestProc{cmd: c, done: make(chan struct{})}
 		go func() { _ = c.Wait(); close(p.done) }()
-		started = append(started, p)
+		e.procs = append(e.procs, p)
 	}
 
 	cert, err := tls.X509KeyPair(cp.Admin.CertPEM, cp.Admin.KeyPEM)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(cp.CA.CertPEM)
@@ -186,10 +276,10 @@ func EnvtestStart(ctx context.Context, etcdBin, apiserverBin, dir string) (time.
 	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", apiPort)
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
-		for _, p := range started {
+		for _, p := range e.procs {
 			select {
 			case <-p.done:
-				return 0, fmt.Errorf("%s exited (%s); last lines of its log:\n%s", filepath.Base(p.cmd.Path), p.cmd.ProcessState, tailFile(logPath, 15))
+				return nil, 0, fmt.Errorf("%s exited (%s); last lines of its log:\n%s", filepath.Base(p.cmd.Path), p.cmd.ProcessState, tailFile(e.logPath, 15))
 			default:
 			}
 		}
@@ -197,15 +287,15 @@ func EnvtestStart(ctx context.Context, etcdBin, apiserverBin, dir string) (time.
 		if resp, err := hc.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return time.Since(t0), nil
+				return e, time.Since(t0), nil
 			}
 		}
 		// The same poll interval as the local backend's WaitReady.
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 	}
-	return 0, fmt.Errorf("not ready after 3 minutes; last lines of the log:\n%s", tailFile(logPath, 15))
+	return nil, 0, fmt.Errorf("not ready after 3 minutes; last lines of the log:\n%s", tailFile(e.logPath, 15))
 }
 
 // backendCycles is the physical limit of a lease lifecycle on this machine: count create →

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseProcFiles(t *testing.T) {
@@ -49,6 +50,16 @@ func TestParseStatCPU(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Equal(t, 3250*time.Millisecond, d, "utime 250 + stime 75 ticks of 10 ms")
 	_, err = ParseStatCPU("garbage")
+	assert.Error(t, err)
+}
+
+func TestParseStatState(t *testing.T) {
+	state, err := ParseStatState("4242 (kube apiserver) (x)) T 1 4242 4242 0 -1 4194560")
+	require.NoError(t, err)
+	assert.Equal(t, "T", state, "the fields after the name's last ')'")
+	_, err = ParseStatState("garbage")
+	assert.Error(t, err)
+	_, err = ParseStatState("1 (x)")
 	assert.Error(t, err)
 }
 

@@ -33,11 +33,14 @@ type Report struct {
 	Dev DevFigures `json:"dev"`
 	// WarmInstances is the memory of the bind pool's warm instances.
 	WarmInstances InstanceMemory `json:"warmInstances"`
-	Bind          []BindLevel    `json:"bind"`
-	Lifecycles    Lifecycles     `json:"lifecycles"`
-	Cold          Cold           `json:"cold"`
-	Floor         Floor          `json:"floor"`
-	Ratios        Ratios         `json:"ratios"`
+	// IdleEnvtest is the baseline of that memory, measured right after it: the etcd +
+	// kube-apiserver of the last cold start the envtest way, idle (paused) since.
+	IdleEnvtest InstanceMemory `json:"idleEnvtest"`
+	Bind        []BindLevel    `json:"bind"`
+	Lifecycles  Lifecycles     `json:"lifecycles"`
+	Cold        Cold           `json:"cold"`
+	Floor       Floor          `json:"floor"`
+	Ratios      Ratios         `json:"ratios"`
 }
 
 // PoolShape describes the bind pool (as applied through the API). It grows with the levels:
@@ -162,6 +165,10 @@ type Ratios struct {
 	// ColdLocalOverEnvtest: a cold local instance's start over etcd + kube-apiserver's the
 	// envtest way (the goal is at most 1.0).
 	ColdLocalOverEnvtest float64 `json:"coldLocalOverEnvtest"`
+	// WarmRSSOverEnvtest: a warm local instance's RSS over an idle etcd + kube-apiserver's the
+	// envtest way (RSS, not PSS: the envtest pair's PSS is divided with the instances that share
+	// its kube-apiserver binary, so the two PSS figures do not compare).
+	WarmRSSOverEnvtest float64 `json:"warmRssOverEnvtest"`
 }
 
 // ComputeRatios fills r.Ratios from the figures.
@@ -184,6 +191,7 @@ func (r *Report) ComputeRatios() {
 		BindOverUpdate:          Ratio(bind, r.Floor.Update.P50Ms),
 		BindOverUpdateWithStart: Ratio(bind, r.Floor.UpdateWithStart.P50Ms),
 		ColdLocalOverEnvtest:    Ratio(r.Cold.Local.P50Ms, r.Cold.Envtest.P50Ms),
+		WarmRSSOverEnvtest:      Ratio(r.WarmInstances.RSSMiB, r.IdleEnvtest.RSSMiB),
 	}
 }
 
@@ -251,6 +259,12 @@ func (r *Report) Render(w io.Writer) error {
 		value("  "+c, fmt.Sprintf("%s (%s)", mib(wi.RSSMiBByComponent[c]), mib(wi.PSSMiBByComponent[c])))
 	}
 	value("  idle CPU, per instance", fmt.Sprintf("%.1f %% of a core", 100*wi.IdleCoresPerInstance))
+	ie := r.IdleEnvtest
+	value("etcd + kube-apiserver (envtest), idle: RSS (PSS)", fmt.Sprintf("%s (%s)", mib(ie.RSSMiB), mib(ie.PSSMiB)))
+	for _, c := range ie.Components {
+		value("  "+c, fmt.Sprintf("%s (%s)", mib(ie.RSSMiBByComponent[c]), mib(ie.PSSMiBByComponent[c])))
+	}
+	value("  idle CPU", fmt.Sprintf("%.1f %% of a core", 100*ie.IdleCoresPerInstance))
 	for _, b := range r.Bind {
 		lat(fmt.Sprintf("bind (POST → Bound + kubeconfig), %d client%s", b.Clients, plural(b.Clients)), b.Latency)
 		value("  binds/s; kobe dev CPU: cores, per bind", fmt.Sprintf("%.1f /s; %.2f, %.0f ms", b.BindsPerSecond, b.KobeCores, b.KobeCPUPerBindMs))
@@ -298,6 +312,7 @@ func (r *Report) Render(w io.Writer) error {
 	fmt.Fprintf(w, "  %s costs %.1fx an engine Update (%s)\n", ref, ra.BindOverUpdate, FormatMs(r.Floor.Update.P50Ms))
 	fmt.Fprintf(w, "  %s costs %.1fx an engine UpdateWithStart (%s)\n", ref, ra.BindOverUpdateWithStart, FormatMs(r.Floor.UpdateWithStart.P50Ms))
 	fmt.Fprintf(w, "  cold local instance p50 (%s) takes %.2fx etcd + kube-apiserver the envtest way (%s)\n", FormatMs(r.Cold.Local.P50Ms), ra.ColdLocalOverEnvtest, FormatMs(r.Cold.Envtest.P50Ms))
+	fmt.Fprintf(w, "  warm local instance RSS (%s) is %.2fx an idle etcd + kube-apiserver the envtest way (%s)\n", mib(wi.RSSMiB), ra.WarmRSSOverEnvtest, mib(ie.RSSMiB))
 	fmt.Fprintf(w, "  lifecycles/s (%.2f) are %.2fx the local backend's own create+delete rate (%.2f /s)\n", lc.PerSecond, lc.OverBackend, lc.BackendPerSecond)
 	levelRatios(w, r.Bind, "bind / the engine's Update at the same concurrency",
 		func(b BindLevel) Latency { return b.FloorUpdate })

@@ -30,6 +30,9 @@ func sampleReport() *Report {
 		WarmInstances: InstanceMemory{Instances: 50, Components: []string{"kine", "kube-apiserver"}, RSSMiB: 250, PSSMiB: 200,
 			RSSMiBByComponent: map[string]float64{"kine": 40, "kube-apiserver": 210},
 			PSSMiBByComponent: map[string]float64{"kine": 30, "kube-apiserver": 170}, IdleCoresPerInstance: 0.0234},
+		IdleEnvtest: InstanceMemory{Instances: 1, Components: []string{"etcd", "kube-apiserver"}, RSSMiB: 400, PSSMiB: 250,
+			RSSMiBByComponent: map[string]float64{"etcd": 60, "kube-apiserver": 340},
+			PSSMiBByComponent: map[string]float64{"etcd": 55, "kube-apiserver": 195}, IdleCoresPerInstance: 0.031},
 		Bind: []BindLevel{
 			{Clients: 10, Rounds: 1, PoolMinReady: 10, PoolMaxClusters: 12, WarmupSeconds: 40, Latency: lat(300), ServerVersion: "v1.37.2",
 				BurstSeconds: 0.9, BindsPerSecond: 11.1, KobeCores: 1.85, KobeCPUPerBindMs: 166,
@@ -54,6 +57,7 @@ func TestComputeRatiosUsesTheSmallestLevel(t *testing.T) {
 	assert.Equal(t, 30.0, r.Ratios.BindOverUpdate)
 	assert.Equal(t, 10.0, r.Ratios.BindOverUpdateWithStart)
 	assert.Equal(t, 0.6, r.Ratios.ColdLocalOverEnvtest, "cold local over envtest")
+	assert.Equal(t, 0.63, r.Ratios.WarmRSSOverEnvtest, "warm instance RSS over envtest's (250 / 400, rounded)")
 }
 
 func TestRenderTable(t *testing.T) {
@@ -78,6 +82,11 @@ func TestRenderTable(t *testing.T) {
 		"costs 10.0x an engine UpdateWithStart (12.0 ms)",
 		"cold local instance p50 (3.60 s) takes 0.60x etcd + kube-apiserver the envtest way (6.00 s)",
 		"    that request alone (sent once the round was bound)",
+		"etcd + kube-apiserver (envtest), idle: RSS (PSS)",
+		"400.0 MiB (250.0 MiB)",
+		"340.0 MiB (195.0 MiB)",
+		"3.1 % of a core",
+		"warm local instance RSS (250.0 MiB) is 0.63x an idle etcd + kube-apiserver the envtest way (400.0 MiB)",
 		"RATIOS per level (bind / the engine's Update at the same concurrency)\n  10 clients: p50 6.0x (300 ms / 50.0 ms), p99 6.0x (900 ms / 150 ms)",
 		"RATIOS per level (bind / the engine's Update starting a child workflow, same concurrency)\n  10 clients: p50 2.0x (300 ms / 150 ms), p99 2.0x (900 ms / 450 ms)",
 	} {
@@ -98,7 +107,7 @@ func TestRenderTable(t *testing.T) {
 			table = append(table, line)
 		}
 	}
-	require.Len(t, table, 1+2+1+2+1+2*8+5+2+2, "header, dev (2), instance + 2 components + idle CPU, 2 bind levels (8 rows each), lifecycles (4) + the backend alone, cold (2), floor (2)")
+	require.Len(t, table, 1+2+1+2+1+1+2+1+2*8+5+2+2, "header, dev (2), instance + 2 components + idle CPU, envtest pair + 2 components + idle CPU, 2 bind levels (8 rows each), lifecycles (4) + the backend alone, cold (2), floor (2)")
 	// Aligned: every row ends either where the header ends (rows with percentiles) or where
 	// its P50 / VALUE column ends (rows with one value).
 	valueEnd := strings.Index(table[0], "P50 / VALUE") + len("P50 / VALUE")
@@ -107,8 +116,8 @@ func TestRenderTable(t *testing.T) {
 		assert.True(t, n == len(table[0]) || n == valueEnd, "row %q is aligned with the header", line)
 	}
 	assert.Contains(t, table[0], "P50 / VALUE")
-	assert.Regexp(t, `^bind \(POST → Bound \+ kubeconfig\), 10 clients +10 +300 ms +600 ms +900 ms +900 ms$`, table[7])
-	assert.Contains(t, table[8], "binds/s; kobe dev CPU: cores, per bind")
+	assert.Regexp(t, `^bind \(POST → Bound \+ kubeconfig\), 10 clients +10 +300 ms +600 ms +900 ms +900 ms$`, table[11])
+	assert.Contains(t, table[12], "binds/s; kobe dev CPU: cores, per bind")
 }
 
 func TestWriteJSONStableNames(t *testing.T) {
@@ -119,7 +128,7 @@ func TestWriteJSONStableNames(t *testing.T) {
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(data, &doc))
 	for _, k := range []string{"schema", "date", "durationSeconds", "machine", "kobe", "flags", "pool", "dev",
-		"warmInstances", "bind", "lifecycles", "cold", "floor", "ratios"} {
+		"warmInstances", "idleEnvtest", "bind", "lifecycles", "cold", "floor", "ratios"} {
 		assert.Contains(t, doc, k)
 	}
 	assert.Equal(t, "kobe-bench/1", doc["schema"])
@@ -133,6 +142,8 @@ func TestWriteJSONStableNames(t *testing.T) {
 	assert.Equal(t, 2.0, m["cpus"])
 	assert.Equal(t, []any{1.5, 1.0, 0.5}, m["loadAvgStart"])
 	assert.Equal(t, 250.0, doc["warmInstances"].(map[string]any)["rssMiBPerInstance"])
+	assert.Equal(t, 400.0, doc["idleEnvtest"].(map[string]any)["rssMiBPerInstance"])
+	assert.Equal(t, 0.63, ratios["warmRssOverEnvtest"])
 	assert.Equal(t, []any{1.0, 10.0, 50.0}, doc["flags"].(map[string]any)["clients"], "the flags are recorded")
 }
 

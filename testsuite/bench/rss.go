@@ -63,34 +63,70 @@ func MeasureInstances(ctx context.Context, stateDir string, want int) (InstanceM
 	if len(l.Processes) != want {
 		return InstanceMemory{}, fmt.Errorf("found processes of %d local instances under %s, want %d", len(l.Processes), leaks.InstancesDir(stateDir), want)
 	}
-	var rss, pss int64
-	rssBy, pssBy := map[string]int64{}, map[string]int64{}
+	var procs []namedPID
 	for id, ps := range l.Processes {
 		for _, p := range ps {
-			m, err := ReadMemory(p.PID)
-			if err != nil {
-				return InstanceMemory{}, fmt.Errorf("instance %s: %s (pid %d): %w", id, p.Name, p.PID, err)
-			}
-			rss += m.RSSKiB
-			pss += m.PSSKiB
-			rssBy[p.Name] += m.RSSKiB
-			pssBy[p.Name] += m.PSSKiB
+			procs = append(procs, namedPID{Name: p.Name, PID: p.PID, Owner: "instance " + id})
 		}
 	}
-	out := averageMemory(want, rss, pss, rssBy, pssBy)
+	return measureProcesses(ctx, procs, want)
+}
 
-	// Idle CPU: the processes' CPU time over a window with the pool quiet. A process that
-	// exits meanwhile makes the figure wrong, so it is an error.
+// MeasureEnvtest measures the etcd + kube-apiserver pair the cold starts kept (paused): it lets
+// them run again, waits settle (their Go runtimes collect what piled up while paused: a forced
+// GC comes at most 2 minutes after the last one), then reads their memory and idle CPU as
+// MeasureInstances does for one instance, and pauses them again.
+func MeasureEnvtest(ctx context.Context, e *Envtest, settle time.Duration) (InstanceMemory, error) {
+	if err := e.Resume(); err != nil {
+		return InstanceMemory{}, err
+	}
+	if err := sleepCtx(ctx, settle); err != nil {
+		return InstanceMemory{}, err
+	}
+	var procs []namedPID
+	for name, pid := range e.PIDs() {
+		procs = append(procs, namedPID{Name: name, PID: pid, Owner: "etcd + kube-apiserver the envtest way"})
+	}
+	m, err := measureProcesses(ctx, procs, 1)
+	if err != nil {
+		return m, err
+	}
+	return m, e.Pause()
+}
+
+// namedPID is a process measured: its name (the component), its pid and what it belongs to.
+type namedPID struct {
+	Name  string
+	PID   int
+	Owner string
+}
+
+// measureProcesses sums the memory of procs and their CPU time over idleWindow, divided by n
+// (the instances they make up). A process that exits meanwhile makes the figures wrong, so it
+// is an error.
+func measureProcesses(ctx context.Context, procs []namedPID, n int) (InstanceMemory, error) {
+	var rss, pss int64
+	rssBy, pssBy := map[string]int64{}, map[string]int64{}
+	for _, p := range procs {
+		m, err := ReadMemory(p.PID)
+		if err != nil {
+			return InstanceMemory{}, fmt.Errorf("%s: %s (pid %d): %w", p.Owner, p.Name, p.PID, err)
+		}
+		rss += m.RSSKiB
+		pss += m.PSSKiB
+		rssBy[p.Name] += m.RSSKiB
+		pssBy[p.Name] += m.PSSKiB
+	}
+	out := averageMemory(n, rss, pss, rssBy, pssBy)
+
 	cpu := func() (time.Duration, error) {
 		var total time.Duration
-		for id, ps := range l.Processes {
-			for _, p := range ps {
-				d, err := ReadCPU(p.PID)
-				if err != nil {
-					return 0, fmt.Errorf("instance %s: %s (pid %d): %w", id, p.Name, p.PID, err)
-				}
-				total += d
+		for _, p := range procs {
+			d, err := ReadCPU(p.PID)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %s (pid %d): %w", p.Owner, p.Name, p.PID, err)
 			}
+			total += d
 		}
 		return total, nil
 	}
@@ -106,7 +142,7 @@ func MeasureInstances(ctx context.Context, stateDir string, want int) (InstanceM
 	if err != nil {
 		return out, err
 	}
-	out.IdleCoresPerInstance = math.Round((c1-c0).Seconds()/time.Since(t0).Seconds()/float64(want)*10000) / 10000
+	out.IdleCoresPerInstance = math.Round((c1-c0).Seconds()/time.Since(t0).Seconds()/float64(n)*10000) / 10000
 	return out, nil
 }
 
@@ -143,6 +179,30 @@ func ReadCPU(pid int) (time.Duration, error) {
 		return 0, err
 	}
 	return ParseStatCPU(string(data))
+}
+
+// ReadState returns a process's state letter from /proc/<pid>/stat: R running, S sleeping,
+// T stopped by a signal…
+func ReadState(pid int) (string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	return ParseStatState(string(data))
+}
+
+// ParseStatState reads the state (field 3) of a /proc/<pid>/stat line, after the command name's
+// last ')' as ParseStatCPU does.
+func ParseStatState(stat string) (string, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return "", fmt.Errorf("unexpected /proc stat line %q", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) == 0 {
+		return "", fmt.Errorf("unexpected /proc stat line %q", stat)
+	}
+	return f[0], nil
 }
 
 // ParseStatCPU reads utime + stime from a /proc/<pid>/stat line. The command name (field 2)

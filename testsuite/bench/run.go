@@ -79,6 +79,10 @@ const (
 	lifecyclePool = "bench-cycles"
 )
 
+// envtestSettle is how long the kept etcd + kube-apiserver runs again before its idle memory is
+// read: long enough for the forced GC its runtime owes after a pause of minutes.
+const envtestSettle = 10 * time.Second
+
 // Run does one full run. Whatever happens (an error, ctx cancelled by Ctrl-C), everything it
 // started is stopped and its temp dir removed before it returns. The report is returned only
 // when every measurement succeeded.
@@ -194,10 +198,11 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 
 	// 4. Cold starts, in the same conditions, the two kinds alternating.
 	log.Printf("cold starts, %d of each: a local instance (local backend in-process), etcd + kube-apiserver the envtest way", o.Cold)
-	cl, ce, err := coldStarts(ctx, local.Tools{Dir: o.ToolsDir}, o.KubernetesVersion, work, o.Cold, log)
+	cl, ce, envtest, err := coldStarts(ctx, local.Tools{Dir: o.ToolsDir}, o.KubernetesVersion, work, o.Cold, log)
 	if err != nil {
 		return r, err
 	}
+	defer envtest.Stop() // stopped earlier once measured; Stop twice is harmless
 	r.Cold.Local = Summarize(cl)
 	r.Cold.Envtest = Summarize(ce)
 
@@ -220,6 +225,15 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 			wi := r.WarmInstances
 			log.Printf("  per warm instance: RSS %.1f MiB, PSS %.1f MiB (%s), idle CPU %.1f %% of a core",
 				wi.RSSMiB, wi.PSSMiB, strings.Join(wi.Components, ", "), 100*wi.IdleCoresPerInstance)
+			// The baseline: the last cold start's etcd + kube-apiserver, paused since, run again
+			// beside the warm instances and measured the same way.
+			if r.IdleEnvtest, err = MeasureEnvtest(ctx, envtest, envtestSettle); err != nil {
+				return r, fmt.Errorf("etcd + kube-apiserver the envtest way, idle: %w", err)
+			}
+			envtest.Stop()
+			ie := r.IdleEnvtest
+			log.Printf("  etcd + kube-apiserver the envtest way, idle: RSS %.1f MiB, PSS %.1f MiB (%s), idle CPU %.1f %% of a core",
+				ie.RSSMiB, ie.PSSMiB, strings.Join(ie.Components, ", "), 100*ie.IdleCoresPerInstance)
 		}
 		log.Printf("bind latency: %d client%s, %d round%s", c, plural(c), rounds, plural(rounds))
 		var samples, firsts, alone []time.Duration
