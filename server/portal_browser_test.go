@@ -131,15 +131,27 @@ func TestPortalInBrowser(t *testing.T) {
 		t.Helper()
 		fail(what, chromedp.Do(ctx, actions...))
 	}
+	// The page re-renders parts of itself (the live refresh): a node found by the selector can
+	// be replaced before it is read, and Chromium then answers "No node with given id found".
+	// Such a read is tried again with the selector, a few times.
+	replaced := func(err error) bool { return err != nil && strings.Contains(err.Error(), "No node with given id") }
 	text := func(sel string) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		for try := 0; try < 5 && replaced(err); try++ {
+			time.Sleep(100 * time.Millisecond)
+			v, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		}
 		fail("text of "+sel, err)
 		return v
 	}
 	attr := func(sel, name string) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(sel), name))
+		for try := 0; try < 5 && replaced(err); try++ {
+			time.Sleep(100 * time.Millisecond)
+			v, err = chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(sel), name))
+		}
 		fail(name+" of "+sel, err)
 		require.True(t, v.Exists, "%s has %s", sel, name)
 		return v.Value
