@@ -194,25 +194,30 @@ func ReadState(pid int) (string, error) {
 // ParseStatState reads the state (field 3) of a /proc/<pid>/stat line, after the command name's
 // last ')' as ParseStatCPU does.
 func ParseStatState(stat string) (string, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", fmt.Errorf("unexpected /proc stat line %q", stat)
-	}
-	f := strings.Fields(stat[i+1:])
-	if len(f) == 0 {
+	f, err := statFields(stat)
+	if err != nil || len(f) == 0 {
 		return "", fmt.Errorf("unexpected /proc stat line %q", stat)
 	}
 	return f[0], nil
 }
 
+// statFields are the fields of a /proc/<pid>/stat line after the command name (field 2), which
+// may hold spaces and parentheses: counted after its last ')'. The first is field 3, the state.
+func statFields(stat string) ([]string, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("unexpected /proc stat line %q", stat)
+	}
+	return strings.Fields(stat[i+1:]), nil
+}
+
 // ParseStatCPU reads utime + stime from a /proc/<pid>/stat line. The command name (field 2)
 // may hold spaces and parentheses, so the fields are counted after its last ')'.
 func ParseStatCPU(stat string) (time.Duration, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("unexpected /proc stat line %q", stat)
+	f, err := statFields(stat)
+	if err != nil {
+		return 0, err
 	}
-	f := strings.Fields(stat[i+1:])
 	// After the name: state(3) ppid(4) … utime(14) stime(15); f[0] is field 3.
 	if len(f) < 13 {
 		return 0, fmt.Errorf("unexpected /proc stat line %q", stat)
