@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/backends"
@@ -124,22 +123,11 @@ func thawForStop(dir string) error {
 	return setFreezerState(context.Background(), cg, "THAWED")
 }
 
-// removeFreezer removes the (empty) freezer cgroup of the instance in dir.
-//
-// A cgroup still holding a task cannot be removed (EBUSY): a killed process leaves it only once
-// it has exited and been reaped, which on a loaded host can take a moment after the kill
-// returned (seen under -race in CI). So EBUSY is retried for up to 10 s.
+// removeFreezer removes the (empty) freezer cgroup of the instance in dir. A killed process
+// leaves its cgroup only once it has exited and been reaped, which on a loaded host can take a
+// moment after the kill returned (seen under -race in CI): removeCgroup waits for that.
 func removeFreezer(instanceDir string) error {
-	dir := freezerDirOf(instanceDir)
-	err := os.Remove(dir)
-	for deadline := time.Now().Add(10 * time.Second); errors.Is(err, syscall.EBUSY) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-		err = os.Remove(dir)
-	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the freezer cgroup %s: %w", dir, err)
-	}
-	return nil
+	return removeCgroup(freezerDirOf(instanceDir))
 }
 
 // Freeze implements backends.Freezer: every process of a Ready instance stops where it stands

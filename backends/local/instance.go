@@ -68,6 +68,9 @@ type instance struct {
 	// started by an earlier kobe, or not at all if that kobe died in the middle of Create).
 	adopted bool
 	client  *http.Client
+	// bootCPUErr says why the processes of a booting instance could not join its boot cpu
+	// cgroup (cpuweight.go) and boot at the normal weight ("" when they did, or it is off).
+	bootCPUErr string
 	// freezerErr says why the processes could not join the instance's freezer cgroup ("" when
 	// they did): Freeze reports it.
 	freezerErr string
@@ -377,6 +380,12 @@ func (in *instance) startComponentLocked(b *Backend, component string) error {
 	}
 	in.procs = append(in.procs, p)
 	in.joinFreezerLocked(p.pid)
+	if !in.rec.ReadyOnce {
+		in.bootCPUErr = ""
+		if err := b.boot.join(in.dir, p.pid); err != nil {
+			in.bootCPUErr = err.Error()
+		}
+	}
 	return nil
 }
 
@@ -498,6 +507,9 @@ func (in *instance) status() backends.InstanceStatus {
 			st.Phase = backends.PhaseReady
 		} else {
 			st.Phase = backends.PhaseCreating
+			if in.bootCPUErr != "" {
+				st.Message = "booting at the normal CPU weight: " + in.bootCPUErr
+			}
 		}
 	}
 	return st
@@ -636,6 +648,10 @@ func (in *instance) onAPIServerReady(ctx context.Context, b *Backend) (done bool
 		if err != nil || ready < in.rec.Nodes {
 			return false, err
 		}
+	}
+	// Ready: its processes leave the low boot weight before anyone is handed the instance.
+	if err := b.boot.leave(in.dir); err != nil {
+		return false, err
 	}
 	in.starting = false
 	if !in.rec.ReadyOnce {

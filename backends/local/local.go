@@ -34,7 +34,12 @@ func init() {
 		Name:        Name,
 		Description: "kube-apiserver + kine (SQLite, or a shared PostgreSQL/MySQL/NATS datastore) processes on the kobe host, kobe-issued PKI",
 		New: func(env backends.Environment) (backends.RuntimeBackend, error) {
-			return New(Config{StateDir: env.StateDir, HostID: env.HostID, ToolsDir: DefaultToolsDir(), SecretsDir: os.Getenv("KOBE_SECRETS_DIR")})
+			shares, err := BootCPUSharesFromEnv()
+			if err != nil {
+				return nil, fmt.Errorf("local backend: %w", err)
+			}
+			return New(Config{StateDir: env.StateDir, HostID: env.HostID, ToolsDir: DefaultToolsDir(), SecretsDir: os.Getenv("KOBE_SECRETS_DIR"),
+				BootCPUShares: shares})
 		},
 		Prototype: &Backend{},
 	})
@@ -72,6 +77,10 @@ type Config struct {
 	// SecretsDir is where spec.backend.local.datastore.secretRef is looked up
 	// (<SecretsDir>/<secretRef>/<secretKey>); default <StateDir>/secrets.
 	SecretsDir string
+	// BootCPUShares is the CPU weight (cgroup v1 cpu.shares, against 1024 for every other task)
+	// of instances until they are first Ready (cpuweight.go); 0: they boot at the normal weight.
+	// kobe takes it from $KOBE_LOCAL_BOOT_CPU_SHARES, default 256.
+	BootCPUShares int
 }
 
 // Backend manages the local instances of one host.
@@ -80,6 +89,7 @@ type Backend struct {
 	hostID     string
 	tools      Tools
 	secretsDir string
+	boot       bootCPU
 
 	mu        sync.Mutex
 	instances map[string]*instance
@@ -111,6 +121,7 @@ func New(cfg Config) (*Backend, error) {
 		hostID:     cfg.HostID,
 		tools:      Tools{Dir: cfg.ToolsDir},
 		secretsDir: cfg.SecretsDir,
+		boot:       newBootCPU(cfg.BootCPUShares),
 		instances:  map[string]*instance{},
 		locks:      map[string]*sync.Mutex{},
 	}
@@ -124,6 +135,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	removeEmptyFreezers()
+	b.boot.sweep()
 	return b, nil
 }
 
@@ -384,6 +396,9 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	if err := removeFreezer(dir); err != nil {
 		return err
 	}
+	if err := b.boot.remove(dir); err != nil {
+		return err
+	}
 	if ok {
 		return in.verifyGone()
 	}
@@ -435,9 +450,17 @@ func (b *Backend) adoptAll() error {
 			_ = killByDir(filepath.Join(b.root, e.Name()))
 			_ = os.RemoveAll(filepath.Join(b.root, e.Name()))
 			_ = removeFreezer(filepath.Join(b.root, e.Name()))
+			_ = b.boot.remove(filepath.Join(b.root, e.Name()))
 			continue
 		}
 		in.adopt()
+		if in.rec.ReadyOnce {
+			// kobe stopped between the instance's Ready and its leaving the boot weight.
+			// One that cannot leave it must not be handed out throttled: it is reported Failed.
+			if err := b.boot.leave(in.dir); err != nil {
+				in.fail(err.Error())
+			}
+		}
 		b.instances[in.rec.ID] = in
 	}
 	return nil

@@ -18,13 +18,23 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
 
+// newLocalBackend is the local backend in this process, set up as kobe's own (the boot CPU
+// weight of $KOBE_LOCAL_BOOT_CPU_SHARES included), so that its figures compare with kobe's.
+func newLocalBackend(stateDir string, tools local.Tools) (*local.Backend, error) {
+	shares, err := local.BootCPUSharesFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return local.New(local.Config{StateDir: stateDir, HostID: "kobe-bench", ToolsDir: tools.Dir, BootCPUShares: shares})
+}
+
 // coldStarts times n cold starts of each kind, alternating a local instance and an etcd +
 // kube-apiserver started the envtest way, so that both kinds see the same machine load (one
 // kind after the other would give a load that changes during the run to one of them). The last
 // envtest pair is returned still running but paused (SIGSTOP), for the idle-memory baseline
 // measured later beside the warm instances (MeasureEnvtest); the caller stops it.
 func coldStarts(ctx context.Context, tools local.Tools, version, workDir string, n int, log *progress) (localStarts, envtestStarts []time.Duration, kept *Envtest, err error) {
-	lb, err := local.New(local.Config{StateDir: filepath.Join(workDir, "cold-local"), HostID: "kobe-bench", ToolsDir: tools.Dir})
+	lb, err := newLocalBackend(filepath.Join(workDir, "cold-local"), tools)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -303,7 +313,7 @@ func StartEnvtest(ctx context.Context, etcdBin, apiserverBin, dir string) (_ *En
 // backend called directly in this process (no kobe around it). The rate is count / (first
 // Create → last Delete returned), comparable with the lifecycles per second through kobe.
 func backendCycles(ctx context.Context, tools local.Tools, version, workDir string, count, clients int, log *progress) (time.Duration, error) {
-	lb, err := local.New(local.Config{StateDir: filepath.Join(workDir, "backend-cycles"), HostID: "kobe-bench", ToolsDir: tools.Dir})
+	lb, err := newLocalBackend(filepath.Join(workDir, "backend-cycles"), tools)
 	if err != nil {
 		return 0, err
 	}

@@ -45,6 +45,11 @@ type Options struct {
 	// waits until every client of the round is bound, so that the bind latency is measured
 	// with binds competing only with binds (see bindRound).
 	FirstRequestAtOnce bool `json:"firstRequestAtOnce"`
+	// BootCPUShares is the local backend's CPU weight for instances until they are Ready
+	// ($KOBE_LOCAL_BOOT_CPU_SHARES, for kobe dev and the backend in the bench's process alike):
+	// -1 (the default) = the environment's value, else kobe's default; 0 = off. The report has
+	// the value used.
+	BootCPUShares int `json:"bootCpuShares"`
 	// Timeout bounds the whole run (not in the report: it changes no figure).
 	Timeout time.Duration `json:"-"`
 }
@@ -73,6 +78,7 @@ func DefaultOptions() Options {
 		Floor:            100,
 		MaxProvisions:    4,
 		ThawedSpares:     -1,
+		BootCPUShares:    -1,
 		Timeout:          90 * time.Minute,
 	}
 }
@@ -94,6 +100,7 @@ func NewFlagSet(o *Options, clients *string) *flag.FlagSet {
 	fs.IntVar(&o.MaxProvisions, "max-provisions", o.MaxProvisions, "the pools' maxConcurrentProvisions")
 	fs.IntVar(&o.ThawedSpares, "thawed-spares", o.ThawedSpares, "the bind pool's spec.scaling.thawedSpares (-1: the level's clients, nothing frozen)")
 	fs.BoolVar(&o.FirstRequestAtOnce, "first-request-at-once", o.FirstRequestAtOnce, "each client makes its first request with the kubeconfig as soon as it is Bound, beside the round's other binds (default: once the whole round is bound)")
+	fs.IntVar(&o.BootCPUShares, "boot-cpu-shares", o.BootCPUShares, "the local backend's CPU weight (cgroup cpu.shares) of instances until Ready: 0 = off, 2-262144, -1 = $KOBE_LOCAL_BOOT_CPU_SHARES or kobe's default")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up (and clean up) after this long")
 	return fs
 }
@@ -161,6 +168,9 @@ func (o Options) Validate() error {
 		if c.v < c.min {
 			return fmt.Errorf("%s: %d must be at least %d", c.flag, c.v, c.min)
 		}
+	}
+	if b := o.BootCPUShares; b < -1 || b == 1 || b > 262144 {
+		return fmt.Errorf("-boot-cpu-shares: %d is not -1 (the environment's or kobe's default), 0 (off) or 2-262144", b)
 	}
 	if o.LifecycleClients > o.Lifecycles {
 		return fmt.Errorf("-lifecycle-clients: %d clients for %d lifecycles would leave clients idle; use at most %d", o.LifecycleClients, o.Lifecycles, o.Lifecycles)

@@ -38,7 +38,7 @@ func TestParseFlagsFirstRequestAtOnce(t *testing.T) {
 	o, err := ParseFlags([]string{"-kobe", fakeKobe(t), "-first-request-at-once"}, io.Discard)
 	require.NoError(t, err)
 	assert.True(t, o.FirstRequestAtOnce)
-	assert.Contains(t, o.CommandLine(), "-thawed-spares -1 -first-request-at-once -k8s-version",
+	assert.Contains(t, o.CommandLine(), "-thawed-spares -1 -boot-cpu-shares -1 -first-request-at-once -k8s-version",
 		"the report's flags line says how the figures were taken")
 }
 
@@ -75,6 +75,9 @@ func TestParseFlagsErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-cold", "0"}, `-cold: 0 must be at least 1`},
 		{[]string{"-floor", "0"}, `-floor: 0 must be at least 1`},
 		{[]string{"-max-provisions", "0"}, `-max-provisions: 0 must be at least 1`},
+		{[]string{"-boot-cpu-shares", "1"}, `-boot-cpu-shares: 1 is not -1`},
+		{[]string{"-boot-cpu-shares", "-2"}, `-boot-cpu-shares: -2 is not -1`},
+		{[]string{"-boot-cpu-shares", "300000"}, `-boot-cpu-shares: 300000 is not -1`},
 		{[]string{"-timeout", "10s"}, `-timeout: 10s is too short`},
 		{[]string{"-out", " "}, `-out: a file name is required`},
 		{[]string{"-floor", "many"}, `invalid value "many" for flag -floor`},

@@ -370,8 +370,8 @@ func (o Options) CommandLine() string {
 	if o.FirstRequestAtOnce {
 		atOnce = " -first-request-at-once"
 	}
-	return fmt.Sprintf("-clients %s -rounds %d -lifecycles %d -lifecycle-clients %d -cold %d -floor %d -max-provisions %d -thawed-spares %d%s -k8s-version %s -tools %s",
-		joinInts(o.Clients), o.Rounds, o.Lifecycles, o.LifecycleClients, o.Cold, o.Floor, o.MaxProvisions, o.ThawedSpares, atOnce, orUnknown(o.KubernetesVersion), orUnknown(o.ToolsDir))
+	return fmt.Sprintf("-clients %s -rounds %d -lifecycles %d -lifecycle-clients %d -cold %d -floor %d -max-provisions %d -thawed-spares %d -boot-cpu-shares %d%s -k8s-version %s -tools %s",
+		joinInts(o.Clients), o.Rounds, o.Lifecycles, o.LifecycleClients, o.Cold, o.Floor, o.MaxProvisions, o.ThawedSpares, o.BootCPUShares, atOnce, orUnknown(o.KubernetesVersion), orUnknown(o.ToolsDir))
 }
 
 func loadString(l [3]float64) string { return fmt.Sprintf("%.2f/%.2f/%.2f", l[0], l[1], l[2]) }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -91,6 +92,16 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (rep *Report, err err
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 
+	// The boot CPU weight goes to kobe dev and to the local backend in this process through the
+	// environment, as a user sets it; the report says the value used.
+	if o.BootCPUShares >= 0 {
+		if err := os.Setenv("KOBE_LOCAL_BOOT_CPU_SHARES", strconv.Itoa(o.BootCPUShares)); err != nil {
+			return nil, err
+		}
+	}
+	if o.BootCPUShares, err = local.BootCPUSharesFromEnv(); err != nil {
+		return nil, err
+	}
 	r := &Report{Schema: SchemaVersion, Date: time.Now().UTC().Truncate(time.Second), Flags: o}
 	r.Machine = ReadMachine()
 	r.Kobe = ReadBuild(ctx, o.Kobe)
