@@ -327,21 +327,28 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, view)
 }
 
-// leaseStartGrace bounds how long a request to a warm-bound lease waits for its workflow.
-const leaseStartGrace = 10 * time.Second
+// defaultLeaseStartGrace bounds how long a request to a warm-bound lease waits for its workflow.
+const defaultLeaseStartGrace = 10 * time.Second
 
 // untilLeaseRuns runs op (a signal or an Update to the lease's workflow) and, while it finds no
-// workflow for a lease the store has Bound, tries again for up to leaseStartGrace. A warm bind
-// is answered as soon as the pool has bound the member; the pool's start of the lease's
-// workflow, recorded in the same workflow task, lands a moment later. A lease that has ended
-// is not Bound in the store (it projects its end before it completes), so this waits only in
-// that moment, or for a workflow terminated by hand.
+// workflow for a lease the store has Bound, tries again for up to LeaseStartGrace. A warm bind
+// answers Bound from the pool's Update; the lease's own workflow, a child the pool starts in the
+// same workflow task, lands a moment later — on a loaded engine, many seconds later. A lease that
+// has ended is not Bound in the store (it projects its end before it completes), so a lease the
+// store has Bound and whose workflow is not there after the grace has not started yet (or was
+// terminated by hand): that is errLeaseNotStarted, never the workflow's NotFound, which the
+// handlers take for a lease that ended — a release answered 204 and then lost, its cluster held
+// for the lease's whole TTL (seen in `make bench` at 50 clients, 4 December 2026).
 func (s *Server) untilLeaseRuns(ctx context.Context, l store.Lease, op func() error) error {
 	err := op()
 	if l.Phase != api.LeaseBound {
 		return err
 	}
-	deadline := time.Now().Add(leaseStartGrace)
+	grace := s.LeaseStartGrace
+	if grace <= 0 {
+		grace = defaultLeaseStartGrace
+	}
+	deadline := time.Now().Add(grace)
 	for pause := 5 * time.Millisecond; isNotFound(err) && time.Now().Before(deadline); pause = min(2*pause, 500*time.Millisecond) {
 		select {
 		case <-ctx.Done():
@@ -349,11 +356,18 @@ func (s *Server) untilLeaseRuns(ctx context.Context, l store.Lease, op func() er
 		case <-time.After(pause):
 		}
 		if s.leaseRuns(ctx, l.ID) {
+			// Running, or ended meanwhile: op's own answer says which.
 			return op()
 		}
 	}
+	if isNotFound(err) {
+		return fmt.Errorf("%w (waited %s)", errLeaseNotStarted, grace)
+	}
 	return err
 }
+
+// errLeaseNotStarted: a lease is Bound in the store but its workflow does not exist yet.
+var errLeaseNotStarted = errors.New("the lease's workflow has not started yet; try again")
 
 func isNotFound(err error) bool {
 	var nf *serviceerror.NotFound

@@ -59,6 +59,11 @@ type Server struct {
 	// signal (the path before issue 15; the bench measures both).
 	SlowBindOnly bool
 
+	// LeaseStartGrace is how long a request to a warm-bound lease (release, extend, heartbeat,
+	// sleep, wake) waits for the lease's workflow, which the pool starts a moment after the bind,
+	// before it answers 503 and the client tries again (0 = 10 s).
+	LeaseStartGrace time.Duration
+
 	// TemporalUI is the Temporal Web UI's address: the portal links each lease to its
 	// workflow there (empty = no links).
 	TemporalUI string
