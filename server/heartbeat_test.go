@@ -32,17 +32,7 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 		t.Skip("embedded Temporal; skipped with -short")
 	}
 	ctx := context.Background()
-	tmp := testsuite.StartTemporal(t)
-	st := testsuite.NewStore(t, "sqlite")
-	testsuite.StartWorker(t, tmp.Client, "hb", st)
-	// A held doctor run stands in for the pool: it takes the claims and never answers, so the
-	// leases stay Pending.
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("hb"), TaskQueue: "hb"},
-		doctor.WorkflowName, doctor.Input{ProbeID: "hb", Hold: time.Hour})
-	require.NoError(t, err)
-	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
-	require.NoError(t, err)
-	s := &server.Server{Store: st, Temporal: tmp.Client, TaskQueue: "hb", InsecureNoAuth: true, Policy: pol}
+	tmp, st, s := serverWithHeldPool(t, "hb", nil)
 	h := s.Handler()
 	for id, idle := range map[string]time.Duration{"lease-idle": 10 * time.Minute, "lease-plain": 0} {
 		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: api.LeasePending, TTL: time.Hour}))
@@ -66,6 +56,26 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-plain", "", lease.SignalReleaseLease, nil))
 	require.NoError(t, tmp.Client.GetWorkflow(ctx, "lease-plain", "").Get(ctx, nil))
 	assert.Equal(t, http.StatusGone, beat("lease-plain"))
+}
+
+// serverWithHeldPool starts a real Temporal, a store, a worker on queue and a server, with a held
+// doctor run standing in for the pool named queue: it takes the leases' claims and never
+// answers, so that they stay Pending. configure, if not nil, sets the server's options.
+func serverWithHeldPool(t *testing.T, queue string, configure func(*server.Server)) (*testsuite.Temporal, store.Store, *server.Server) {
+	t.Helper()
+	tmp := testsuite.StartTemporal(t)
+	st := testsuite.NewStore(t, "sqlite")
+	testsuite.StartWorker(t, tmp.Client, queue, st)
+	_, err := tmp.Client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: pool.WorkflowID(queue), TaskQueue: queue},
+		doctor.WorkflowName, doctor.Input{ProbeID: queue, Hold: time.Hour})
+	require.NoError(t, err)
+	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
+	require.NoError(t, err)
+	s := &server.Server{Store: st, Temporal: tmp.Client, TaskQueue: queue, InsecureNoAuth: true, Policy: pol}
+	if configure != nil {
+		configure(s)
+	}
+	return tmp, st, s
 }
 
 func heartbeatSignals(t *testing.T, c client.Client, id string) int {

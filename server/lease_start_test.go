@@ -11,16 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/doctor"
-	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
-	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/server"
-	"github.com/kunobi-ninja/kobe/testsuite"
 )
 
 // A warm bind answers Bound before the lease's workflow exists (the pool starts it as a child a
@@ -34,17 +28,7 @@ func TestARequestToABoundLeaseWaitsForItsWorkflowOrSaysTryAgain(t *testing.T) {
 		t.Skip("embedded Temporal; skipped with -short")
 	}
 	ctx := context.Background()
-	tmp := testsuite.StartTemporal(t)
-	st := testsuite.NewStore(t, "sqlite")
-	testsuite.StartWorker(t, tmp.Client, "ls", st)
-	// A held doctor run stands in for the pool (it takes the lease's claim and never answers).
-	_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.WorkflowID("ls"), TaskQueue: "ls"},
-		doctor.WorkflowName, doctor.Input{ProbeID: "ls", Hold: time.Hour})
-	require.NoError(t, err)
-	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens]}\n"))
-	require.NoError(t, err)
-	s := &server.Server{Store: st, Temporal: tmp.Client, TaskQueue: "ls", InsecureNoAuth: true, Policy: pol,
-		LeaseStartGrace: 300 * time.Millisecond}
+	tmp, st, s := serverWithHeldPool(t, "ls", func(s *server.Server) { s.LeaseStartGrace = 300 * time.Millisecond })
 	h := s.Handler()
 	const id = "lease-not-started"
 	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "ls", Principal: "anonymous", Phase: api.LeaseBound,
@@ -65,7 +49,7 @@ func TestARequestToABoundLeaseWaitsForItsWorkflowOrSaysTryAgain(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "the lease has not ended: %s", rec.Body.String())
 
 	// The workflow starts (as the pool's child would): the client's retry reaches it.
-	_, err = server.StartLease(ctx, tmp.Client, "ls", lease.Input{LeaseID: id, Pool: "ls", Principal: "anonymous",
+	_, err := server.StartLease(ctx, tmp.Client, "ls", lease.Input{LeaseID: id, Pool: "ls", Principal: "anonymous",
 		TTL: time.Hour, MaxTTL: 2 * time.Hour}, false)
 	require.NoError(t, err)
 	rec = do("DELETE", "/v1/leases/"+id)
