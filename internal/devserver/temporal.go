@@ -14,13 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/internal/loopback"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/log/tag"
 	"go.temporal.io/server/common/membership/static"
-	"go.temporal.io/server/common/metrics"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
@@ -75,6 +76,10 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 			return &shutdownCore{Core: c, stopping: stopping}
 		})))
 	}
+	starting := new(atomic.Bool)
+	starting.Store(true)
+	defer starting.Store(false)
+	logger = startupLogger{Logger: logger, starting: starting}
 
 	frontendPort := opts.FrontendPort
 	if frontendPort == 0 {
@@ -87,9 +92,9 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	if err := CheckPortFree(opts.IP, frontendPort); err != nil {
 		return nil, fmt.Errorf("temporal port: %w", err)
 	}
-	// history, matching, worker, metrics and the frontend's HTTP API, all picked fresh each start:
-	// with static membership nothing remembers the previous addresses.
-	ports, err := freePorts(opts.IP, 5)
+	// history, matching, worker and the frontend's HTTP API, all picked fresh each start: with
+	// static membership nothing remembers the previous addresses.
+	ports, err := servicePorts(opts.IP, 4)
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +104,8 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		primitives.MatchingService: ports[1],
 		primitives.WorkerService:   ports[2],
 	}
-	metricsPort := ports[3]
 	// The frontend's HTTP API (and Nexus) needs a port of its own; without one the server warns at every start.
-	httpPort := ports[4]
+	httpPort := ports[3]
 
 	sqlCfg := &config.SQL{
 		PluginName:        sqliteplugin.PluginName,
@@ -156,10 +160,10 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	cfg := &config.Config{
 		Global: config.Global{
 			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: opts.IP},
-			Metrics: &metrics.Config{Prometheus: &metrics.PrometheusConfig{
-				ListenAddress: net.JoinHostPort(opts.IP, strconv.Itoa(metricsPort)),
-				HandlerPath:   "/metrics",
-			}},
+			// No Metrics: the server's own Prometheus endpoint would listen on a port picked
+			// afresh at each start, that nobody is told of, and its listener (upstream's
+			// default reporter) cannot be stopped — every server a test process started left
+			// one behind. kobe's /metrics carries the SDK's client and worker metrics.
 		},
 		Persistence: config.Persistence{
 			DefaultStore:     sqliteplugin.PluginName,
@@ -219,7 +223,7 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		dynamicconfig.WorkflowExecutionMaxInFlightUpdates.Key(): 500,
 	}
 
-	srv, err := temporal.NewServer(
+	srv, err := buildAndStart(
 		temporal.WithConfig(cfg),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(hosts),
@@ -227,12 +231,66 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		temporal.WithDynamicConfigClient(dyn),
 	)
 	if err != nil {
+		return nil, err
+	}
+	return &Temporal{server: srv, frontendAddr: frontendAddr, namespaces: opts.Namespaces, stopping: stopping}, nil
+}
+
+// buildAndStart builds and starts the server; a Fatal the server logs meanwhile (startupLogger)
+// is returned as the error, and what was started of the server is stopped.
+func buildAndStart(opts ...temporal.ServerOption) (srv temporal.Server, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(startupFailure)
+			if !ok {
+				panic(r)
+			}
+			if srv != nil {
+				_ = srv.Stop()
+			}
+			srv, err = nil, fmt.Errorf("temporal: start: %s", f)
+		}
+	}()
+	srv, err = temporal.NewServer(opts...)
+	if err != nil {
 		return nil, fmt.Errorf("temporal: %w", err)
 	}
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("temporal: start: %w", err)
 	}
-	return &Temporal{server: srv, frontendAddr: frontendAddr, namespaces: opts.Namespaces, stopping: stopping}, nil
+	return srv, nil
+}
+
+// startupLogger makes the server's Fatal, while the server is being built and started, stop the
+// start where it is called: it panics with a startupFailure that buildAndStart returns as an
+// error. The server calls Fatal where it cannot go on — a service's port taken ("Failed to start
+// gRPC listener") — and leaves stopping to the logger: a no-op logger (nil Logger, the tests'
+// zap.NewNop()) let it go on with no listener into a nil-pointer panic, and a real one exited the
+// process without StartTemporal's caller hearing why. Once started, Fatal is the logger's.
+type startupLogger struct {
+	log.Logger
+	starting *atomic.Bool
+}
+
+// startupFailure is a Fatal message of the server's and its tags, as text.
+type startupFailure string
+
+func (l startupLogger) Fatal(msg string, tags ...tag.Tag) {
+	if !l.starting.Load() {
+		l.Logger.Fatal(msg, tags...)
+		return
+	}
+	l.Logger.Error(msg, tags...)
+	text := msg
+	for _, t := range tags {
+		text += fmt.Sprintf(" %s=%v", t.Key(), t.Value())
+	}
+	panic(startupFailure(text))
+}
+
+// With keeps the wrapper on the loggers the server derives (one per service, with its tags).
+func (l startupLogger) With(tags ...tag.Tag) log.Logger {
+	return startupLogger{Logger: log.With(l.Logger, tags...), starting: l.starting}
 }
 
 // FrontendAddress is the host:port of the gRPC frontend.
@@ -283,7 +341,8 @@ func CheckPortFree(ip string, port int) error {
 	return l.Close()
 }
 
-// FreePort asks the kernel for a free TCP port on ip.
+// FreePort returns a free TCP port on ip, for a listener to bind a moment later: on 127.0.0.1,
+// one outside the kernel's ephemeral range (internal/loopback says why).
 func FreePort(ip string) (int, error) {
 	ps, err := freePorts(ip, 1)
 	if err != nil {
@@ -292,8 +351,15 @@ func FreePort(ip string) (int, error) {
 	return ps[0], nil
 }
 
+// servicePorts picks the ports of the server's own services (a seam for tests).
+var servicePorts = freePorts
+
 func freePorts(ip string, n int) ([]int, error) {
-	// Hold all listeners until every port is chosen so the kernel does not hand out one twice.
+	if ip == "127.0.0.1" {
+		return loopback.Take(n, nil)
+	}
+	// Another address: the kernel's picks. All listeners are held until every port is chosen so
+	// that the kernel does not hand out one twice.
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {

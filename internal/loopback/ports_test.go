@@ -1,4 +1,4 @@
-package local
+package loopback
 
 import (
 	"net"
@@ -21,8 +21,8 @@ func TestListenRange(t *testing.T) {
 }
 
 // allocatorOver is an allocator over [lo, hi] whose cursor starts at lo.
-func allocatorOver(t *testing.T, lo, hi int) *portAllocator {
-	a := &portAllocator{lo: lo, hi: hi, next: lo, given: map[int]bool{}}
+func allocatorOver(t *testing.T, lo, hi int) *Allocator {
+	a := &Allocator{lo: lo, hi: hi, next: lo, given: map[int]bool{}}
 	a.ephemeral = func() (int, int, error) { t.Fatal("the range is set"); return 0, 0, nil }
 	return a
 }
@@ -32,7 +32,7 @@ func freeSpan(t *testing.T, n int) int {
 	for p := 64000; p < 65500; p += n {
 		ok := true
 		for q := p; q < p+n; q++ {
-			ok = ok && listenable(q)
+			ok = ok && Listenable(q)
 		}
 		if ok {
 			return p
@@ -50,15 +50,15 @@ func TestPortAllocatorSkipsReservedAndListenedPortsAndGivesEachOnce(t *testing.T
 	defer held.Close()
 	reserved := func(q int) bool { return q == p+2 } // an instance asleep owns it
 
-	got, err := a.take(2, reserved)
+	got, err := a.Take(2, reserved)
 	require.NoError(t, err)
 	assert.Equal(t, []int{p, p + 3}, got, "skips the port listened on and the reserved one")
-	got, err = a.take(2, reserved)
+	got, err = a.Take(2, reserved)
 	require.NoError(t, err)
 	assert.Equal(t, []int{p + 4, p + 5}, got, "never the same port twice")
 
 	// Every port handed out once: it starts over, still skipping the taken ones.
-	got, err = a.take(2, reserved)
+	got, err = a.Take(2, reserved)
 	require.NoError(t, err)
 	assert.Equal(t, []int{p, p + 3}, got)
 }
@@ -66,14 +66,14 @@ func TestPortAllocatorSkipsReservedAndListenedPortsAndGivesEachOnce(t *testing.T
 func TestPortAllocatorFailsWhenNothingIsFree(t *testing.T) {
 	p := freeSpan(t, 2)
 	a := allocatorOver(t, p, p+1)
-	_, err := a.take(1, func(int) bool { return true })
+	_, err := a.Take(1, func(int) bool { return true })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no free loopback port")
 }
 
 func TestPortAllocatorFallsBackToTheKernelWithoutRoom(t *testing.T) {
-	a := &portAllocator{ephemeral: func() (int, int, error) { return 1024, 65000, nil }}
-	got, err := a.take(2, func(int) bool { return false })
+	a := &Allocator{ephemeral: func() (int, int, error) { return 1024, 65000, nil }}
+	got, err := a.Take(2, func(int) bool { return false })
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	assert.NotEqual(t, got[0], got[1])
@@ -82,8 +82,8 @@ func TestPortAllocatorFallsBackToTheKernelWithoutRoom(t *testing.T) {
 func TestPortAllocatorNeverGivesOnePortTwiceInOneCall(t *testing.T) {
 	p := freeSpan(t, 3)
 	a := allocatorOver(t, p, p+2)
-	_, err := a.take(2, func(int) bool { return false })
+	_, err := a.Take(2, func(int) bool { return false })
 	require.NoError(t, err)
-	_, err = a.take(4, func(int) bool { return false })
+	_, err = a.Take(4, func(int) bool { return false })
 	require.Error(t, err, "3 ports cannot make 4 distinct ones, even starting over")
 }
