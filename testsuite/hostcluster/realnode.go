@@ -25,6 +25,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/kubeconfig"
+	"github.com/kunobi-ninja/kobe/internal/loopback"
 	"github.com/kunobi-ninja/kobe/internal/pki"
 	"github.com/kunobi-ninja/kobe/testsuite/hostcluster/images"
 )
@@ -860,11 +861,14 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// freePort is a loopback port outside the kernel's ephemeral range (internal/loopback says why),
+// never one this process handed out before: the kernel's pick for `listen :0`, closed at once,
+// could be taken by any outgoing connection before the API server, kine or kube-proxy bound it,
+// and two calls could return the same port.
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := loopback.Take(1, nil)
 	if err != nil {
 		return 0
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ps[0]
 }
