@@ -3,8 +3,9 @@
 // for kobe:lease:<user> (group kobe:leases) signed with the instance's client CA and valid for
 // the lease's TTL, bound to cluster-admin in the instance by ClusterRoleBinding
 // kobe-lease-<user>; revoking it deletes the binding, so the certificate, still valid until it
-// expires, authorizes nothing (403). The local backend issues the same identity through its own
-// HTTP client.
+// expires, authorizes nothing (403). A credential is handed out only once the instance's
+// authorizer allows its user. The local backend issues the same identity through its own HTTP
+// client.
 package leasecred
 
 import (
@@ -15,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,12 +76,48 @@ func Issue(ctx context.Context, in Instance, req backends.CredentialRequest) (ba
 	if _, err := in.Admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return backends.Credential{}, fmt.Errorf("binding %s in instance %s: %w", user, in.ID, err)
 	}
+	if err := waitAuthorized(ctx, in.ID, in.Admin, user); err != nil {
+		return backends.Credential{}, err
+	}
 	cred, err := in.ClientCA.IssueClient(user, []string{Group}, req.TTL)
 	if err != nil {
 		return backends.Credential{}, err
 	}
 	kc, err := kubeconfig.ForClientCert(in.ID, in.Server, in.ServerCA, cred.CertPEM, cred.KeyPEM, user)
 	return backends.Credential{Kubeconfig: kc, User: user, ExpiresAt: cred.NotAfter, ID: cred.Serial}, err
+}
+
+// authorizedWithin bounds how long a new binding may take to reach the API server's authorizer;
+// authorizedEvery is how often it is asked meanwhile.
+var (
+	authorizedWithin = 30 * time.Second
+	authorizedEvery  = 50 * time.Millisecond
+)
+
+// waitAuthorized returns once the instance's API server authorizes user (group Group) what the
+// binding grants. Its RBAC authorizer learns of a new binding through a watch, a moment after
+// the write returns (milliseconds when idle, longer on a busy host or a remote datastore): a
+// credential handed out before would be refused (403) on its first requests.
+func waitAuthorized(ctx context.Context, id string, admin kubernetes.Interface, user string) error {
+	ctx, cancel := context.WithTimeout(ctx, authorizedWithin)
+	defer cancel()
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user, Groups: []string{Group},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces"}}}
+	for {
+		got, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err == nil && got.Status.Allowed {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("not allowed: %s", got.Status.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("binding %s in instance %s: the API server does not authorize it within %s (last answer: %v)", user, id, authorizedWithin, err)
+		case <-time.After(authorizedEvery):
+		}
+	}
 }
 
 // Revoke deletes the user's binding in the instance; a binding already gone is fine.
