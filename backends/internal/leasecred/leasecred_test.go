@@ -17,9 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kunobi-ninja/kobe/internal/pki"
-
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/pki"
 )
 
 func TestCheck(t *testing.T) {
