@@ -182,12 +182,17 @@ func (s *State) ThawForClaim(asg Assignment) (FreezeMember, bool) {
 }
 
 // ClaimThawed acts on the thaw a warm bind ran: the member runs, or (failed) the bind is undone
-// and the member torn down, and the claim is not bound at once (it queues as any other). It
-// says whether the bind stands.
+// and the member torn down, and the claim is not bound at once: the API takes the slow path,
+// whose claim queues as any other; a slow path's claim that came during the thaw queues now.
+// A lease that ended during the thaw (CancelClaim tore its member down) is neither bound nor
+// torn down again. It says whether the bind stands.
 func (s *State) ClaimThawed(leaseID, instanceID, thawErr string, fx Executor) bool {
 	m, ok := s.Members[instanceID]
 	if !ok || m.LeaseID != leaseID {
 		return false
+	}
+	if s.KeepsClaimsOfFailedThaws {
+		return s.claimThawed(m, leaseID, thawErr, fx)
 	}
 	if thawErr == "" {
 		m.Freeze = Running
@@ -197,6 +202,26 @@ func (s *State) ClaimThawed(leaseID, instanceID, thawErr string, fx Executor) bo
 	delete(s.AssignedAt, leaseID)
 	m.HealthMessage = fmt.Sprintf("thawing it failed: %s", thawErr)
 	s.teardown(m, RecycleThawFailed, fx)
+	return false
+}
+
+func (s *State) claimThawed(m *Member, leaseID, thawErr string, fx Executor) bool {
+	during := m.ClaimDuringThaw
+	m.ClaimDuringThaw = nil
+	if !m.thawingFor(leaseID) {
+		return false // the lease ended meanwhile: its member is already being torn down
+	}
+	if thawErr == "" {
+		m.Freeze = Running
+		return true
+	}
+	delete(s.Assigned, leaseID)
+	delete(s.AssignedAt, leaseID)
+	m.HealthMessage = fmt.Sprintf("thawing it failed: %s", thawErr)
+	s.teardown(m, RecycleThawFailed, fx)
+	if during != nil {
+		s.Claim(*during, fx.Now())
+	}
 	return false
 }
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/instance"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -128,4 +130,83 @@ func TestFreezingStopsWhereItCannot(t *testing.T) {
 	unresolved := frozenPool(t, latestVersions)
 	unresolved.Policy.FreezesSpares = false
 	assert.Empty(t, unresolved.FreezesDue(), "a policy resolved before frozen spares")
+}
+
+// onlyFrozen is a pool whose every spare is frozen and prepared.
+func onlyFrozen(t *testing.T, v Versions) (*State, *recorder) {
+	t.Helper()
+	s := frozenPool(t, v)
+	s.Policy.ThawedSpares = 0
+	rec := &recorder{now: t0}
+	s.FreezesDue()
+	for _, id := range []string{"a", "b", "c"} {
+		s.FreezeDone(FreezeResult{MemberID: id}, rec)
+	}
+	return s, rec
+}
+
+// The review's item 1: the API stopped waiting for a warm bind whose thaw was slow and started
+// the lease the slow way; its claim came while the thaw ran. The thaw then failed: the claim
+// must queue (before the fix Claim took it for a retry of the warm bind and dropped it, and
+// the lease stayed Pending in no queue, where queueTimeout never fires).
+func TestAClaimThatCameDuringAFailedThawIsQueued(t *testing.T) {
+	s, rec := onlyFrozen(t, latestVersions)
+	asg, _, ok := s.ClaimNow(ClaimRequest{LeaseID: "l1"}, t0)
+	require.True(t, ok)
+	_, mustThaw := s.ThawForClaim(asg)
+	require.True(t, mustThaw)
+
+	s.Claim(ClaimRequest{LeaseID: "l1", At: t0}, t0) // the slow path's claim, during the thaw
+	assert.False(t, s.ClaimThawed("l1", asg.InstanceID, "host worker gone", rec))
+	s.Reconcile(rec)
+	m := s.Members[asg.InstanceID]
+	queued := len(s.Queue) == 1 && s.Queue[0].LeaseID == "l1"
+	assigned := s.Assigned["l1"] != "" && s.Assigned["l1"] != asg.InstanceID
+	assert.True(t, queued || assigned, "the lease's claim is queued or served by another member: queue %v, assigned %v", s.Queue, s.Assigned)
+	assert.Equal(t, MemberDeleting, m.Phase)
+
+	// A thaw that succeeds keeps the bind; the slow path's claim is then answered by the
+	// assignment the warm bind sends (the pool's start of the lease finds it running).
+	s, rec = onlyFrozen(t, latestVersions)
+	asg, _, _ = s.ClaimNow(ClaimRequest{LeaseID: "l2"}, t0)
+	s.ThawForClaim(asg)
+	s.Claim(ClaimRequest{LeaseID: "l2", At: t0}, t0)
+	assert.True(t, s.ClaimThawed("l2", asg.InstanceID, "", rec))
+	s.Reconcile(rec)
+	assert.Empty(t, s.Queue, "the bind stands: nothing queues")
+	assert.Equal(t, asg.InstanceID, s.Assigned["l2"])
+}
+
+// A lease that ended while its warm bind's thaw ran (released while Pending: its member was
+// torn down by CancelClaim) is not torn down a second time when the thaw fails, nor bound when
+// it succeeds, and its claim does not queue.
+func TestALeaseThatEndedDuringItsThawIsNotBoundNorTornDownTwice(t *testing.T) {
+	for _, thawErr := range []string{"", "boom"} {
+		s, rec := onlyFrozen(t, latestVersions)
+		asg, _, ok := s.ClaimNow(ClaimRequest{LeaseID: "l1"}, t0)
+		require.True(t, ok)
+		s.ThawForClaim(asg)
+		s.Claim(ClaimRequest{LeaseID: "l1", At: t0}, t0)
+		s.CancelClaim("l1", rec)
+		require.Equal(t, MemberDeleting, s.Members[asg.InstanceID].Phase)
+		rec.log = nil
+		assert.False(t, s.ClaimThawed("l1", asg.InstanceID, thawErr, rec), "thaw error %q: the bind does not stand", thawErr)
+		assert.Empty(t, rec.log, "thaw error %q: no second teardown", thawErr)
+		assert.Empty(t, s.Queue, "thaw error %q: an ended lease's claim does not queue", thawErr)
+	}
+}
+
+// Health checks leave a member alone while a warm bind thaws it: its lease has no answer yet,
+// so it cannot be told about the member, and a frozen process fails its checks.
+func TestAMemberThawingForAClaimIsNotHealthChecked(t *testing.T) {
+	s, rec := onlyFrozen(t, latestVersions)
+	asg, _, _ := s.ClaimNow(ClaimRequest{LeaseID: "l1"}, t0)
+	s.ThawForClaim(asg)
+	s.Policy.HealthFailureThreshold = 1
+	for _, c := range s.HealthChecksDue(t0.Add(time.Hour), nil) {
+		assert.NotContains(t, c.IDs, asg.InstanceID)
+	}
+	s.HealthChecked([]instance.HealthResult{{InstanceID: asg.InstanceID, Message: "frozen"}}, rec)
+	assert.Empty(t, rec.log, "no report to a lease that has no answer yet")
+	assert.False(t, s.Members[asg.InstanceID].Broken)
 }

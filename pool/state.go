@@ -48,11 +48,13 @@ type Versions struct {
 	SyncsSchedules bool
 	// SettlesBeforeContinuing: see poolVersionSettlesBeforeContinuing.
 	SettlesBeforeContinuing bool
+	// KeepsClaimsOfFailedThaws: see poolVersionKeepsClaimsOfFailedThaws.
+	KeepsClaimsOfFailedThaws bool
 }
 
 // latestVersions are the behaviours of a pool started by this kobe (what the tests play).
 var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true,
-	Certificates: true, FreezesSpares: true, SyncsSchedules: true, SettlesBeforeContinuing: true}
+	Certificates: true, FreezesSpares: true, SyncsSchedules: true, SettlesBeforeContinuing: true, KeepsClaimsOfFailedThaws: true}
 
 // State is a pool's state as its decisions see it.
 type State struct {
@@ -266,6 +268,10 @@ type Member struct {
 	// it failed, so it is not tried again.
 	Freeze   FreezeState `json:"freeze,omitempty"`
 	NoFreeze bool        `json:"noFreeze,omitempty"`
+	// ClaimDuringThaw is the slow path's claim of the lease a warm bind is thawing this member
+	// for, come while the thaw ran (the API stopped waiting and started the lease itself): it
+	// queues if the thaw fails (ClaimThawed).
+	ClaimDuringThaw *ClaimRequest `json:"claimDuringThaw,omitempty"`
 }
 
 // Snapshot is the whole state of a pool; it is the input of every continue-as-new run.
@@ -340,7 +346,15 @@ func (s *State) Claim(r ClaimRequest, now time.Time) {
 			return // a retried signal
 		}
 	}
-	if _, done := s.Assigned[r.LeaseID]; done {
+	if id, done := s.Assigned[r.LeaseID]; done {
+		// A warm bind of this lease is thawing its member: the claim waits for the thaw's outcome
+		// (the bind stands, or the claim queues), instead of passing for a retry.
+		if m, ok := s.Members[id]; ok && s.KeepsClaimsOfFailedThaws && m.thawingFor(r.LeaseID) {
+			if r.At.IsZero() {
+				r.At = now
+			}
+			m.ClaimDuringThaw = &r
+		}
 		return
 	}
 	if r.At.IsZero() {
@@ -946,7 +960,7 @@ func (s *State) NextWake(now time.Time) time.Time {
 	if s.Hardened {
 		//workflowcheck:ignore any checked member sets the same deadline: the order does not matter
 		for _, m := range s.Members {
-			if checked(m) {
+			if s.checked(m) {
 				earliest(s.NextHealthCheckAt)
 				break
 			}
@@ -1070,8 +1084,17 @@ func (s *State) healthThreshold() int {
 
 // checked says whether a member's health is watched: Ready members, and Leased ones until they
 // are known broken (the lease was told; it holds the member until it ends).
-func checked(m *Member) bool {
+func (s *State) checked(m *Member) bool {
+	if s.KeepsClaimsOfFailedThaws && m.Phase == MemberLeased && m.Freeze == Thawing {
+		// A warm bind is thawing it: its lease has no answer yet and a frozen process fails.
+		return false
+	}
 	return m.Phase == MemberReady || (m.Phase == MemberLeased && !m.Broken)
+}
+
+// thawingFor: a warm bind of leaseID holds the member and is thawing it.
+func (m *Member) thawingFor(leaseID string) bool {
+	return m.Phase == MemberLeased && m.LeaseID == leaseID && m.Freeze == Thawing
 }
 
 // HealthChecksDue says, when the time has come, which health checks to start: one per host
@@ -1085,7 +1108,7 @@ func (s *State) HealthChecksDue(now time.Time, inFlight map[string]bool) []Check
 	byQueue := map[string][]string{}
 	var queues []string
 	for _, m := range s.sortedMembers() {
-		if !checked(m) || inFlight[m.Placement.TaskQueue] {
+		if !s.checked(m) || inFlight[m.Placement.TaskQueue] {
 			continue
 		}
 		q := m.Placement.TaskQueue
@@ -1120,7 +1143,7 @@ func HealthCheckFailed(c CheckHealth, err error) []instance.HealthResult {
 func (s *State) HealthChecked(results []instance.HealthResult, fx Executor) {
 	for _, r := range results {
 		m, ok := s.Members[r.InstanceID]
-		if !ok || !checked(m) {
+		if !ok || !s.checked(m) {
 			continue // it changed meanwhile (leased, released, recycled)
 		}
 		result := "ok"

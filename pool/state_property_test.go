@@ -52,13 +52,15 @@ const (
 	evWarmBindLost
 	evFreezes
 	evFreezeDone
+	evWarmGiveUp
+	evWarmThawDone
 	evKinds
 )
 
 var eventNames = [...]string{"claim", "retry-claim", "cancel", "release", "retry-release", "member-ready", "member-failed",
 	"member-gone", "member-quarantined", "retry-teardown", "forget-member", "health-check-start", "apply", "delete", "time",
 	"continue-as-new", "lease-terminated", "health-check-done", "warm-claim", "retry-warm-claim", "warm-bind-lost",
-	"freezes-start", "freeze-done"}
+	"freezes-start", "freeze-done", "warm-give-up", "warm-thaw-done"}
 
 // event is one step of a sequence. Which lease or member it concerns is pick modulo those that
 // qualify when it happens, and seed decides the outcomes of the actions it leads to, so that a
@@ -84,12 +86,16 @@ func (e event) String() string {
 	return s
 }
 
-func randomEvent(r *rand.Rand) event {
+func randomEvent(r *rand.Rand, thaws bool) event {
 	// Weights: claims and member reports are the common case.
 	weights := [evKinds]int{evClaim: 14, evRetryClaim: 4, evCancel: 5, evRelease: 10, evRetryRelease: 2, evReady: 14, evFail: 4,
 		evGone: 10, evQuarantined: 2, evRetryTeardown: 2, evForget: 2, evHealth: 5, evApply: 4, evDelete: 1, evTime: 12,
 		evContinueAsNew: 3, evTerminate: 2, evHealthDone: 5, evWarmClaim: 10, evRetryWarmClaim: 3, evWarmBindLost: 1,
-		evFreezes: 6, evFreezeDone: 6}
+		evFreezes: 6, evFreezeDone: 6, evWarmGiveUp: 3, evWarmThawDone: 5}
+	if thaws {
+		// The sequences whose pool freezes every spare: warm binds that thaw, and what races them.
+		weights[evFreezes], weights[evWarmClaim], weights[evWarmGiveUp], weights[evWarmThawDone] = 20, 20, 8, 10
+	}
 	total := 0
 	for _, w := range weights {
 		total += w
@@ -143,10 +149,21 @@ type leaseModel struct {
 	terminated bool
 	// warm: the pool bound it at once (ClaimNow) and started it with its member.
 	warm bool
+	// thawing: its warm bind's Update is thawing a frozen member (warmThaw); gaveUp: the API
+	// stopped waiting for that Update and started the lease itself, which claimed by signal.
+	thawing, gaveUp bool
 }
 
-// warmGrant is a member bound by ClaimNow: the lease starts holding it.
-func (w *world) warmGrant(l *leaseModel, asg Assignment) {
+// warmThaw is a warm bind's Update waiting for the thaw of the member it took.
+type warmThaw struct {
+	lease *leaseModel
+	asg   Assignment
+	thaw  FreezeMember
+}
+
+// warmGrant is a member bound by ClaimNow: the lease starts holding it. counted: its
+// assignment was counted when the bind began (a thaw ran in between).
+func (w *world) warmGrant(l *leaseModel, asg Assignment, counted bool) {
 	id := asg.InstanceID
 	if prev, ok := w.granted[id]; ok {
 		w.violate("member %s granted twice: to %s, then (warm) to %s", id, prev, l.id)
@@ -160,9 +177,11 @@ func (w *world) warmGrant(l *leaseModel, asg Assignment) {
 	if w.frozen[id] {
 		w.violate("member %s warm-bound to %s while its instance is frozen", id, l.id)
 	}
-	w.assigns++
-	if asg.Seq != w.assigns {
-		w.violate("warm assignment seq %d, want %d", asg.Seq, w.assigns)
+	if !counted {
+		w.assigns++
+		if asg.Seq != w.assigns {
+			w.violate("warm assignment seq %d, want %d", asg.Seq, w.assigns)
+		}
 	}
 	w.granted[id] = l.id
 	l.answers++
@@ -203,16 +222,24 @@ type world struct {
 	// spares under way (FreezesDue), which finish in a later event.
 	frozen  map[string]bool
 	freezes []FreezeMember
+	// thaws are the warm binds waiting for a thaw (their Updates run beside the pool's loop).
+	thaws []warmThaw
+	// freezeAll: the sequence started freezing every spare; half of its freezes finish at once.
+	freezeAll bool
 	// stats counts what happened, across sequences (nil: not counted).
 	stats map[string]int
 	// violation is the first invariant broken, with the action that broke it.
 	violation string
 }
 
-func newWorld(v Versions) *world {
+func newWorld(v Versions, events []event) *world {
 	pol := testPolicy()
 	pol.WarmTarget, pol.MaxClusters = 1, 3
-	return &world{
+	if len(events) > 0 && events[0].seed%4 == 0 {
+		// A quarter of the sequences start freezing every spare, so that warm binds thaw.
+		pol.FreezesSpares, pol.ThawedSpares = true, 0
+	}
+	return &world{freezeAll: pol.FreezesSpares,
 		s:   NewState(Snapshot{Policy: pol, Incarnation: "t"}, v),
 		now: t0, rng: rand.New(rand.NewPCG(1, 2)), byID: map[string]*leaseModel{}, prov: map[string]string{},
 		ready: map[string]bool{}, teardown: map[string]bool{}, alive: map[string]bool{}, granted: map[string]string{},
@@ -445,18 +472,18 @@ func (w *world) step(e event) {
 		w.byID[l.id] = l
 		s.Claim(l.claim, w.now)
 	case evRetryClaim:
-		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return !l.ended }), e.pick); ok {
+		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return !l.ended && l.runs() }), e.pick); ok {
 			s.Claim(l.claim, w.now)
 		}
 	case evCancel:
 		// A lease that ends while Pending (from where it stands: the assignment may be on its way).
-		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return !l.ended && !l.holds }), e.pick); ok {
+		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return !l.ended && !l.holds && l.runs() }), e.pick); ok {
 			l.ended, l.member = true, l.inflight
 			s.CancelClaim(l.id, fx)
 		}
 	case evTerminate:
 		// A lease workflow that ends without a word to the pool (terminated by an operator).
-		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return !l.ended }), e.pick); ok {
+		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return !l.ended && l.runs() }), e.pick); ok {
 			l.ended, l.holds, l.terminated = true, false, true
 		}
 	case evRelease:
@@ -534,17 +561,6 @@ func (w *world) step(e event) {
 		w.leases = append(w.leases, l)
 		w.byID[l.id] = l
 		asg, why, ok := s.ClaimNow(l.claim, w.now)
-		if ok {
-			// Only frozen members were left: the Update thaws the one it took before answering.
-			if thaw, frozen := s.ThawForClaim(asg); frozen {
-				r := w.freeze(thaw)
-				if ok = s.ClaimThawed(l.id, asg.InstanceID, r.Err, fx); !ok {
-					// The bind is undone; its sequence number stays spent (numbers only grow).
-					why = NotBoundThawFailed
-					w.assigns++
-				}
-			}
-		}
 		if !ok {
 			if why == "" {
 				w.violate("warm claim of %s refused without a reason", l.id)
@@ -552,7 +568,28 @@ func (w *world) step(e event) {
 			s.Claim(l.claim, w.now)
 			break
 		}
-		w.warmGrant(l, asg)
+		if thaw, frozen := s.ThawForClaim(asg); frozen {
+			// Only frozen members were left: the Update thaws the one it took before answering,
+			// while the pool goes on (evWarmThawDone). Its sequence number is spent now.
+			w.assigns++
+			l.thawing = true
+			w.thaws = append(w.thaws, warmThaw{lease: l, asg: asg, thaw: thaw})
+			break
+		}
+		w.warmGrant(l, asg, false)
+	case evWarmGiveUp:
+		// The API stops waiting for a warm bind's Update and starts the lease itself: its
+		// workflow claims by signal (and may claim again, be released or terminated).
+		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return l.thawing && !l.gaveUp }), e.pick); ok {
+			l.gaveUp = true
+			s.Claim(l.claim, w.now)
+		}
+	case evWarmThawDone:
+		if i := e.pick; len(w.thaws) > 0 {
+			t := w.thaws[i%len(w.thaws)]
+			w.thaws = slices.Delete(w.thaws, i%len(w.thaws), i%len(w.thaws)+1)
+			w.thawDone(t, fx)
+		}
 	case evRetryWarmClaim:
 		// The same Update again, in a run that does not know its id: the first answer again.
 		if l, ok := pick(w.liveLeases(func(l *leaseModel) bool { return l.holds }), e.pick); ok {
@@ -585,6 +622,11 @@ func (w *world) step(e event) {
 			}
 			w.freezes = append(w.freezes, f)
 		}
+		for w.freezeAll && e.n%2 == 0 && len(w.freezes) > 0 {
+			f := w.freezes[0]
+			w.freezes = w.freezes[1:]
+			s.FreezeDone(w.freeze(f), fx)
+		}
 	case evFreezeDone:
 		if i := e.pick; len(w.freezes) > 0 {
 			f := w.freezes[i%len(w.freezes)]
@@ -592,7 +634,13 @@ func (w *world) step(e event) {
 			s.FreezeDone(w.freeze(f), fx)
 		}
 	case evContinueAsNew:
-		// The run waits for its freezes and thaws before it continues.
+		// The run waits for its Update handlers (warm binds' thaws), freezes and thaws before it
+		// continues.
+		for len(w.thaws) > 0 {
+			t := w.thaws[0]
+			w.thaws = w.thaws[1:]
+			w.thawDone(t, fx)
+		}
 		for len(w.freezes) > 0 {
 			f := w.freezes[0]
 			w.freezes = w.freezes[1:]
@@ -629,6 +677,51 @@ func (w *world) step(e event) {
 		// The drained pool forgets its row and ends.
 		w.ended = true
 	}
+}
+
+// runs: the lease's workflow runs (it can claim again, end, be released). A lease whose warm
+// bind is thawing has none yet, unless the API stopped waiting and started it.
+func (l *leaseModel) runs() bool { return !l.thawing || l.gaveUp }
+
+// thawDone: a warm bind's thaw finished; the Update answers. A bind that stands starts the
+// lease with its member (if the API started the lease meanwhile, the pool's start finds it
+// running and the assignment reaches it by signal: the same grant). A bind undone answers
+// thaw_failed and the API takes the slow path, unless it gave up waiting before (its claim
+// came during the thaw) or the lease ended meanwhile.
+func (w *world) thawDone(t warmThaw, fx Executor) {
+	l := t.lease
+	l.thawing = false
+	r := w.freeze(t.thaw)
+	if r.Err == "" && w.rng.IntN(100) < 30 {
+		// The member's host worker is gone: its thaw times out (the instance stays frozen).
+		w.frozen[t.thaw.MemberID] = true
+		r.Err = "activity ScheduleToClose timeout"
+	}
+	stood := w.s.ClaimThawed(l.id, t.asg.InstanceID, r.Err, fx)
+	if w.stats != nil {
+		w.stats[fmt.Sprintf("warm bind thawed (stood %v, gave up %v, ended %v)", stood, l.gaveUp, l.ended)]++
+	}
+	switch {
+	case stood && l.terminated:
+		// The pool's start of the lease finds it ended and cannot tell it.
+		w.s.WarmBindLost(l.id, t.asg.InstanceID, fx)
+	case stood && l.ended:
+		w.violate("warm bind of %s stands after the lease ended and told the pool", l.id)
+	case stood:
+		w.warmGrant(l, t.asg, true)
+	case !l.gaveUp && !l.ended:
+		w.s.Claim(l.claim, w.now)
+	}
+}
+
+// thawingFor: a warm bind's Update is thawing member id.
+func (w *world) thawingFor(id string) bool {
+	for _, t := range w.thaws {
+		if t.asg.InstanceID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // check verifies the invariants after a step; it returns the first one broken.
@@ -676,7 +769,7 @@ func (w *world) check() string {
 			if m.Freeze == Running && w.frozen[id] {
 				return fmt.Sprintf("member %s %s and running as the pool sees it, but its instance is frozen", id, m.Phase)
 			}
-			if m.Phase == MemberLeased && m.Freeze != Running {
+			if m.Phase == MemberLeased && m.Freeze != Running && !(m.Freeze == Thawing && w.thawingFor(id)) {
 				return fmt.Sprintf("member %s Leased but %s", id, m.Freeze)
 			}
 		case MemberDeleting:
@@ -701,7 +794,7 @@ func (w *world) check() string {
 			if l := w.byID[m.LeaseID]; l != nil && l.ended && !l.terminated {
 				return fmt.Sprintf("member %s still Leased to %s, which ended and told the pool", id, m.LeaseID)
 			}
-			if w.granted[id] != m.LeaseID {
+			if w.granted[id] != m.LeaseID && !w.thawingFor(id) {
 				return fmt.Sprintf("member %s Leased to %s, but it was granted to %q", id, m.LeaseID, w.granted[id])
 			}
 		}
@@ -719,6 +812,12 @@ func (w *world) check() string {
 				return fmt.Sprintf("lease %s is answered or ended but still queued", l.id)
 			}
 			continue
+		}
+		if l.thawing {
+			if queued[l.id] {
+				return fmt.Sprintf("lease %s queued while its warm bind thaws its member", l.id)
+			}
+			continue // its Update answers when the thaw is done
 		}
 		if !queued[l.id] {
 			return fmt.Sprintf("claim of %s lost: not answered, not queued", l.id)
@@ -741,7 +840,7 @@ func (w *world) check() string {
 // play runs a sequence from a fresh pool; it returns the index of the step after which an
 // invariant broke and what broke, or -1.
 func play(events []event, stats map[string]int) (int, string) {
-	w := newWorld(latestVersions)
+	w := newWorld(latestVersions, events)
 	w.stats = stats
 	if msg := w.check(); msg != "" {
 		return -1, "initial state: " + msg
@@ -784,8 +883,15 @@ func randomSequence(seed uint64) []event {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	n := 1 + r.IntN(40)
 	events := make([]event, n)
+	thaws := seed%4 == 0
 	for i := range events {
-		events[i] = randomEvent(r)
+		events[i] = randomEvent(r, thaws)
+	}
+	// The world freezes every spare when the first event's seed says so (newWorld).
+	if thaws {
+		events[0].seed &^= 3
+	} else if events[0].seed%4 == 0 {
+		events[0].seed |= 1
 	}
 	return events
 }
@@ -840,7 +946,7 @@ func TestPoolDecisionsHoldTheirInvariants(t *testing.T) {
 // trace replays a sequence and writes each step with the actions it led to and the pool after it.
 func trace(events []event) string {
 	var b strings.Builder
-	w := newWorld(latestVersions)
+	w := newWorld(latestVersions, events)
 	rec := &tracer{w: w}
 	for i, e := range events {
 		rec.log = nil

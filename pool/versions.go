@@ -65,4 +65,15 @@ const (
 	// back to its size).
 	poolVersionSettleChange                             = "pool-settle-before-continuing"
 	poolVersionSettlesBeforeContinuing workflow.Version = 1
+
+	// poolVersionKeepClaimsChange (issue 39): a warm bind's thaw holds the lease's claim whole.
+	// The slow path's claim of a lease whose warm bind is thawing its member (the API stopped
+	// waiting and started the lease itself) waits for the thaw and queues if it fails; a lease
+	// that ended during the thaw is neither bound nor torn down a second time; a member being
+	// thawed for a claim is not health-checked (its lease has no answer yet); and the actions
+	// of a failed thaw wait in the Update handler's coroutine. Before, the claim was dropped as
+	// a retry and the lease stayed Pending in no queue, and the failed thaw's teardown panicked
+	// the workflow task (a wait on the run's context from the handler).
+	poolVersionKeepClaimsChange                          = "pool-keeps-claims-of-failed-thaws"
+	poolVersionKeepsClaimsOfFailedThaws workflow.Version = 1
 )

@@ -48,6 +48,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	v.FreezesSpares = workflow.GetVersion(ctx, poolVersionFreezeChange, workflow.DefaultVersion, poolVersionFreezesSpares) >= poolVersionFreezesSpares
 	v.SyncsSchedules = workflow.GetVersion(ctx, poolVersionSchedulesChange, workflow.DefaultVersion, poolVersionSyncsSchedules) >= poolVersionSyncsSchedules
 	v.SettlesBeforeContinuing = workflow.GetVersion(ctx, poolVersionSettleChange, workflow.DefaultVersion, poolVersionSettlesBeforeContinuing) >= poolVersionSettlesBeforeContinuing
+	v.KeepsClaimsOfFailedThaws = workflow.GetVersion(ctx, poolVersionKeepClaimsChange, workflow.DefaultVersion, poolVersionKeepsClaimsOfFailedThaws) >= poolVersionKeepsClaimsOfFailedThaws
 	s := NewState(st, v)
 	p := &poolRun{ctx: ctx, s: s}
 	if s.Hardened && s.Incarnation == "" {
@@ -419,7 +420,12 @@ func (p *poolRun) serveWarmBinds() error {
 			if thaw, ok := p.s.ThawForClaim(asg); ok {
 				// Only frozen members were left: this one runs again before the answer.
 				r := freezeResult(thaw, p.freezeActivity(thaw).Get(ctx, nil))
-				if !p.s.ClaimThawed(req.Claim.LeaseID, asg.InstanceID, r.Err, p) {
+				var fx Executor = p
+				if p.s.KeepsClaimsOfFailedThaws {
+					// The actions a failed thaw leads to (a teardown) wait in this handler.
+					fx = handlerExecutor{p: p, ctx: ctx}
+				}
+				if !p.s.ClaimThawed(req.Claim.LeaseID, asg.InstanceID, r.Err, fx) {
 					p.wake.SendAsync(true)
 					return BindResult{Why: NotBoundThawFailed}, nil
 				}
@@ -507,20 +513,35 @@ func (p *poolRun) Now() time.Time { return workflow.Now(p.ctx) }
 func (p *poolRun) Do(a Action) error { return p.Send(a)() }
 
 // Send carries an action out; the function returned waits for its outcome.
-func (p *poolRun) Send(a Action) func() error {
+func (p *poolRun) Send(a Action) func() error { return p.sendIn(p.ctx, a) }
+
+// handlerExecutor carries actions out from an Update handler: a wait must block the handler's
+// own coroutine (waiting on the run's context from a handler panics the workflow task).
+type handlerExecutor struct {
+	p   *poolRun
+	ctx workflow.Context
+}
+
+func (h handlerExecutor) Now() time.Time             { return h.p.Now() }
+func (h handlerExecutor) Do(a Action) error          { return h.p.sendIn(h.ctx, a)() }
+func (h handlerExecutor) Send(a Action) func() error { return h.p.sendIn(h.ctx, a) }
+
+// sendIn carries an action out; the function returned waits for its outcome in wctx (the
+// coroutine that waits: the run's, or an Update handler's).
+func (p *poolRun) sendIn(wctx workflow.Context, a Action) func() error {
 	done := func() error { return nil }
 	switch a := a.(type) {
 	case StartProvision:
-		return p.startChild(instance.WorkflowID(a.MemberID), instance.ProvisionWorkflowName, a.Input)
+		return p.startChild(wctx, instance.WorkflowID(a.MemberID), instance.ProvisionWorkflowName, a.Input)
 	case StartTeardown:
-		return p.startChild(a.WorkflowID, instance.TeardownWorkflowName, a.Input)
+		return p.startChild(wctx, a.WorkflowID, instance.TeardownWorkflowName, a.Input)
 	case SignalLease:
 		f := workflow.SignalExternalWorkflow(p.ctx, LeaseWorkflowID(a.LeaseID), "", a.Signal, a.Arg)
-		return func() error { return f.Get(p.ctx, nil) }
+		return func() error { return f.Get(wctx, nil) }
 	case CancelCreation:
 		f := workflow.RequestCancelExternalWorkflow(p.ctx, instance.WorkflowID(a.MemberID), "")
 		return func() error {
-			err := f.Get(p.ctx, nil)
+			err := f.Get(wctx, nil)
 			if err != nil {
 				// Its Provision is no longer running (the pool tears the member down).
 				workflow.GetLogger(p.ctx).Warn("wedged member's provision is not running", "member", a.MemberID, "error", err)
@@ -535,20 +556,20 @@ func (p *poolRun) Send(a Action) func() error {
 		var acts *instance.Activities
 		ctx := workflow.WithActivityOptions(p.ctx, certificateOptions(a.Queue, 10*time.Minute))
 		f := workflow.ExecuteActivity(ctx, acts.ReissueCertificates, a.Request)
-		return func() error { return f.Get(ctx, nil) }
+		return func() error { return f.Get(wctx, nil) }
 	case AuditCertificates:
 		var acts *instance.Activities
 		ctx := workflow.WithActivityOptions(p.ctx, recordInstanceOptions())
 		f := workflow.ExecuteActivity(ctx, acts.RecordCertificateEvent, a.Event)
-		return func() error { return f.Get(ctx, nil) }
+		return func() error { return f.Get(wctx, nil) }
 	case FreezeMember:
 		f := p.freezeActivity(a)
-		return func() error { return f.Get(p.ctx, nil) }
+		return func() error { return f.Get(wctx, nil) }
 	case RecordInstance:
 		var acts *instance.Activities
 		ctx := workflow.WithActivityOptions(p.ctx, recordInstanceOptions())
 		f := workflow.ExecuteActivity(ctx, acts.RecordInstance, a.Record)
-		return func() error { return f.Get(ctx, nil) }
+		return func() error { return f.Get(wctx, nil) }
 	default:
 		panic(fmt.Sprintf("pool: no executor for action %T", a))
 	}
@@ -562,7 +583,7 @@ func (p *poolRun) metrics() metricsHandler {
 // startChild starts a member workflow that outlives this run (continue-as-new, pool deletion):
 // it reports back by signal, not through its future. The function returned waits only for the
 // start, so that an id clash is seen.
-func (p *poolRun) startChild(id, name string, in any) func() error {
+func (p *poolRun) startChild(wctx workflow.Context, id, name string, in any) func() error {
 	cctx := workflow.WithChildOptions(p.ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            id,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
@@ -572,7 +593,7 @@ func (p *poolRun) startChild(id, name string, in any) func() error {
 	f := workflow.ExecuteChildWorkflow(cctx, name, in)
 	return func() error {
 		var started workflow.Execution
-		err := f.GetChildWorkflowExecution().Get(p.ctx, &started)
+		err := f.GetChildWorkflowExecution().Get(wctx, &started)
 		if err != nil {
 			workflow.GetLogger(p.ctx).Error("member workflow did not start", "id", id, "error", err)
 		}

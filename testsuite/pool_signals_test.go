@@ -31,13 +31,25 @@ import (
 // the leases' own bookkeeping, at a pace no real cluster allows.
 func memberWorker(t *testing.T, c client.Client, queue string) {
 	t.Helper()
+	memberWorkerWith(t, c, queue, memberOptions{})
+}
+
+// memberOptions change memberWorker's members: prepared lease credentials (warm binds), and
+// the thaw activity (nil: 300 ms, then done).
+type memberOptions struct {
+	prepared bool
+	thaw     func(context.Context, instance.BackendRequest) error
+}
+
+func memberWorkerWith(t *testing.T, c client.Client, queue string, o memberOptions) {
+	t.Helper()
 	w := sdkworker.New(c, queue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	w.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in instance.ProvisionInput) (instance.ProvisionResult, error) {
 		place := instance.HostAssignment{HostID: "h", TaskQueue: queue}
 		err := workflow.SignalExternalWorkflow(ctx, in.NotifyPool, "", instance.SignalMemberReady,
-			instance.MemberReport{InstanceID: in.Spec.ID, Placement: place, Endpoint: "https://" + in.Spec.ID}).Get(ctx, nil)
+			instance.MemberReport{InstanceID: in.Spec.ID, Placement: place, Endpoint: "https://" + in.Spec.ID, Prepared: o.prepared}).Get(ctx, nil)
 		return instance.ProvisionResult{Placement: place}, err
 	}, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in instance.TeardownInput) error {
@@ -54,7 +66,11 @@ func memberWorker(t *testing.T, c client.Client, queue string) {
 	// while the pool waits for one.
 	slow := func(context.Context, instance.BackendRequest) error { time.Sleep(300 * time.Millisecond); return nil }
 	ok("BackendFreeze", slow)
-	ok("BackendThaw", slow)
+	if o.thaw != nil {
+		ok("BackendThaw", o.thaw)
+	} else {
+		ok("BackendThaw", slow)
+	}
 	ok("CheckHealth", func(_ context.Context, req instance.HealthRequest) ([]instance.HealthResult, error) {
 		out := make([]instance.HealthResult, 0, len(req.InstanceIDs))
 		for _, id := range req.InstanceIDs {
