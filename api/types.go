@@ -6,6 +6,12 @@ import "time"
 // API (snake_case where upstream uses it: effective_ttl, queue_position, expires_at,
 // cluster_name) so that existing clients, such as the upstream GitHub Action, keep working.
 
+// MinLeaseTTL is the shortest ttl a lease may ask for (POST /v1/leases; shorter is 400
+// invalid_request). A lease must outlive its own bind: the API answering a warm bind writes
+// the Bound row and the kubeconfig after the pool bound it, and a lease ending meanwhile would
+// be refused that write (it stays ended) and answered without its cluster.
+const MinLeaseTTL = 5 * time.Second
+
 // LeaseRequest is the body of POST /v1/leases. Upstream clients send only {"profile", "ttl"};
 // "pool" is kobe's name for the same thing (if both are given they must match).
 type LeaseRequest struct {
@@ -98,6 +104,9 @@ type PoolPolicy struct {
 	WarmTarget    int    `json:"warmTarget"`
 	MaxClusters   int    `json:"maxClusters"`
 	QueueTimeout  string `json:"queueTimeout"`
+	// UnusedSize is the manifest's spec.size when spec.scaling is set too: accepted, as
+	// upstream does, and not used (the warm target is spec.scaling.minReady).
+	UnusedSize *int `json:"unusedSize,omitempty"`
 }
 
 // PoolView is the pool object of GET /v1/pools[/{name}].

@@ -61,8 +61,26 @@ type CredentialRequest struct {
 // in the same transaction: if the event cannot be written the row is not changed either, so the
 // activity's retry still sees the transition and records both. The event is keyed by the
 // transition, so that two attempts racing (a timed-out one still running) write it once.
+//
+// A row that has ended (Released, Expired, Failed) is not moved to another phase: the store
+// refuses (store.ErrLeaseEnded), and so does this activity, without retrying, since no retry
+// can succeed (ErrLeaseEnded below). The workflow's projections ignore the outcome: the row
+// keeps its end, which is what the lease's holder and its quota were told.
 func (a *Activities) RecordLease(ctx context.Context, r Record) error {
-	return a.Store.InTx(ctx, func(tx store.Store) error { return RecordLeaseIn(ctx, tx, r) })
+	return leaseEnded(a.Store.InTx(ctx, func(tx store.Store) error { return RecordLeaseIn(ctx, tx, r) }))
+}
+
+// ErrLeaseEnded is the non-retryable error type of an activity that would bring an ended
+// lease back (its row to another phase, a credential stored for it): store.ErrLeaseEnded.
+const ErrLeaseEnded = "LeaseEnded"
+
+// leaseEnded makes store.ErrLeaseEnded a non-retryable activity error (the lease's end is
+// final; retrying would only spin until the activity's retries run out, and they do not).
+func leaseEnded(err error) error {
+	if errors.Is(err, store.ErrLeaseEnded) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrLeaseEnded, err)
+	}
+	return err
 }
 
 // RecordLeaseIn is RecordLease in the caller's transaction tx (not an activity: the API binding
@@ -106,6 +124,8 @@ type BoundLease struct {
 
 // EnsureLeaseBound makes sure a warm-bound lease has its credential (minted from its
 // instance's prepared signer if the API did not store one) and its Bound row and event.
+// A lease whose row has ended before its workflow got here (ErrLeaseEnded, not retried) is
+// not bound: the workflow's failure path gives its member back.
 func (a *Activities) EnsureLeaseBound(ctx context.Context, b BoundLease) error {
 	if a.Secrets == nil {
 		return temporal.NewNonRetryableApplicationError("this worker has no secret key: it cannot store lease credentials", "NoSecretKey", nil)
@@ -116,7 +136,7 @@ func (a *Activities) EnsureLeaseBound(ctx context.Context, b BoundLease) error {
 			return err
 		}
 		if _, err := leasesigner.Ensure(ctx, a.Store, a.Secrets, signer, b.Record.ID, b.NotAfter); err != nil {
-			return err
+			return leaseEnded(err)
 		}
 	} else if err != nil {
 		return err
@@ -181,8 +201,8 @@ func (a *Activities) IssueLeaseCredentials(ctx context.Context, req CredentialRe
 	if err != nil {
 		return err
 	}
-	return a.Store.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: req.LeaseID, Sealed: sealed,
-		CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt})
+	return leaseEnded(a.Store.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: req.LeaseID, Sealed: sealed,
+		CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt}))
 }
 
 // RevokeLeaseCredentials makes the lease's credential stop working and forgets it.

@@ -17,6 +17,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 )
 
@@ -47,9 +48,11 @@ type Duration string
 
 // Spec is the desired state of a pool.
 type Spec struct {
-	// Size is the fixed warm target (default 3); refused together with Scaling.
+	// Size is the fixed warm target (default 3). As upstream, it is not used when Scaling is
+	// set (the warm target is then Scaling.MinReady); it is still checked.
 	Size *int `json:"size,omitempty"`
-	// TTL is the default lease TTL (default 2h); MaxTTL the ceiling from bind time (default 24h).
+	// TTL is the default lease TTL (default 2h); MaxTTL the ceiling from bind time (default
+	// 24h, or TTL when that is longer: upstream has no maxTtl, and its ttl: 48h means 48h).
 	TTL    Duration `json:"ttl,omitempty"`
 	MaxTTL Duration `json:"maxTtl,omitempty"`
 	// MaxExtensions is the extension budget of a lease (default 2).
@@ -352,6 +355,9 @@ const (
 	DefaultHealthFailureThreshold = 3
 )
 
+// DefaultMaxTTL is spec.maxTtl when not set (unless spec.ttl is longer: then spec.ttl).
+const DefaultMaxTTL = 24 * time.Hour
+
 // Limits that keep a typo from asking for something absurd.
 const (
 	MaxPoolSize = 1000
@@ -443,7 +449,7 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		out   *time.Duration
 	}{
 		{"spec.ttl", s.TTL, 2 * time.Hour, &pol.TTL},
-		{"spec.maxTtl", s.MaxTTL, 24 * time.Hour, &pol.MaxTTL},
+		{"spec.maxTtl", s.MaxTTL, DefaultMaxTTL, &pol.MaxTTL},
 	}
 	sc := s.Scaling
 	if sc == nil {
@@ -470,6 +476,15 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		if *d.out, err = parseDuration(d.field, d.value, d.def); err != nil {
 			return pol, err
 		}
+	}
+	if refuse && pol.TTL < api.MinLeaseTTL {
+		// The pool's ttl is what a lease asking for none gets: the same floor as a lease's own.
+		return pol, fmt.Errorf("spec.ttl: %s is shorter than the minimum lease ttl of %s", pol.TTL, api.MinLeaseTTL)
+	}
+	if s.MaxTTL == "" && pol.TTL > pol.MaxTTL {
+		// Upstream has no maxTtl: a manifest whose ttl is longer than the default ceiling
+		// means leases of that ttl, so the ceiling is the ttl (extensions cannot go past it).
+		pol.MaxTTL = pol.TTL
 	}
 	if pol.TTL > MaxTTL || pol.MaxTTL > MaxTTL {
 		return pol, fmt.Errorf("spec.ttl/spec.maxTtl: at most %s", MaxTTL)
@@ -504,6 +519,11 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		return pol, err
 	}
 	if s.Scaling != nil {
+		// spec.size is not used with spec.scaling (upstream ignores it too); a value no pool
+		// could have is still refused, by name.
+		if _, err := intField("spec.size", s.Size, 0, 0, MaxPoolSize); err != nil {
+			return pol, err
+		}
 		pol.Autoscale = true
 		if pol.WarmTarget, err = intField("spec.scaling.minReady", sc.MinReady, 1, 0, MaxPoolSize); err != nil {
 			return pol, err
@@ -710,9 +730,6 @@ func refuseUnsupported(s Spec, hosted bool) error {
 		if f.set {
 			return fmt.Errorf("%s is not supported by this version of kobe", f.field)
 		}
-	}
-	if s.Size != nil && s.Scaling != nil {
-		return errors.New("spec.size: not used with spec.scaling (the warm target is spec.scaling.minReady)")
 	}
 	return nil
 }

@@ -144,7 +144,6 @@ func TestUnsupportedFieldsAreRefused(t *testing.T) {
 		"serverArgs":         {"", "spec.cluster.serverArgs is not supported"},
 		"persistence":        {"", "spec.cluster.persistence is not supported"},
 		"expose":             {"", "spec.cluster.expose is not supported"},
-		"size with scaling":  {"  size: 3\n  scaling: {minReady: 1}\n", "spec.size: not used with spec.scaling"},
 		"gate field unused":  {"  readinessGates:\n  - type: NodesReady\n    count: 1\n    url: http://x\n", "spec.readinessGates[0].url: not used by a NodesReady gate"},
 		"gate name unused":   {"  readinessGates:\n  - type: URLHealthy\n    url: http://x\n    name: web\n", "spec.readinessGates[0].name: not used by a URLHealthy gate"},
 		"gate count unused":  {"  readinessGates:\n  - type: DNSHealthy\n    namespace: kube-system\n    count: 2\n", "spec.readinessGates[0].count: not used by a DNSHealthy gate"},
@@ -268,5 +267,73 @@ func TestUpstreamDatastoreShape(t *testing.T) {
 	assert.True(t, backends.WantsGoldenTemplates(pol.BackendOptions))
 	if err := f.Prototype.Validate(backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: "v1.37.2", Options: pol.BackendOptions}); err != nil {
 		assert.NotContains(t, err.Error(), "goldenTemplates")
+	}
+}
+
+// Upstream ignores spec.size when spec.scaling is set, and so does kobe: a manifest carrying
+// both is accepted, the warm target is spec.scaling.minReady. Every upstream example is
+// accepted with both (its size beside a scaling section, or a scaling section beside its size).
+func TestManifestsMeanWhatUpstreamMeant(t *testing.T) {
+	files, err := filepath.Glob("testdata/upstream/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		p, err := pools.Parse(data)
+		require.NoError(t, err, f)
+		switch p.Spec.Backend.Type {
+		case "local", "k3s", "k0s", "":
+		default:
+			continue // not compiled in: refused by backend type (TestUpstreamExamplesParse)
+		}
+		if p.Spec.Size == nil {
+			size := 3
+			p.Spec.Size = &size
+		}
+		if p.Spec.Scaling == nil {
+			minReady := 1
+			p.Spec.Scaling = &pools.Scaling{MinReady: &minReady}
+		}
+		pol, err := p.Validate()
+		if !assert.NoError(t, err, "%s with size %d and scaling", f, *p.Spec.Size) {
+			continue
+		}
+		assert.True(t, pol.Autoscale, f)
+		assert.Equal(t, *p.Spec.Scaling.MinReady, pol.WarmTarget, "%s: the warm target is scaling.minReady", f)
+	}
+
+	for name, tc := range map[string]struct {
+		spec       string
+		autoscale  bool
+		warmTarget int
+		maxTTL     time.Duration
+		want       string // "" = accepted
+	}{
+		"size alone":                  {"  size: 4\n", false, 4, 24 * time.Hour, ""},
+		"scaling alone":               {"  scaling: {minReady: 2}\n", true, 2, 24 * time.Hour, ""},
+		"size and scaling":            {"  size: 4\n  scaling: {minReady: 2}\n", true, 2, 24 * time.Hour, ""},
+		"size and empty scaling":      {"  size: 4\n  scaling: {}\n", true, 1, 24 * time.Hour, ""},
+		"size zero and scaling":       {"  size: 0\n  scaling: {minReady: 1}\n", true, 1, 24 * time.Hour, ""},
+		"bad size beside scaling":     {"  size: -1\n  scaling: {minReady: 1}\n", false, 0, 0, "spec.size: -1 must be between"},
+		"ttl past the default max":    {"  ttl: 48h\n", false, 3, 48 * time.Hour, ""},
+		"ttl past a given max":        {"  ttl: 48h\n  maxTtl: 24h\n", false, 0, 0, "spec.ttl: 48h0m0s is longer than spec.maxTtl"},
+		"ttl within the default max":  {"  ttl: 12h\n", false, 3, 24 * time.Hour, ""},
+		"ttl below the lease minimum": {"  ttl: 2s\n", false, 0, 0, "spec.ttl: 2s is shorter than the minimum lease ttl of 5s"},
+		"ttl at the lease minimum":    {"  ttl: 5s\n", false, 3, 24 * time.Hour, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := pools.Parse([]byte(base + tc.spec))
+			require.NoError(t, err)
+			pol, err := p.Validate()
+			if tc.want != "" {
+				require.ErrorContains(t, err, tc.want)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.autoscale, pol.Autoscale)
+			assert.Equal(t, tc.warmTarget, pol.WarmTarget)
+			assert.Equal(t, tc.maxTTL, pol.MaxTTL)
+		})
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	// The zones are checked the same wherever kobe runs, with or without the system's tzdata.
+	// kobe reads zones from its own zoneinfo.zip (LoadZone). This keeps Go's tzdata in the
+	// binary for what reads zones with time.LoadLocation, e.g. the Temporal server that kobe
+	// dev embeds, which fires the schedules, on a host without /usr/share/zoneinfo.
 	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
@@ -59,7 +61,7 @@ func loadZone(field, name string) (*time.Location, error) {
 	if name == "Local" {
 		return nil, fmt.Errorf("%s: give an IANA zone name such as Europe/Berlin, not Local (the workers' zone)", field)
 	}
-	loc, err := time.LoadLocation(name)
+	loc, err := LoadZone(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %q is not a known time zone (an IANA name such as Europe/Berlin): %v", field, name, err)
 	}
@@ -202,10 +204,11 @@ func weekMinute(m int) string {
 // nights the clocks change too). An end that falls in the hour the clocks skip is an hour
 // later in wall time (Go's time.Date normalises it so).
 func (w WarmWindowPolicy) WindowEnd(start time.Time) time.Time {
-	// The pool's decisions call this: the zone's rules come from the tzdata embedded in the
-	// binary (or the system's), the same for every replay of a run on one kobe version.
+	// The pool's decisions call this: the zone's rules come only from the zoneinfo.zip
+	// embedded in the binary (LoadZone), never from the host's zoneinfo or ZONEINFO, so every
+	// worker running one kobe version computes the same end, and so does every replay.
 	//workflowcheck:ignore reads the zone's rules, fixed for a given binary
-	loc, err := time.LoadLocation(w.Timezone)
+	loc, err := LoadZone(w.Timezone)
 	if err != nil {
 		loc = time.UTC // validated at apply; a zone that went missing since counts as UTC
 	}

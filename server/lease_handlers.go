@@ -134,6 +134,10 @@ func validateLeaseRequest(req api.LeaseRequest) (leaseCreate, error) {
 		if err != nil || d <= 0 {
 			return c, fmt.Errorf("ttl: %q is not a positive duration (e.g. 30m, 2h)", req.TTL)
 		}
+		if d < api.MinLeaseTTL {
+			// A lease must outlive its own bind (api.MinLeaseTTL).
+			return c, fmt.Errorf("ttl: %q is shorter than the minimum of %s", req.TTL, api.MinLeaseTTL)
+		}
 		c.ttl = d
 	}
 	if req.IdleTimeout != "" {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -108,4 +109,27 @@ func TestPoolViewFallsBackToTheStore(t *testing.T) {
 	assert.Equal(t, 1, v.Recycling)
 	assert.Equal(t, 1, v.Quarantined)
 	assert.Equal(t, 2, v.QueueDepth)
+}
+
+// A manifest with spec.size and spec.scaling (accepted, as upstream does) says in the pool's
+// view that its size is not used; a fixed pool's view has no such note.
+func TestPoolViewSaysAnUnusedSize(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite://:memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	s := &Server{Temporal: queryFailing{}, Store: st}
+	spec := func(extra string) json.RawMessage {
+		return json.RawMessage(`{"apiVersion":"kobe.kunobi.ninja/v1alpha1","kind":"ClusterPool","metadata":{"name":"ci"},
+			"spec":{"backend":{"type":"local"},"cluster":{"version":"v1.37.2"}` + extra + `}}`)
+	}
+	v := s.poolView(ctx, store.Pool{Name: "ci", Backend: "local", Spec: spec(`,"size":3,"scaling":{"minReady":1}`)}, access.Role{})
+	require.NotNil(t, v.Policy.UnusedSize, "%+v", v.Policy)
+	assert.Equal(t, 3, *v.Policy.UnusedSize)
+	assert.Equal(t, "autoscale", v.Policy.Mode)
+	assert.Equal(t, 1, v.Policy.WarmTarget, "the warm target is scaling.minReady")
+
+	v = s.poolView(ctx, store.Pool{Name: "ci", Backend: "local", Spec: spec(`,"size":3`)}, access.Role{})
+	assert.Nil(t, v.Policy.UnusedSize)
+	assert.Equal(t, 3, v.Policy.WarmTarget)
 }

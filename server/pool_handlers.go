@@ -46,10 +46,14 @@ func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) a
 	v := api.PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
 		Capabilities: poolCapabilities(role, p.Name)}
 	var pol pools.Policy
+	var unusedSize *int
 	validPolicy := false
 	if m, err := pools.Parse(p.Spec); err == nil {
 		pol, err = m.ValidateStored()
 		validPolicy = err == nil
+		if m.Spec.Scaling != nil {
+			unusedSize = m.Spec.Size
+		}
 	}
 	var options json.RawMessage
 	if validPolicy {
@@ -62,7 +66,7 @@ func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) a
 			mode = "autoscale"
 		}
 		v.Policy = api.PoolPolicy{Mode: mode, TTL: pol.TTL.String(), MaxTTL: pol.MaxTTL.String(), MaxExtensions: pol.MaxExtensions,
-			WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String()}
+			WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String(), UnusedSize: unusedSize}
 	}
 	st, err := s.queryPool(ctx, p.Name)
 	if err != nil {

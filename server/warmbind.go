@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -65,6 +66,15 @@ func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, i
 	boundAt := asg.At
 	view.BoundAt, view.Endpoint = &boundAt, asg.Endpoint
 	kc, err := s.mintBound(ctx, l, in, asg)
+	if errors.Is(err, store.ErrLeaseEnded) {
+		// The lease ended (its ttl ran out, it was released) before its Bound row was
+		// written: nothing was written, it stays ended, and the answer is the lease as it is.
+		s.logWarmBind("warm-bound lease ended before its bind was recorded", l.ID, r, err)
+		if ended, gerr := s.Store.GetLease(ctx, l.ID); gerr == nil {
+			return s.storeView(ended), true
+		}
+		return view, true
+	}
 	if err != nil {
 		s.logWarmBind("warm-bound lease: its kubeconfig is left to its workflow", l.ID, r, err)
 		return view, true
@@ -76,7 +86,8 @@ func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, i
 // mintBound stores the bound lease's kubeconfig (minted from its member's signer, valid until
 // bind + maxTtl) with its Bound row and the lease.bound event, in one transaction; the lease's
 // workflow does the same if this does not happen (whoever is first wins: both hand out the
-// stored kubeconfig, and the event is written once).
+// stored kubeconfig, and the event is written once). A lease that has ended meanwhile is
+// refused both writes (store.ErrLeaseEnded) and nothing is written: it is not Bound again.
 func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, asg pool.Assignment) ([]byte, error) {
 	signer, err := leasesigner.Signer(ctx, s.Store, s.Secrets, asg.InstanceID)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kunobi-ninja/kobe/api"
 )
 
 // sqlStore implements Store for both drivers. The SQL is written once with "?" placeholders;
@@ -386,17 +388,65 @@ func (s *sqlStore) UpsertLease(ctx context.Context, l Lease) error {
 		meta = []byte("{}")
 	}
 	t := now()
-	_, err = s.exec(ctx, `INSERT INTO leases (id, pool, principal, phase, instance_id, alias, idempotency_key, ttl_ms,
+	// The update's WHERE is checked against the row as it is when the update runs (PostgreSQL
+	// re-reads a row a concurrent transaction changed; SQLite has one writer at a time): an
+	// ended row changes only to the same phase (a retried record of the end), never to another.
+	res, err := s.exec(ctx, `INSERT INTO leases (id, pool, principal, phase, instance_id, alias, idempotency_key, ttl_ms,
 			expires_at, metadata, reason, role, request_hash, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET pool = excluded.pool, principal = excluded.principal, phase = excluded.phase,
 			instance_id = excluded.instance_id, alias = excluded.alias, idempotency_key = excluded.idempotency_key,
 			ttl_ms = excluded.ttl_ms, expires_at = excluded.expires_at, metadata = excluded.metadata,
 			reason = excluded.reason, role = excluded.role, request_hash = excluded.request_hash,
-			updated_at = excluded.updated_at`,
+			updated_at = excluded.updated_at
+		WHERE leases.phase NOT IN (?, ?, ?) OR leases.phase = excluded.phase`,
 		l.ID, l.Pool, l.Principal, l.Phase, l.InstanceID, l.Alias, l.IdempotencyKey, l.TTL.Milliseconds(),
-		nullTS(l.ExpiresAt), string(meta), l.Reason, l.Role, l.RequestHash, t, t)
-	return err
+		nullTS(l.ExpiresAt), string(meta), l.Reason, l.Role, l.RequestHash, t, t,
+		api.LeaseReleased, api.LeaseExpired, api.LeaseFailed)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return s.endedLease(ctx, l.ID, l.Phase)
+	}
+	return nil
+}
+
+// endedLease is the error of a write refused because lease id has ended.
+func (s *sqlStore) endedLease(ctx context.Context, id string, want api.LeasePhase) error {
+	var phase string
+	if err := s.queryRow(ctx, `SELECT phase FROM leases WHERE id = ?`, id).Scan(&phase); err != nil {
+		return fmt.Errorf("lease %q: refused to record %s, and reading it failed: %w", id, want, err)
+	}
+	return fmt.Errorf("lease %q is %s, not %s: %w", id, phase, want, ErrLeaseEnded)
+}
+
+// holdLiveLease refuses (ErrLeaseEnded) a write for a lease whose row has ended, and otherwise
+// locks its row until the transaction ends, so that the lease cannot end (and have its
+// credential revoked) between this check and the caller's write. The no-op UPDATE is the lock
+// both engines share: PostgreSQL waits for a concurrent writer of the row and re-checks the
+// WHERE against what it committed; SQLite's transactions hold the write lock from BEGIN.
+// A lease the store has no row of is not refused: the store does not know it to have ended.
+func (s *sqlStore) holdLiveLease(ctx context.Context, id string) error {
+	res, err := s.exec(ctx, `UPDATE leases SET phase = phase WHERE id = ? AND phase NOT IN (?, ?, ?)`,
+		id, api.LeaseReleased, api.LeaseExpired, api.LeaseFailed)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	var phase string
+	err = s.queryRow(ctx, `SELECT phase FROM leases WHERE id = ?`, id).Scan(&phase)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("lease %q is %s: no credential is stored for it: %w", id, phase, ErrLeaseEnded)
 }
 
 const leaseColumns = `id, pool, principal, phase, instance_id, alias, idempotency_key, ttl_ms, expires_at, metadata, reason, role, request_hash, created_at, updated_at`
@@ -632,24 +682,41 @@ func (s *sqlStore) PutLeaseCredential(ctx context.Context, c LeaseCredential) er
 	if c.LeaseID == "" || len(c.Sealed) == 0 {
 		return errors.New("lease credential needs a lease id and a sealed value")
 	}
-	_, err := s.exec(ctx, `INSERT INTO lease_credentials (lease_id, sealed, credential_id, expires_at, updated_at)
+	return s.inTx(ctx, func(t *sqlStore) error {
+		if err := t.holdLiveLease(ctx, c.LeaseID); err != nil {
+			return err
+		}
+		_, err := t.exec(ctx, `INSERT INTO lease_credentials (lease_id, sealed, credential_id, expires_at, updated_at)
 		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (lease_id) DO UPDATE SET sealed = excluded.sealed, credential_id = excluded.credential_id,
 			expires_at = excluded.expires_at, updated_at = excluded.updated_at`,
-		c.LeaseID, c.Sealed, c.CredentialID, ts(c.ExpiresAt), now())
-	return err
+			c.LeaseID, c.Sealed, c.CredentialID, ts(c.ExpiresAt), now())
+		return err
+	})
 }
 
 func (s *sqlStore) AddLeaseCredential(ctx context.Context, c LeaseCredential) (LeaseCredential, error) {
 	if c.LeaseID == "" || len(c.Sealed) == 0 {
 		return LeaseCredential{}, errors.New("lease credential needs a lease id and a sealed value")
 	}
-	if _, err := s.exec(ctx, `INSERT INTO lease_credentials (lease_id, sealed, credential_id, expires_at, updated_at)
+	var stored LeaseCredential
+	err := s.inTx(ctx, func(t *sqlStore) error {
+		if err := t.holdLiveLease(ctx, c.LeaseID); err != nil {
+			return err
+		}
+		if _, err := t.exec(ctx, `INSERT INTO lease_credentials (lease_id, sealed, credential_id, expires_at, updated_at)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (lease_id) DO NOTHING`,
-		c.LeaseID, c.Sealed, c.CredentialID, ts(c.ExpiresAt), now()); err != nil {
+			c.LeaseID, c.Sealed, c.CredentialID, ts(c.ExpiresAt), now()); err != nil {
+			return err
+		}
+		var err error
+		stored, err = t.GetLeaseCredential(ctx, c.LeaseID)
+		return err
+	})
+	if err != nil {
 		return LeaseCredential{}, err
 	}
-	return s.GetLeaseCredential(ctx, c.LeaseID)
+	return stored, nil
 }
 
 func (s *sqlStore) GetLeaseCredential(ctx context.Context, leaseID string) (LeaseCredential, error) {

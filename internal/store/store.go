@@ -21,6 +21,11 @@ var ErrNotFound = errors.New("not found")
 // event is written in its transaction fails with it and changes nothing.
 var ErrAuditWrite = errors.New("the audit event could not be written")
 
+// ErrLeaseEnded is returned when a write would bring an ended lease (Released, Expired or
+// Failed) back: its row moving to another phase, or a credential stored for it. An ended lease
+// stays ended, whoever writes late (the API binding it, a retried activity): test with errors.Is.
+var ErrLeaseEnded = errors.New("the lease has ended")
+
 // ErrAppendOnly is returned when something tries to change or remove an audit event.
 var ErrAppendOnly = errors.New("audit events are append-only")
 
@@ -169,6 +174,8 @@ type Store interface {
 	ListInstances(ctx context.Context, f InstanceFilter) ([]Instance, error)
 	DeleteInstance(ctx context.Context, id string) error
 
+	// UpsertLease writes a lease's row. A row that has ended (Released, Expired, Failed) is not
+	// moved to another phase (ErrLeaseEnded, nothing written); the same phase again is written.
 	UpsertLease(ctx context.Context, l Lease) error
 	GetLease(ctx context.Context, id string) (Lease, error)
 	ListLeases(ctx context.Context, f LeaseFilter) ([]Lease, error)
@@ -208,6 +215,10 @@ type Store interface {
 
 	// PutLeaseCredential stores a lease's sealed kubeconfig (replacing an older one);
 	// GetLeaseCredential reads it; DeleteLeaseCredential removes it (idempotent).
+	// PutLeaseCredential and AddLeaseCredential refuse a lease whose row has ended
+	// (ErrLeaseEnded): its credential was revoked when it ended, and a late writer must not
+	// store one again. They lock a live lease's row until their transaction ends, so that it
+	// does not end meanwhile.
 	PutLeaseCredential(ctx context.Context, c LeaseCredential) error
 	// AddLeaseCredential stores a lease's sealed kubeconfig unless the lease has one already,
 	// and returns the one stored: of two writers racing to mint a lease's first credential

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +69,8 @@ func TestStore(t *testing.T) {
 			t.Run("pools", func(t *testing.T) { testPools(t, s) })
 			t.Run("instances", func(t *testing.T) { testInstances(t, s) })
 			t.Run("leases", func(t *testing.T) { testLeases(t, s) })
+			t.Run("an ended lease stays ended", func(t *testing.T) { testLeaseEnded(t, s) })
+			t.Run("a bind racing the lease's end", func(t *testing.T) { testBindRacingEnd(t, s) })
 			t.Run("quotas", func(t *testing.T) { testQuotas(t, s) })
 			t.Run("events", func(t *testing.T) { testEvents(t, s, d.rawSQL(t, dsn)) })
 			t.Run("probes", func(t *testing.T) { testProbes(t, s) })
@@ -214,6 +217,107 @@ func testLeases(t *testing.T, s store.Store) {
 
 	_, err = s.GetLease(ctx, "nope")
 	assert.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// A lease that has ended (Released, Expired, Failed) does not come back: its row refuses
+// another phase, and no credential is stored for it; writing the same end again is a no-op
+// retry, not an error.
+func testLeaseEnded(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	for _, end := range []api.LeasePhase{api.LeaseReleased, api.LeaseExpired, api.LeaseFailed} {
+		id := "lease-end-" + strings.ToLower(string(end))
+		l := store.Lease{ID: id, Pool: "dev", Principal: "alice", Phase: api.LeasePending, TTL: time.Hour}
+		require.NoError(t, s.UpsertLease(ctx, l))
+		l.Phase, l.InstanceID, l.ExpiresAt = api.LeaseBound, "inst-1", exp
+		require.NoError(t, s.UpsertLease(ctx, l))
+		l.Phase, l.Reason = end, "ended"
+		require.NoError(t, s.UpsertLease(ctx, l))
+		require.NoError(t, s.UpsertLease(ctx, l), "recording the same end again (a retry) is fine")
+
+		for _, next := range []api.LeasePhase{api.LeasePending, api.LeaseBound, api.LeaseReleased, api.LeaseExpired, api.LeaseFailed} {
+			if next == end {
+				continue
+			}
+			back := l
+			back.Phase, back.Reason = next, ""
+			err := s.UpsertLease(ctx, back)
+			require.ErrorIs(t, err, store.ErrLeaseEnded, "%s -> %s", end, next)
+		}
+		got, err := s.GetLease(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, end, got.Phase, "the row stays %s", end)
+		assert.Equal(t, api.ReasonCode("ended"), got.Reason)
+
+		// The credential was revoked when the lease ended; a late writer does not store one again.
+		_, err = s.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: id, Sealed: []byte("late"), CredentialID: "9", ExpiresAt: exp})
+		require.ErrorIs(t, err, store.ErrLeaseEnded)
+		err = s.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: id, Sealed: []byte("late"), CredentialID: "9", ExpiresAt: exp})
+		require.ErrorIs(t, err, store.ErrLeaseEnded)
+		_, err = s.GetLeaseCredential(ctx, id)
+		require.ErrorIs(t, err, store.ErrNotFound, "no credential for an ended lease")
+	}
+	// A live lease (Pending: the API binds it and stores its credential with its Bound row)
+	// takes a credential.
+	require.NoError(t, s.UpsertLease(ctx, store.Lease{ID: "lease-live", Pool: "dev", Principal: "alice", Phase: api.LeasePending}))
+	_, err := s.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: "lease-live", Sealed: []byte("x"), ExpiresAt: exp})
+	require.NoError(t, err)
+}
+
+// The race of a warm bind (the API's transaction: the credential, then the Bound row) with
+// the lease ending (its workflow records Expired, then revokes the credential): the end's
+// write is in flight, not committed, when the bind's transaction starts. Whatever the order
+// the engine lets them run in, the row ends Expired without a credential and the bind is told
+// ErrLeaseEnded.
+func testBindRacingEnd(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	l := store.Lease{ID: "lease-race", Pool: "dev", Principal: "alice", Phase: api.LeasePending, TTL: time.Second}
+	require.NoError(t, s.UpsertLease(ctx, l))
+
+	ended := make(chan struct{})
+	release := make(chan struct{})
+	endDone := make(chan error, 1)
+	go func() {
+		endDone <- s.InTx(ctx, func(tx store.Store) error {
+			e := l
+			e.Phase, e.Reason = api.LeaseExpired, "expired"
+			if err := tx.UpsertLease(ctx, e); err != nil {
+				return err
+			}
+			close(ended)
+			<-release // hold the uncommitted end while the bind starts
+			return nil
+		})
+	}()
+	<-ended
+	bindDone := make(chan error, 1)
+	go func() {
+		bindDone <- s.InTx(ctx, func(tx store.Store) error {
+			if _, err := tx.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: l.ID, Sealed: []byte("api"), CredentialID: "1", ExpiresAt: exp}); err != nil {
+				return err
+			}
+			b := l
+			b.Phase, b.InstanceID, b.ExpiresAt = api.LeaseBound, "inst-1", exp
+			return tx.UpsertLease(ctx, b)
+		})
+	}()
+	close(release)
+	require.NoError(t, <-endDone)
+	require.NoError(t, s.DeleteLeaseCredential(ctx, l.ID), "the workflow revokes after recording the end")
+	err := <-bindDone
+	require.ErrorIs(t, err, store.ErrLeaseEnded)
+
+	got, err := s.GetLease(ctx, l.ID)
+	require.NoError(t, err)
+	assert.Equal(t, api.LeaseExpired, got.Phase, "the ended lease is not Bound again")
+	_, err = s.GetLeaseCredential(ctx, l.ID)
+	assert.ErrorIs(t, err, store.ErrNotFound, "no credential for the ended lease")
+	active, err := s.ListLeases(ctx, store.LeaseFilter{Principal: "alice", Phases: api.ActiveLeasePhases})
+	require.NoError(t, err)
+	for _, a := range active {
+		assert.NotEqual(t, l.ID, a.ID, "the ended lease holds no quota")
+	}
 }
 
 func testQuotas(t *testing.T, s store.Store) {

@@ -345,6 +345,11 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 		row("Queue", "%d waiting", p.QueueDepth)
 		pol := p.Policy
 		row("Policy", "%s, warm target %d, max %d clusters, queue timeout %s", dash(pol.Mode), pol.WarmTarget, pol.MaxClusters, dash(pol.QueueTimeout))
+		if pol.UnusedSize != nil {
+			// Accepted as upstream does, and ignored: say so, or a reader of the manifest
+			// would expect that many warm members.
+			row("Size", "%d (not used: spec.scaling is set; the warm target is scaling.minReady, %d)", *pol.UnusedSize, pol.WarmTarget)
+		}
 		row("Lease TTL", "%s (max %s, %d extensions)", dash(pol.TTL), dash(pol.MaxTTL), pol.MaxExtensions)
 		if p.ConsecutiveFailures > 0 || p.LastFailureReason != "" {
 			row("Failures", "%d in a row, last: %s", p.ConsecutiveFailures, dash(p.LastFailureReason))

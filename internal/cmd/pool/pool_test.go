@@ -240,3 +240,23 @@ func TestLeasesOfAPool(t *testing.T) {
 	require.ErrorContains(t, err, "pool nope: Pool not found (HTTP 404, reason not_found)")
 	require.ErrorContains(t, cmdtest.Run(NewCmdLeases(f, nil)), "give the pool name")
 }
+
+// A pool whose manifest carries spec.size beside spec.scaling (accepted, as upstream does)
+// says which one is in force.
+func TestGetSaysAnUnusedSize(t *testing.T) {
+	a, f, _, out, _ := setup(t)
+	size := 3
+	a.Mu.Lock()
+	a.Pools["ci"].Policy.Mode, a.Pools["ci"].Policy.WarmTarget, a.Pools["ci"].Policy.UnusedSize = "autoscale", 1, &size
+	a.Mu.Unlock()
+	require.NoError(t, cmdtest.Run(NewCmdGet(f, nil), "ci"))
+	assert.Regexp(t, `Policy:\s+autoscale, warm target 1,`, out.String())
+	assert.Regexp(t, `Size:\s+3 \(not used: spec.scaling is set; the warm target is scaling.minReady, 1\)`, out.String())
+
+	a.Mu.Lock()
+	a.Pools["ci"].Policy.UnusedSize = nil
+	a.Mu.Unlock()
+	out.Reset()
+	require.NoError(t, cmdtest.Run(NewCmdGet(f, nil), "ci"))
+	assert.NotContains(t, out.String(), "Size:", "no note when the size is the warm target or absent")
+}
