@@ -122,7 +122,8 @@ type ReissueRequest struct {
 	// certificate workflow) or CauseWake (a member woken after a long sleep).
 	Cause string `json:"cause"`
 	// MinRemaining: re-issue only if the serving or admin certificate expires within it (0:
-	// always). The wake path passes its pool's WakeCertificateMinimum, so that a member woken with
+	// always). Every wake (the API's and a wake schedule's, both built by lease.WakeFor) passes
+	// its pool's WakeCertificateMinimum, so that a member woken with
 	// valid certificates is not restarted for nothing.
 	MinRemaining time.Duration `json:"minRemaining,omitempty"`
 }

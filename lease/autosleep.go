@@ -18,7 +18,9 @@ import (
 // Activity is:
 //   - the holder's requests through kobe about the lease: heartbeats, sleep and wake requests
 //     (they move lastSeen), extensions, and the reads of the lease and its kubeconfig
-//     (SignalActivity, which the API sends at most every AfterInactivity/4);
+//     (SignalActivity, which the API sends at most every AfterInactivity/4). A pool's sleep
+//     and wake schedules are not the holder's: they do not move lastSeen; a scheduled wake
+//     only restarts the inactivity period (lastActive);
 //   - the lease's own requests to its cluster (its kubeconfig in use), where the backend
 //     observes them (backends.ActivityReporter: the local backend's audit log); kobe's own
 //     requests to the cluster never count.
@@ -35,6 +37,7 @@ const SignalActivity = "activity"
 const (
 	sleepCauseRequest    = "request"
 	sleepCauseInactivity = "inactivity"
+	sleepCauseSchedule   = SleepCauseSchedule
 )
 
 // inactiveFor decides, from the newest activity of every kind seen (zero times are none), whether

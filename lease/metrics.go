@@ -14,7 +14,8 @@ const (
 	// MetricLeaseInstanceUnhealthy counts Bound leases whose instance failed its health checks.
 	MetricLeaseInstanceUnhealthy = "kobe_lease_instance_unhealthy_total"
 	// MetricLeaseSleeps counts the sleeps of Bound leases by cause: request (kobe lease sleep,
-	// POST /v1/leases/{id}/sleep) or inactivity (spec.sleep.afterInactivity).
+	// POST /v1/leases/{id}/sleep), schedule (spec.sleep.schedule) or inactivity
+	// (spec.sleep.afterInactivity).
 	MetricLeaseSleeps = "kobe_lease_sleeps_total"
 )
 

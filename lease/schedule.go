@@ -105,9 +105,11 @@ func (a *Activities) ListSleepTargets(ctx context.Context, in pool.ScheduledSlee
 
 // LeaseSleepChange asks one lease to sleep or wake.
 type LeaseSleepChange struct {
-	LeaseID       string        `json:"leaseId"`
-	Pool          string        `json:"pool"`
-	Wake          bool          `json:"wake,omitempty"`
+	LeaseID string `json:"leaseId"`
+	Pool    string `json:"pool"`
+	Wake    bool   `json:"wake,omitempty"`
+	// ResumeTimeout is the schedule's (it bounds the activity); the wake itself is the pool's
+	// policy as it is when it runs (WakeFor).
 	ResumeTimeout time.Duration `json:"resumeTimeout,omitempty"`
 	// Actor is who asks, in the audit log: the schedule's run.
 	Actor string `json:"actor"`
@@ -120,9 +122,22 @@ func (a *Activities) ChangeLeaseSleep(ctx context.Context, c LeaseSleepChange) (
 	if a.Temporal == nil {
 		return "", temporal.NewNonRetryableApplicationError("this worker has no Temporal client", "NoTemporalClient", nil)
 	}
-	action, update, arg := "lease.sleep", UpdateSleep, any(SleepRequest{})
+	action, update, arg := "lease.sleep", UpdateSleep, any(SleepRequest{Cause: SleepCauseSchedule})
 	if c.Wake {
-		action, update, arg = "lease.wake", UpdateWake, WakeRequest{ResumeTimeout: c.ResumeTimeout}
+		// The pool's policy as it is now, as the API's wake reads it (WakeFor).
+		p, err := a.Store.GetPool(ctx, c.Pool)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", temporal.NewNonRetryableApplicationError("pool "+c.Pool+" is gone", "PoolNotFound", err)
+		} else if err != nil {
+			return "", err
+		}
+		pol, err := pools.ParseStored(p.Spec)
+		if err != nil {
+			return "", temporal.NewNonRetryableApplicationError(err.Error(), "PoolSpec", err)
+		}
+		req := WakeFor(pol)
+		req.Cause = SleepCauseSchedule
+		action, update, arg = "lease.wake", UpdateWake, req
 	}
 	started := time.Now()
 	h, err := a.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: pool.LeaseWorkflowID(c.LeaseID),

@@ -12,12 +12,14 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/pools"
 )
 
 // Updates that put a Bound lease's instance to sleep and wake it (→ View). Each runs the
 // instance's own workflow (instance.Sleep, instance.Wake) as a child, one at a time; sleeping a
 // sleeping lease and waking an awake one change nothing. The lease's TTL keeps running while
-// it sleeps, and so does its idle timeout (the request itself counts as activity).
+// it sleeps, and so does its idle timeout (the holder's request itself counts as activity; a
+// pool's schedule's does not: SleepCauseSchedule).
 const (
 	UpdateSleep = "sleep" // SleepRequest → View
 	UpdateWake  = "wake"  // WakeRequest → View
@@ -26,16 +28,33 @@ const (
 // SleepRejection is the error type of a refused sleep or wake; its message is the reason code.
 const SleepRejection = "SleepRejected"
 
-// SleepRequest asks a Bound lease to put its instance to sleep.
-type SleepRequest struct{}
+// SleepCauseSchedule is the Cause of the requests of a pool's sleep and wake schedules
+// (ChangeLeaseSleep): they are not the holder's activity, so they do not move lastSeen (the
+// idle timeout's), and MetricLeaseSleeps counts their sleeps with cause "schedule". Any other
+// Cause is the holder's request through kobe's API.
+const SleepCauseSchedule = "schedule"
 
-// WakeRequest asks a sleeping lease to wake its instance within ResumeTimeout (the pool's
-// spec.scaling.resumeTimeout; instance.DefaultResumeTimeout when zero), re-issuing its
-// certificates when they expire within CertificatesMinRemaining (the pool's
-// instance.WakeCertificateMinimum; pools.DefaultRecycleBefore when zero).
+// SleepRequest asks a Bound lease to put its instance to sleep.
+type SleepRequest struct {
+	Cause string `json:"cause,omitempty"`
+}
+
+// WakeRequest asks a sleeping lease to wake its instance within ResumeTimeout, re-issuing its
+// certificates when they expire within CertificatesMinRemaining. Every wake kobe sends (the
+// API's, a wake schedule's) is built by WakeFor from the pool's policy; zero fields are the
+// defaults (instance.DefaultResumeTimeout, pools.DefaultRecycleBefore).
 type WakeRequest struct {
 	ResumeTimeout            time.Duration `json:"resumeTimeout,omitempty"`
 	CertificatesMinRemaining time.Duration `json:"certificatesMinRemaining,omitempty"`
+	Cause                    string        `json:"cause,omitempty"`
+}
+
+// WakeFor is the wake of a lease of a pool with policy pol: its spec.scaling.resumeTimeout and
+// its certificate minimum (instance.WakeCertificateMinimum: recycleBefore or an X509Valid
+// gate's minRemaining, the longer). The one place a wake reads the pool's policy, so that a
+// person's wake and a schedule's are the same.
+func WakeFor(pol pools.Policy) WakeRequest {
+	return WakeRequest{ResumeTimeout: pol.ResumeTimeout, CertificatesMinRemaining: instance.WakeCertificateMinimum(pol)}
 }
 
 // sleeper carries a lease's sleeps and wakes: its update handlers and what they share with the
@@ -45,6 +64,9 @@ type sleeper struct {
 	view     *View
 	asg      *pool.Assignment
 	lastSeen *time.Time
+	// lastActive is the inactivity check's activity that does not move lastSeen: a schedule's
+	// wake moves it, so that a woken lease has another afterInactivity before it sleeps again.
+	lastActive *time.Time
 	// holding is set once the lease is held by a version that can sleep (boundLease); the
 	// updates are refused before it.
 	holding bool
@@ -55,17 +77,28 @@ type sleeper struct {
 
 func (s *sleeper) register(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSleep,
-		func(ctx workflow.Context, _ SleepRequest) (View, error) {
-			return s.change(ctx, true, WakeRequest{}, sleepCauseRequest)
+		func(ctx workflow.Context, req SleepRequest) (View, error) {
+			return s.change(ctx, true, WakeRequest{}, causeOf(ctx, req.Cause))
 		},
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, SleepRequest) error { return s.refusal() }}); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateWake,
 		func(ctx workflow.Context, req WakeRequest) (View, error) {
-			return s.change(ctx, false, req, sleepCauseRequest)
+			return s.change(ctx, false, req, causeOf(ctx, req.Cause))
 		},
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return s.refusal() }})
+}
+
+// causeOf is the cause of a sleep or wake request: sleepCauseSchedule for a schedule's (from
+// version leaseVersionScheduleCause on; only runs that get one carry the marker), else
+// sleepCauseRequest.
+func causeOf(ctx workflow.Context, cause string) string {
+	if cause == SleepCauseSchedule &&
+		workflow.GetVersion(ctx, leaseVersionScheduleCause, workflow.DefaultVersion, 1) >= 1 {
+		return sleepCauseSchedule
+	}
+	return sleepCauseRequest
 }
 
 // refusal is the validator of both updates: only a Bound lease sleeps or wakes.
@@ -77,8 +110,8 @@ func (s *sleeper) refusal() error {
 }
 
 // change puts the instance to sleep (asleep) or wakes it (as wake asks), through the
-// instance's workflow, for a request (sleepCauseRequest) or for the lease's inactivity
-// (sleepCauseInactivity).
+// instance's workflow, for the holder's request (sleepCauseRequest), a pool's schedule
+// (sleepCauseSchedule) or the lease's inactivity (sleepCauseInactivity).
 func (s *sleeper) change(ctx workflow.Context, asleep bool, wake WakeRequest, cause string) (View, error) {
 	if err := workflow.Await(ctx, func() bool { return !s.busy }); err != nil {
 		return *s.view, err
@@ -132,11 +165,17 @@ func (s *sleeper) change(ctx workflow.Context, asleep bool, wake WakeRequest, ca
 		return *s.view, temporal.NewApplicationError(string(reason), SleepRejection, err)
 	}
 	s.view.Sleeping = asleep
+	if !asleep && cause == sleepCauseSchedule && s.lastActive != nil && now.After(*s.lastActive) {
+		// Not the holder's activity (lastSeen stays), but a woken lease is not slept again at once.
+		*s.lastActive = now
+	}
 	if asleep {
 		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": s.in.Pool, "cause": cause}).Counter(MetricLeaseSleeps).Inc(1)
 		reason, why := api.ReasonAsleep, ""
 		if cause == sleepCauseInactivity {
 			reason, why = api.ReasonInactive, fmt.Sprintf(" after %s without activity", s.in.AfterInactivity)
+		} else if cause == sleepCauseSchedule {
+			why = " on its pool's sleep schedule"
 		}
 		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "True", Reason: reason, LastTransitionTime: now,
 			Message: "the instance is asleep" + why + ": its kubeconfig's requests are refused until it wakes (kobe lease wake " + s.in.LeaseID + ")"})

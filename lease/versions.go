@@ -32,4 +32,9 @@ const (
 	// (Input.AfterInactivity) puts itself to sleep once no activity was seen for that long
 	// (autoSleep). Only runs that check their backend's record carry the marker.
 	leaseVersionAutoSleep = "lease-auto-sleep"
+	// leaseVersionScheduleCause (issue 39): a sleep or wake a pool's schedule asks
+	// (SleepCauseSchedule) is not the holder's activity: it does not move lastSeen, and its
+	// sleep is counted with cause "schedule". Only runs that get such a request carry the
+	// marker (in the update's handler).
+	leaseVersionScheduleCause = "lease-schedule-cause"
 )

@@ -272,7 +272,7 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 
 	// The sleep and wake updates exist from the start too; they are refused until the lease is
 	// held by a version that can sleep.
-	sleeps := &sleeper{in: in, view: &view, asg: &asg, lastSeen: &lastSeen}
+	sleeps := &sleeper{in: in, view: &view, asg: &asg, lastSeen: &lastSeen, lastActive: &lastActive}
 	if err := sleeps.register(ctx); err != nil {
 		return view, err
 	}

@@ -274,12 +274,23 @@ func (a *Activities) SyncPoolSchedules(ctx context.Context, in SyncSchedules) er
 			return fmt.Errorf("schedule %s: %w", p.ID, err)
 		}
 	}
-	ids := []string{ScheduleIDPrefix(in.Pool) + ScheduleSleep, ScheduleIDPrefix(in.Pool) + ScheduleWake}
+	return deleteSchedules(ctx, sc, in.Pool, wanted)
+}
+
+// DeleteSchedules deletes every schedule of the pool's family (sleep, wake, warm-0…19). The API
+// runs it where no pool workflow owns them: a pool deleted while its workflow is not running,
+// and a pool created under a name whose schedules an earlier pool left behind.
+func DeleteSchedules(ctx context.Context, c client.Client, pool string) error {
+	return deleteSchedules(ctx, c.ScheduleClient(), pool, nil)
+}
+
+func deleteSchedules(ctx context.Context, sc client.ScheduleClient, pool string, keep map[string]bool) error {
+	ids := []string{ScheduleIDPrefix(pool) + ScheduleSleep, ScheduleIDPrefix(pool) + ScheduleWake}
 	for i := range maxWarmWindows {
-		ids = append(ids, fmt.Sprintf("%swarm-%d", ScheduleIDPrefix(in.Pool), i))
+		ids = append(ids, fmt.Sprintf("%swarm-%d", ScheduleIDPrefix(pool), i))
 	}
 	for _, id := range ids {
-		if wanted[id] {
+		if keep[id] {
 			continue
 		}
 		err := sc.GetHandle(ctx, id).Delete(ctx)

@@ -374,6 +374,15 @@ func (p *ClusterPool) Validate() (Policy, error) { return p.validate(true) }
 // leases; the next apply of that pool names it.
 func (p *ClusterPool) ValidateStored() (Policy, error) { return p.validate(false) }
 
+// ParseStored is the policy of a spec the store holds (Parse, then ValidateStored).
+func ParseStored(spec []byte) (Policy, error) {
+	m, err := Parse(spec)
+	if err != nil {
+		return Policy{}, fmt.Errorf("stored spec: %w", err)
+	}
+	return m.ValidateStored()
+}
+
 func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 	var pol Policy
 	if p.APIVersion != APIVersion {

@@ -271,7 +271,14 @@ func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
 		pool.Deletion{Generation: p.Generation})
 	if isNotRunning(err) {
 		// No workflow holds members: forget the pool at once, with its event, unless an apply
-		// recorded it again since it was read (that apply's run then holds it).
+		// recorded it again since it was read (that apply's run then holds it). No workflow
+		// deletes its schedules either: they go first, so that a failure leaves the pool whole
+		// (try again), never a forgotten pool whose schedules act on the next of its name.
+		if err := pool.DeleteSchedules(r.Context(), s.Temporal, name); err != nil {
+			s.auditOutcome(r, "pool.delete", name, name, "failed", map[string]any{"error": err.Error()})
+			s.unavailable(w, r, "deleting the pool's schedules", err)
+			return
+		}
 		deleted := false
 		err := s.Store.InTx(r.Context(), func(tx store.Store) error {
 			var err error

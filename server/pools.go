@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,6 +27,16 @@ func EnsurePool(ctx context.Context, c client.Client, s store.Store, taskQueue s
 	spec, err := json.Marshal(manifest)
 	if err != nil {
 		return err
+	}
+	// A pool created anew owns no schedules yet: any under its name were left by an earlier pool
+	// of that name (deleted by a kobe that did not delete them) and would act on this one. No
+	// workflow owns them while the row is absent; they go before the row is written.
+	if _, err := s.GetPool(ctx, pol.Name); errors.Is(err, store.ErrNotFound) {
+		if err := pool.DeleteSchedules(ctx, c, pol.Name); err != nil {
+			return fmt.Errorf("pool %s: schedules left by an earlier pool: %w", pol.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("pool %s: %w", pol.Name, err)
 	}
 	if err := s.UpsertPool(ctx, store.Pool{Name: pol.Name, Backend: pol.Backend, Spec: spec}); err != nil {
 		return fmt.Errorf("pool %s: %w", pol.Name, err)

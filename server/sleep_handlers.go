@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/lease"
 )
 
@@ -33,8 +32,7 @@ func (s *Server) leaseSleepChange(w http.ResponseWriter, r *http.Request, asleep
 	} else {
 		req := lease.WakeRequest{}
 		if pol, err := s.poolPolicy(r.Context(), l.Pool); err == nil {
-			req.ResumeTimeout = pol.ResumeTimeout
-			req.CertificatesMinRemaining = instance.WakeCertificateMinimum(pol)
+			req = lease.WakeFor(pol)
 		}
 		arg = req
 	}
