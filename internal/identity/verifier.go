@@ -176,6 +176,10 @@ func (v *Verifier) VerifyClaims(ctx context.Context, raw string) (access.Princip
 	if errors.Is(err, errUnavailable) {
 		return access.Principal{}, nil, err
 	}
+	if err != nil && strings.Contains(err.Error(), errUnavailable.Error()) {
+		// go-oidc wraps the key set's error with %v: the provider's fault, not the token's.
+		return access.Principal{}, nil, fmt.Errorf("%w: %s", errUnavailable, strings.TrimPrefix(err.Error(), "oidc: "))
+	}
 	if err != nil {
 		return access.Principal{}, nil, unauthenticated("%s", strings.TrimPrefix(err.Error(), "oidc: "))
 	}
