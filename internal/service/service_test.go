@@ -175,6 +175,17 @@ func TestDevModeServesEverything(t *testing.T) {
 
 func TestDoctorAPIValidatesInput(t *testing.T) {
 	p := start(t, devConfig(t), config.ModeDev)
+	// Without a token a probe is refused before its body is read: even a valid body is 401.
+	resp, err := http.Post(p.APIURL+"/v1/doctor", "application/json", strings.NewReader(`{"hold":"1s"}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 401, resp.StatusCode, string(b))
+	var unauth api.ErrorBody
+	require.NoError(t, json.Unmarshal(b, &unauth))
+	assert.Equal(t, api.ReasonUnauthorized, unauth.Reason)
+
+	// With a token, bad input is 400 invalid_request.
 	c := doctorClient(t, p)
 	for _, body := range []string{`{"hold":"forever"}`, `{"hold":"-1s"}`, `{"hold":"2h"}`, `{"unknown":1}`, `not json`} {
 		req, err := http.NewRequest("POST", p.APIURL+"/v1/doctor", strings.NewReader(body))
