@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"strconv"
 
 	"go.uber.org/zap"
 
@@ -29,14 +27,12 @@ func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
 			var err error
 			p, err = s.authenticate(r)
 			if err != nil {
-				s.authFailed(w, r, err, "send Authorization: Bearer <token> (kobe token create; kobe dev writes an admin token to <state-dir>/admin-token)")
+				s.authFailed(w, r, p, err, "send Authorization: Bearer <token> (kobe token create; kobe dev writes an admin token to <state-dir>/admin-token)")
 				return
 			}
 		}
-		if ok, wait := s.Limiter.Allow(p); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			writeError(w, http.StatusTooManyRequests, api.ReasonRateLimited, "Too many requests",
-				fmt.Sprintf("principal %s is over its rate limit; retry in %s", p.Name, wait.Round(1e6)))
+		// A portal page's in-process calls were counted once, as the page.
+		if !inProcess(r.Context()) && !s.limited(w, r, &p) {
 			return
 		}
 		role, _ := s.Policy.RoleOf(p)
@@ -54,12 +50,17 @@ func (s *Server) authed(perm string, h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) tokenIfAny(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.InsecureNoAuth || (r.Header.Get("Authorization") == "" && !hasSessionCookie(r)) {
-			h(w, r)
+			if s.limited(w, r, nil) {
+				h(w, r)
+			}
 			return
 		}
 		p, err := s.authenticate(r)
 		if err != nil {
-			s.authFailed(w, r, err, "the bearer token is unknown, revoked or expired; this route needs none")
+			s.authFailed(w, r, p, err, "the bearer token is unknown, revoked or expired; this route needs none")
+			return
+		}
+		if !inProcess(r.Context()) && !s.limited(w, r, &p) {
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
@@ -69,8 +70,9 @@ func (s *Server) tokenIfAny(h http.HandlerFunc) http.HandlerFunc {
 // authFailed answers an authentication error: 401 for a bad token (an OIDC token's detail says
 // what is wrong with it: expired, audience, issuer, signature...; a kobe token's says only
 // missing or invalid), 403 for a valid OIDC token no access rule admits, 503 when the token's
-// issuer cannot be reached, 500 for anything else (the store).
-func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, err error, hint string) {
+// issuer cannot be reached, 500 for anything else (the store). The 403 is audited like a failed
+// sign-in (auditRefusal: bounded and throttled), naming the identity p turned away.
+func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, p access.Principal, err error, hint string) {
 	switch {
 	case errors.Is(err, access.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
@@ -85,6 +87,12 @@ func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, err error, h
 	case errors.Is(err, errCSRF):
 		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden", err.Error())
 	case errors.Is(err, access.ErrForbidden):
+		method := api.AuthOIDC
+		if r.Header.Get("Authorization") == "" {
+			method = api.AuthSession
+		}
+		s.auditRefusal(r, p.Name, map[string]any{"method": method, "issuer": p.Issuer, "subject": p.Subject,
+			"route": r.Method + " " + r.URL.Path, "reason": err.Error()})
 		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden", err.Error())
 	case errors.Is(err, access.ErrIdentityUnavailable):
 		s.unavailable(w, r, "verifying the OIDC token", err)

@@ -108,7 +108,7 @@ oidc:
 
 	jobA := oidcprovider.GitHubJob("acme/app", "refs/heads/main")
 	jobB := oidcprovider.GitHubJob("acme/other", "refs/heads/main")
-	identityA := "repo:acme/app:ref:refs/heads/main"
+	identityA := op.Issuer + "#repo:acme/app:ref:refs/heads/main" // the default prefix: the issuer
 
 	// The action's request: {profile, ttl} with the job's token. The rule's maxTtl clamps 1h.
 	status, raw = do(op.Token(t, jobA), "POST", "/v1/leases", `{"profile":"ci-small","ttl":"1h"}`)

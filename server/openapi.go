@@ -46,6 +46,8 @@ func (s *Server) OpenAPI() map[string]any {
 		if rt.perm != permNone {
 			errs = append(errs, 401, 403, 429)
 			op["security"] = []any{map[string]any{"bearer": []any{}}}
+		} else {
+			errs = append(errs, 429) // the client address's rate (abuse.go)
 		}
 		errs = append(errs, 500)
 		for _, code := range errs {

@@ -9,6 +9,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -53,11 +54,13 @@ type portal struct {
 func (s *Server) portalRoutes(mux *http.ServeMux) {
 	p := &portal{s: s, api: mux}
 	static, _ := fs.Sub(portalFiles, "portal/static")
-	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /ui/login", s.handleLogin)
-	mux.HandleFunc("GET /ui/callback", s.handleCallback)
-	mux.HandleFunc("POST /ui/logout", s.handleLogout)
-	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
+	// What carries no credentials counts against the client address (abuse.go); the pages
+	// count against their principal (who).
+	mux.HandleFunc("GET /ui/static/", s.byAddress(http.StripPrefix("/ui/static/", http.FileServerFS(static)).ServeHTTP))
+	mux.HandleFunc("GET /ui/login", s.byAddress(s.handleLogin))
+	mux.HandleFunc("GET /ui/callback", s.byAddress(s.handleCallback))
+	mux.HandleFunc("POST /ui/logout", s.byAddress(s.handleLogout))
+	mux.HandleFunc("GET /ui", s.byAddress(func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) }))
 	mux.HandleFunc("GET /ui/{$}", p.page("leases", p.leasesPage))
 	mux.HandleFunc("GET /ui/admin", p.page("admin", p.adminPage))
 	mux.HandleFunc("GET /ui/audit", p.page("audit", p.auditPage))
@@ -83,14 +86,18 @@ type pageData struct {
 	Data       any
 }
 
-// who authenticates a portal request (the session cookie, or a bearer token of a script);
-// without one the browser is sent to log in.
+// who authenticates a portal request (the session cookie, or a bearer token of a script) and
+// counts it against the principal's rate (once: the page's in-process /v1 calls do not count
+// again); without credentials the browser is sent to log in, which counts against its address.
 func (p *portal) who(w http.ResponseWriter, r *http.Request) (access.Principal, string, bool) {
 	if p.s.InsecureNoAuth {
-		return anonymous, "", true
+		return anonymous, "", p.s.limited(w, r, &anonymous)
 	}
 	pr, err := p.s.authenticate(r)
 	if errors.Is(err, access.ErrUnauthenticated) {
+		if !p.s.limited(w, r, nil) {
+			return pr, "", false
+		}
 		if !p.s.loginConfigured() {
 			p.s.portalError(w, r, http.StatusUnauthorized, "SSO login is not configured (the access policy has no oidc.login); the portal needs a session")
 			return pr, "", false
@@ -99,7 +106,10 @@ func (p *portal) who(w http.ResponseWriter, r *http.Request) (access.Principal, 
 		return pr, "", false
 	}
 	if err != nil {
-		p.s.authFailed(w, r, err, "")
+		p.s.authFailed(w, r, pr, err, "")
+		return pr, "", false
+	}
+	if !p.s.limited(w, r, &pr) {
 		return pr, "", false
 	}
 	csrf := ""
@@ -163,7 +173,7 @@ func (p *portal) call(r *http.Request, method, path, csrf string, body, out any)
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(r.Context(), method, path, rd)
+	req, err := http.NewRequestWithContext(context.WithValue(r.Context(), inProcessKey{}, true), method, path, rd)
 	if err != nil {
 		return err
 	}

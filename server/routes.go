@@ -32,7 +32,7 @@ func (s *Server) routes() []route {
 	return []route{
 		{method: "GET", path: "/v1/status", perm: permNone, summary: "Version, backends, health of Temporal and the store, workers; with a token (optional; an invalid one is 401) the caller's session and pools",
 			response: api.Status{}, status: 200, errors: []int{401}, handler: s.handleStatus},
-		{method: "POST", path: "/v1/doctor", perm: permNone, summary: "Start an end-to-end probe (a Doctor workflow)",
+		{method: "POST", path: "/v1/doctor", perm: permAny, summary: "Start an end-to-end probe (a Doctor workflow; any valid token: it writes the store and holds up to an hour)",
 			request: api.DoctorRequest{}, response: api.DoctorStarted{}, status: 202, errors: []int{400, 503}, handler: s.handleDoctorStart},
 		{method: "GET", path: "/v1/doctor/{id}", perm: permNone, summary: "A probe's report, hop by hop",
 			response: api.DoctorReport{}, status: 200, errors: []int{404}, handler: s.handleDoctorGet},

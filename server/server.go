@@ -68,9 +68,10 @@ type Server struct {
 	// workflow there (empty = no links).
 	TemporalUI string
 
-	policies policyCache   // pools' resolved policies by store generation
-	activity leaseActivity // when each lease was last told of its holder's requests
-	login    sso           // the SSO login client (session.go)
+	policies     policyCache   // pools' resolved policies by store generation
+	activity     leaseActivity // when each lease was last told of its holder's requests
+	login        sso           // the SSO login client (session.go)
+	failedLogins failedLoginAudit
 }
 
 // NewRegistry returns a registry with Go runtime, process and build metrics, plus extra collectors
@@ -148,7 +149,8 @@ func (s *Server) mux() *http.ServeMux {
 
 // guard puts a route's handler behind authentication: a token with the route's permission, or,
 // on a route that needs none, a valid token when one is sent (/v1/status checks its own, to
-// describe the session).
+// describe the session). Either way the request counts against a rate: its principal's, or,
+// without credentials, its client address's.
 func (s *Server) guard(rt route, h http.HandlerFunc) http.HandlerFunc {
 	switch {
 	case rt.perm != permNone:

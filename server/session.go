@@ -154,6 +154,10 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: "/ui/callback", MaxAge: -1, HttpOnly: true,
 		Secure: s.secureCookies(r), SameSite: http.SameSiteLaxMode})
+	if n := len(r.URL.RawQuery); n > callbackQueryMax {
+		s.loginFailed(w, r, http.StatusBadRequest, "", fmt.Sprintf("the callback's query is %d bytes, more than the %d a provider sends", n, callbackQueryMax))
+		return
+	}
 	pl, err := s.openPendingLogin(r)
 	if err != nil {
 		s.loginFailed(w, r, http.StatusBadRequest, "", err.Error())
@@ -272,15 +276,11 @@ func (s *Server) startSession(r *http.Request, p access.Principal, claims map[st
 	return secret, err
 }
 
-// loginFailed audits a refused login and shows why.
+// loginFailed audits a refused login (anyone can make one: through the throttle, with its
+// texts clipped, abuse.go) and shows why.
 func (s *Server) loginFailed(w http.ResponseWriter, r *http.Request, status int, who, reason string) {
-	if who == "" {
-		who = "unknown"
-	}
-	ctx := context.WithValue(r.Context(), principalKey{}, access.Principal{Name: who})
-	if err := s.audit(r.WithContext(ctx), "login", "", "", "failed", map[string]any{"reason": reason}); err != nil && s.Logger != nil {
-		s.Logger.Error("audit event of a failed login lost", zap.String("reason", reason), zap.Error(err))
-	}
+	reason = clip(reason)
+	s.auditRefusal(r, who, map[string]any{"reason": reason})
 	if s.Logger != nil {
 		s.Logger.Info("login refused", zap.String("reason", reason), zap.String("requestId", requestID(r)))
 	}
@@ -347,7 +347,7 @@ func (s *Server) sessionOf(r *http.Request) (activeSession, access.Principal, er
 	}
 	p, err := v.Admit(se.Issuer, claims)
 	if err != nil {
-		return activeSession{}, access.Principal{}, err
+		return activeSession{}, p, err // a 403 names the identity in its audit
 	}
 	p.SessionID, p.ExpiresAt = se.ID, se.ExpiresAt
 	return activeSession{Session: se, secret: c.Value}, p, nil
@@ -385,7 +385,7 @@ func (s *Server) authenticate(r *http.Request) (access.Principal, error) {
 	}
 	se, p, err := s.sessionOf(r)
 	if err != nil {
-		return access.Principal{}, err
+		return p, err
 	}
 	if !safeMethod(r.Method) && !s.csrfValid(r, se) {
 		return access.Principal{}, errCSRF

@@ -30,7 +30,8 @@ oidc:
   issuers:
   - issuer: https://idp.invalid
     audiences: [kobe-portal]
-    identityTemplate: "sso:{email}"
+    principalPrefix: "sso:"
+    identityTemplate: "{email}"
     rules: [{match: {groups: ops}, role: admin}]
   login: {issuer: "https://idp.invalid", clientId: kobe-portal, redirectUrl: "http://127.0.0.1:1/ui/callback"}
 `))

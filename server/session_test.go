@@ -43,7 +43,8 @@ oidc:
   issuers:
   - issuer: %s
     audiences: [kobe-portal, kobe-cli]
-    identityTemplate: "sso:{email}"
+    principalPrefix: "sso:"
+    identityTemplate: "{email}"
     rules:
     - match: {groups: ops}
       role: admin

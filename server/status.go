@@ -100,15 +100,25 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		st.Auth.Methods = []string{api.AuthNone}
 		st.Auth.Issuers = nil
 		caller = &anonymous
+		if !s.limited(w, r, &anonymous) {
+			return
+		}
 		st.Auth.Sessions = append(st.Auth.Sessions, api.Session{Principal: anonymous.Name, Role: anonymous.Role})
 	case r.Header.Get("Authorization") != "" || hasSessionCookie(r):
 		p, err := s.authenticate(r.WithContext(ctx))
 		if err != nil {
-			s.authFailed(w, r, err, "the bearer token is unknown, revoked or expired; send none to see the anonymous status")
+			s.authFailed(w, r, p, err, "the bearer token is unknown, revoked or expired; send none to see the anonymous status")
+			return
+		}
+		if !inProcess(r.Context()) && !s.limited(w, r, &p) {
 			return
 		}
 		caller = &p
 		st.Auth.Sessions = append(st.Auth.Sessions, s.session(ctx, p))
+	default:
+		if !s.limited(w, r, nil) { // no credentials: the client address's rate
+			return
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -42,6 +42,10 @@ func CreateToken(r *http.Request, st store.Store, pol *access.Policy, req api.To
 	if req.Principal == "" {
 		req.Principal = req.Name
 	}
+	if is, ok := pol.InOIDCNamespace(req.Principal); ok {
+		return api.Token{}, invalidInput{fmt.Errorf("principal: %q is in the namespace of OIDC issuer %s (its principals start with %q): a token cannot act as one of its identities",
+			req.Principal, is.Issuer, is.Prefix())}
+	}
 	var expires time.Time
 	if req.TTL != "" {
 		d, err := time.ParseDuration(req.TTL)

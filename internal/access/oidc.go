@@ -40,6 +40,11 @@ type Issuer struct {
 	// nested claim, e.g. "repo:{repository}:ref:{ref}". Default "{sub}". Leases are the
 	// principal's: two tokens of one identity see the same leases, two identities never.
 	IdentityTemplate string `json:"identityTemplate,omitempty"`
+	// PrincipalPrefix starts the name of every principal of this issuer, before the rendered
+	// template (e.g. "gha:"); default the issuer's URL and "#". No issuer's prefix may begin
+	// another's, and no kobe token may be named in an issuer's namespace, so two issuers never
+	// yield the same principal, nor an OIDC identity a kobe token's.
+	PrincipalPrefix string `json:"principalPrefix,omitempty"`
 	// Rules are tried first to last; the first whose match holds decides. A token no rule
 	// matches is refused (403).
 	Rules []ClaimRule `json:"rules"`
@@ -74,8 +79,31 @@ const DefaultIdentityTemplate = "{sub}"
 // DefaultClockSkew is tolerated on exp, nbf and iat when an issuer sets none.
 const DefaultClockSkew = 30 * time.Second
 
+// Prefix is what every principal name of the issuer starts with.
+func (is Issuer) Prefix() string {
+	if is.PrincipalPrefix != "" {
+		return is.PrincipalPrefix
+	}
+	return is.Issuer + "#"
+}
+
+// InOIDCNamespace returns the issuer whose principals' names name starts like, if any: a kobe
+// token may not be named so (it would share that identity's leases and limits).
+func (p *Policy) InOIDCNamespace(name string) (Issuer, bool) {
+	if p == nil || p.OIDC == nil {
+		return Issuer{}, false
+	}
+	for _, is := range p.OIDC.Issuers {
+		if strings.HasPrefix(name, is.Prefix()) {
+			return is, true
+		}
+	}
+	return Issuer{}, false
+}
+
 func (o *OIDC) validate(p *Policy) error {
 	seen := map[string]bool{}
+	prefixes := map[string]string{} // prefix → field
 	for i := range o.Issuers {
 		is := &o.Issuers[i]
 		field := fmt.Sprintf("oidc.issuers[%d]", i)
@@ -87,6 +115,22 @@ func (o *OIDC) validate(p *Policy) error {
 			return fmt.Errorf("%s.issuer: %s is listed twice", field, is.Issuer)
 		}
 		seen[is.Issuer] = true
+		if strings.Contains(is.Issuer, "#") {
+			return fmt.Errorf("%s.issuer: %q has a fragment (an OpenID issuer has none)", field, is.Issuer)
+		}
+		if pp := is.PrincipalPrefix; pp != "" {
+			if len(pp) > 64 || strings.ContainsFunc(pp, func(r rune) bool { return r <= ' ' || r == 0x7f }) ||
+				!strings.ContainsAny(pp[len(pp)-1:], ":#/@") {
+				return fmt.Errorf("%s.principalPrefix: %q must be at most 64 characters without spaces, ending in ':', '#', '/' or '@' (e.g. \"gha:\")", field, pp)
+			}
+		}
+		for other, of := range prefixes {
+			if strings.HasPrefix(is.Prefix(), other) || strings.HasPrefix(other, is.Prefix()) {
+				return fmt.Errorf("%s.principalPrefix: %q and %s's %q: one begins the other, so their issuers could name the same principal",
+					field, is.Prefix(), of, other)
+			}
+		}
+		prefixes[is.Prefix()] = field
 		if is.JWKSURL != "" {
 			if u, err := url.Parse(is.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 				return fmt.Errorf("%s.jwksUrl: %q is not an http(s) URL", field, is.JWKSURL)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,9 @@ type Principal struct {
 	TokenID string // a kobe token's id; empty for an OIDC token
 	// SessionID is set for a portal session (a person logged in with SSO).
 	SessionID string
+
+	// Subject is an OIDC token's sub claim (the audit of a refusal names it).
+	Subject string
 
 	// Set for an OIDC token: the issuer, the rule's grant (Role with the rule's limits; see
 	// Policy.RoleOf) and the token's expiry.
@@ -104,6 +108,12 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (Princi
 	}
 	if _, ok := a.Policy.Role(t.Role); !ok {
 		return Principal{}, ErrUnauthenticated // a role removed from the policy
+	}
+	if is, ok := a.Policy.InOIDCNamespace(t.Principal); ok {
+		// Made before the issuer was trusted (creation refuses it): it would act as, and
+		// share the leases of, an identity of that issuer.
+		return Principal{}, fmt.Errorf("%w: the kobe token %s acts as %q, a name of OIDC issuer %s's identities; create another token",
+			ErrUnauthenticated, t.ID, t.Principal, is.Issuer)
 	}
 	a.touch(ctx, t.ID, now)
 	return Principal{Name: t.Principal, Role: t.Role, TokenID: t.ID}, nil

@@ -17,18 +17,22 @@ import (
 // signed with a key id the cache does not hold makes it fetch again (the provider rotated its
 // keys), but at most once per minRefresh, so that tokens with made-up key ids cannot turn kobe
 // into a flood of requests to the provider. Keys older than maxAge are fetched again before
-// use, so a key the provider withdrew stops being accepted.
+// use, so a key the provider withdrew stops being accepted; when that fetch fails they are used
+// for staleGrace more at most, then verification fails (503) until the provider answers.
 type keySet struct {
 	url        string
 	client     *http.Client
 	algorithms []jose.SignatureAlgorithm
 	minRefresh time.Duration
 	maxAge     time.Duration
+	staleGrace time.Duration
 	now        func() time.Time
 
 	mu      sync.Mutex
 	keys    []jose.JSONWebKey
-	fetched time.Time // of the last attempt, successful or not
+	keysAt  time.Time // of the last successful fetch
+	tried   time.Time // of the last attempt, successful or not
+	lastErr error     // of the last attempt
 }
 
 // VerifySignature implements oidc.KeySet: it checks a compact JWS against the issuer's keys
@@ -82,29 +86,36 @@ func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey, kid string) 
 }
 
 // current returns the cached keys, fetching them when there are none, when they are older
-// than maxAge, or when refresh is asked and the last fetch is older than minRefresh.
+// than maxAge, or when refresh is asked; at most one attempt per minRefresh, so that neither
+// tokens with made-up key ids nor a provider that is down turn into a flood of fetches. When
+// the fetch of keys older than maxAge fails, they are still used for staleGrace (a provider's
+// short outage does not stop every CI job), then not at all: a key the provider withdrew while
+// it could not be reached is not trusted for ever.
 func (k *keySet) current(ctx context.Context, refresh bool) ([]jose.JSONWebKey, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := k.now()
-	age := now.Sub(k.fetched)
-	switch {
-	case k.keys == nil && age >= k.minRefresh, age >= k.maxAge, refresh && age >= k.minRefresh:
-	case k.keys == nil:
-		return nil, fmt.Errorf("%w: the issuer's keys (%s) could not be fetched a moment ago", errUnavailable, k.url)
-	default:
-		return k.keys, nil
-	}
-	k.fetched = now
-	keys, err := k.fetch(ctx)
-	if err != nil {
-		if k.keys != nil && !refresh {
-			return k.keys, nil // stale keys beat none while the provider is down
+	stale := k.keys != nil && now.Sub(k.keysAt) >= k.maxAge
+	if (k.keys == nil || stale || refresh) && now.Sub(k.tried) >= k.minRefresh {
+		k.tried = now
+		keys, err := k.fetch(ctx)
+		if err == nil {
+			k.keys, k.keysAt, k.lastErr = keys, now, nil
+			return keys, nil
 		}
-		return nil, fmt.Errorf("%w: fetching the issuer's keys: %v", errUnavailable, err)
+		k.lastErr = err
+		if refresh || k.keys == nil {
+			return nil, fmt.Errorf("%w: fetching the issuer's keys: %v", errUnavailable, err)
+		}
 	}
-	k.keys = keys
-	return keys, nil
+	switch {
+	case k.keys == nil:
+		return nil, fmt.Errorf("%w: the issuer's keys (%s) could not be fetched a moment ago: %v", errUnavailable, k.url, k.lastErr)
+	case stale && now.Sub(k.keysAt) >= k.maxAge+k.staleGrace:
+		return nil, fmt.Errorf("%w: the issuer's keys (%s) were last fetched at %s, more than %s ago, and cannot be fetched again: %v",
+			errUnavailable, k.url, k.keysAt.UTC().Format(time.RFC3339), k.maxAge+k.staleGrace, k.lastErr)
+	}
+	return k.keys, nil
 }
 
 // fetch reads the JWKS document and keeps its public signing keys.

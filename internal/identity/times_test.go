@@ -70,7 +70,7 @@ oidc:
 	ctx := context.Background()
 	p, err := v.Verify(ctx, mint(nil))
 	require.NoError(t, err, "ES256, one of the audiences")
-	assert.Equal(t, "job-1", p.Name)
+	assert.Equal(t, iss+"#job-1", p.Name, "the issuer scopes the subject")
 	_, err = v.Verify(ctx, mint(map[string]any{"exp": now.Add(-5 * time.Second).Unix()}))
 	assert.NoError(t, err, "expired 5 s ago, within the 10 s skew")
 	for name, claims := range map[string]map[string]any{

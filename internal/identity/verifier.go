@@ -52,8 +52,9 @@ type Options struct {
 	Client *http.Client
 	// KeyRefresh is the least time between two fetches of an issuer's keys caused by an unknown
 	// key id; 0 = 10 s. KeyMaxAge is how long fetched keys are used before they are fetched
-	// again; 0 = 1 h.
-	KeyRefresh, KeyMaxAge time.Duration
+	// again; 0 = 1 h. KeyStaleGrace is how long past KeyMaxAge the keys are still used while
+	// they cannot be fetched again; 0 = 1 h.
+	KeyRefresh, KeyMaxAge, KeyStaleGrace time.Duration
 }
 
 // NewVerifier prepares the policy's issuers. It does not reach them: discovery and keys are
@@ -68,6 +69,9 @@ func NewVerifier(policy *access.Policy, opts Options) *Verifier {
 	}
 	if opts.KeyMaxAge == 0 {
 		opts.KeyMaxAge = time.Hour
+	}
+	if opts.KeyStaleGrace == 0 {
+		opts.KeyStaleGrace = time.Hour
 	}
 	if policy.OIDC == nil {
 		return v
@@ -98,7 +102,8 @@ func (v *Verifier) now() time.Time {
 }
 
 func (v *Verifier) newIDTokenVerifier(is *issuer, jwksURL string, opts Options) *oidc.IDTokenVerifier {
-	keys := &keySet{url: jwksURL, client: v.client, algorithms: is.algs, minRefresh: opts.KeyRefresh, maxAge: opts.KeyMaxAge, now: v.now}
+	keys := &keySet{url: jwksURL, client: v.client, algorithms: is.algs, minRefresh: opts.KeyRefresh, maxAge: opts.KeyMaxAge,
+		staleGrace: opts.KeyStaleGrace, now: v.now}
 	return oidc.NewVerifier(is.cfg.Issuer, keys, &oidc.Config{
 		SupportedSigningAlgs: is.cfg.Algorithms,
 		SkipClientIDCheck:    true, // several audiences may be allowed: checked below
@@ -148,7 +153,7 @@ func unauthenticated(format string, args ...any) error {
 func (v *Verifier) Verify(ctx context.Context, raw string) (access.Principal, error) {
 	p, _, err := v.VerifyClaims(ctx, raw)
 	if err != nil {
-		return access.Principal{}, err
+		return p, err // a good token no rule admits names its identity (the audit of the 403)
 	}
 	return p, nil
 }
@@ -170,6 +175,10 @@ func (v *Verifier) VerifyClaims(ctx context.Context, raw string) (access.Princip
 	tok, err := ver.Verify(ctx, raw)
 	if errors.Is(err, errUnavailable) {
 		return access.Principal{}, nil, err
+	}
+	if err != nil && strings.Contains(err.Error(), errUnavailable.Error()) {
+		// go-oidc wraps the key set's error with %v: the provider's fault, not the token's.
+		return access.Principal{}, nil, fmt.Errorf("%w: %s", errUnavailable, strings.TrimPrefix(err.Error(), "oidc: "))
 	}
 	if err != nil {
 		return access.Principal{}, nil, unauthenticated("%s", strings.TrimPrefix(err.Error(), "oidc: "))
@@ -210,13 +219,17 @@ func (v *Verifier) Admit(iss string, claims map[string]any) (access.Principal, e
 	if err != nil {
 		return access.Principal{}, unauthenticated("%v", err)
 	}
+	// The issuer's prefix keeps its principals apart from every other issuer's and from kobe
+	// tokens' (access.Issuer.Prefix): the same subject of two issuers is two principals.
+	name = is.cfg.Prefix() + name
+	sub, _ := claims["sub"].(string)
 	for _, rule := range is.cfg.Rules {
 		if rule.Matches(claims) {
 			grant := v.policy.Grant(rule)
-			return access.Principal{Name: name, Role: rule.Role, Issuer: iss, Grant: &grant}, nil
+			return access.Principal{Name: name, Role: rule.Role, Issuer: iss, Subject: sub, Grant: &grant}, nil
 		}
 	}
-	return access.Principal{Name: name}, fmt.Errorf("%w: no rule of issuer %s matches the claims of %s", access.ErrForbidden, iss, name)
+	return access.Principal{Name: name, Issuer: iss, Subject: sub}, fmt.Errorf("%w: no rule of issuer %s matches the claims of %s", access.ErrForbidden, iss, name)
 }
 
 // checkTimes: exp is required and must not have passed, nbf and iat must not be in the future,

@@ -48,7 +48,7 @@ func TestVerifyGitHubActionsToken(t *testing.T) {
 
 	p, err := v.Verify(ctx, op.Token(t, oidcprovider.GitHubJob("acme/app", "refs/heads/main")))
 	require.NoError(t, err)
-	assert.Equal(t, "repo:acme/app:ref:refs/heads/main", p.Name)
+	assert.Equal(t, op.Issuer+"#repo:acme/app:ref:refs/heads/main", p.Name, "the issuer, then the template")
 	assert.Equal(t, "ci", p.Role)
 	assert.Equal(t, op.Issuer, p.Issuer)
 	assert.WithinDuration(t, time.Now().Add(5*time.Minute), p.ExpiresAt, time.Minute)
@@ -64,7 +64,7 @@ func TestVerifyGitHubActionsToken(t *testing.T) {
 	p, err = v.Verify(ctx, op.Token(t, oidcprovider.GitHubJob("acme/app", "refs/heads/feature")))
 	require.NoError(t, err)
 	assert.Equal(t, "dev", p.Role)
-	assert.Equal(t, "repo:acme/app:ref:refs/heads/feature", p.Name)
+	assert.Equal(t, op.Issuer+"#repo:acme/app:ref:refs/heads/feature", p.Name)
 
 	// A valid token that no rule admits.
 	_, err = v.Verify(ctx, op.Token(t, oidcprovider.GitHubJob("evil/app", "refs/heads/main")))
@@ -149,6 +149,14 @@ oidc:
 		{"open brace", "    audiences: [kobe-system]\n    identityTemplate: \"repo:{repository\"\n    rules: [{role: ci}]\n", "'{'"},
 		{"skew", "    audiences: [kobe-system]\n    clockSkew: 1h\n    rules: [{role: ci}]\n", "clockSkew"},
 		{"unknown field", "    audiences: [kobe-system]\n    audience: x\n    rules: [{role: ci}]\n", "audience"},
+		{"prefix without a separator", "    audiences: [kobe-system]\n    principalPrefix: gha\n    rules: [{role: ci}]\n", "principalPrefix"},
+		{"prefix with a space", "    audiences: [kobe-system]\n    principalPrefix: \"g a:\"\n    rules: [{role: ci}]\n", "principalPrefix"},
+		{"a prefix beginning another", "    audiences: [kobe-system]\n    principalPrefix: \"gh:\"\n    rules: [{role: ci}]\n" +
+			"  - issuer: https://login.example.com\n    audiences: [kobe-portal]\n    principalPrefix: \"gh:sso:\"\n    rules: [{role: ci}]\n", "one begins the other"},
+		{"a prefix beginning the default of another", "    audiences: [kobe-system]\n    rules: [{role: ci}]\n" +
+			"  - issuer: https://login.example.com\n    audiences: [kobe-portal]\n    principalPrefix: \"https:\"\n    rules: [{role: ci}]\n", "one begins the other"},
+		{"issuer with a fragment", "    audiences: [kobe-system]\n    rules: [{role: ci}]\n" +
+			"  - issuer: https://login.example.com#x\n    audiences: [kobe-portal]\n    rules: [{role: ci}]\n", "fragment"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := access.ParsePolicy([]byte(base + c.yaml))
@@ -187,4 +195,58 @@ func TestIdentityTemplate(t *testing.T) {
 	assert.True(t, rule.Matches(claims))
 	rule.Match["ctx.team"] = "ops"
 	assert.False(t, rule.Matches(claims))
+}
+
+// Item 8 of the review (7 of issue 39): two issuers with the default template {sub} named the
+// same subject the same principal. Each principal now carries its issuer (or the issuer's
+// configured principalPrefix).
+func TestTwoIssuersNeverShareAPrincipal(t *testing.T) {
+	a, b := oidcprovider.Start(t), oidcprovider.Start(t)
+	pol, err := access.ParsePolicy([]byte(`roles:
+  ci: {permissions: [lease]}
+oidc:
+  issuers:
+  - issuer: ` + a.Issuer + `
+    audiences: [kobe-system]
+    rules: [{role: ci}]
+  - issuer: ` + b.Issuer + `
+    audiences: [kobe-system]
+    rules: [{role: ci}]
+`))
+	require.NoError(t, err)
+	v := identity.NewVerifier(pol, identity.Options{})
+	job := oidcprovider.GitHubJob("acme/app", "refs/heads/main")
+	pa, err := v.Verify(context.Background(), a.Token(t, job))
+	require.NoError(t, err)
+	pb, err := v.Verify(context.Background(), b.Token(t, job))
+	require.NoError(t, err)
+	assert.NotEqual(t, pa.Name, pb.Name, "the same subject of two issuers")
+	assert.Equal(t, a.Issuer+"#repo:acme/app:ref:refs/heads/main", pa.Name)
+	assert.Equal(t, b.Issuer+"#repo:acme/app:ref:refs/heads/main", pb.Name)
+}
+
+// The keys are fetched again after KeyMaxAge; while the provider cannot be reached the stale
+// keys keep working for KeyStaleGrace more, then verification fails (503: the issuer cannot be
+// reached), rather than trusting keys the provider may have withdrawn for ever.
+func TestStaleKeysAreUsedOnlyForAGracePeriod(t *testing.T) {
+	op := oidcprovider.Start(t)
+	now := time.Now()
+	v := identity.NewVerifier(policyFor(t, op.Issuer), identity.Options{KeyMaxAge: time.Hour})
+	v.Now = func() time.Time { return now }
+	ctx := context.Background()
+	job := oidcprovider.GitHubJob("acme/app", "refs/heads/main")
+	job.Lifetime = 24 * time.Hour
+	tok := op.Token(t, job)
+	_, err := v.Verify(ctx, tok)
+	require.NoError(t, err)
+
+	op.Close()
+	now = now.Add(time.Hour + 30*time.Minute) // past KeyMaxAge, within the grace
+	_, err = v.Verify(ctx, tok)
+	require.NoError(t, err, "stale keys beat none for a while")
+	now = now.Add(time.Hour) // 2h30 after the last fetch: past KeyMaxAge + the 1h grace
+	_, err = v.Verify(ctx, tok)
+	require.Error(t, err, "keys 2h30 old that cannot be fetched again are no longer trusted")
+	assert.ErrorIs(t, err, access.ErrIdentityUnavailable)
+	assert.Contains(t, err.Error(), "last fetched")
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/service"
@@ -23,8 +22,7 @@ func BenchmarkDoctorThroughAPI(b *testing.B) {
 	c.Ephemeral, c.NoDefaultPool, c.APIAddress, c.UIPort = true, true, "127.0.0.1:0", 0
 	c.TemporalPort = freePortB(b)
 	p := startB(b, c)
-	client, err := api.NewClient(p.APIURL)
-	require.NoError(b, err)
+	client := doctorClient(b, p)
 	ctx := context.Background()
 
 	lat := make([]time.Duration, 0, b.N)

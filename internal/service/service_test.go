@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/service"
@@ -68,10 +69,29 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func runDoctor(t *testing.T, apiURL string, hold time.Duration) api.DoctorReport {
+// doctorClient is a client of p's API with a token (POST /v1/doctor needs one): the admin
+// token of dev mode, else one made in p's store.
+func doctorClient(t testing.TB, p *service.Process) *api.Client {
 	t.Helper()
-	c, err := api.NewClient(apiURL)
+	c, err := api.NewClient(p.APIURL)
 	require.NoError(t, err)
+	if p.AdminTokenFile != "" {
+		tok, err := os.ReadFile(p.AdminTokenFile)
+		require.NoError(t, err)
+		c.Token = strings.TrimSpace(string(tok))
+		return c
+	}
+	id, secret, err := access.NewToken()
+	require.NoError(t, err)
+	_, err = p.Store.CreateToken(context.Background(), store.Token{ID: id, Name: "doctor", Role: access.RoleAdmin, Principal: "doctor", Hash: access.HashToken(secret)})
+	require.NoError(t, err)
+	c.Token = secret
+	return c
+}
+
+func runDoctor(t *testing.T, p *service.Process, hold time.Duration) api.DoctorReport {
+	t.Helper()
+	c := doctorClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+hold)
 	defer cancel()
 	started, err := c.StartDoctor(ctx, hold)
@@ -131,7 +151,7 @@ func TestDevModeServesEverything(t *testing.T) {
 	assert.Equal(t, 200, code)
 	assert.Contains(t, strings.ToLower(body), "<!doctype html>")
 
-	rep := runDoctor(t, p.APIURL, 0)
+	rep := runDoctor(t, p, 0)
 	requireAllHopsOK(t, rep)
 	names := ""
 	for _, h := range rep.Hops {
@@ -155,8 +175,24 @@ func TestDevModeServesEverything(t *testing.T) {
 
 func TestDoctorAPIValidatesInput(t *testing.T) {
 	p := start(t, devConfig(t), config.ModeDev)
+	// Without a token a probe is refused before its body is read: even a valid body is 401.
+	resp, err := http.Post(p.APIURL+"/v1/doctor", "application/json", strings.NewReader(`{"hold":"1s"}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 401, resp.StatusCode, string(b))
+	var unauth api.ErrorBody
+	require.NoError(t, json.Unmarshal(b, &unauth))
+	assert.Equal(t, api.ReasonUnauthorized, unauth.Reason)
+
+	// With a token, bad input is 400 invalid_request.
+	c := doctorClient(t, p)
 	for _, body := range []string{`{"hold":"forever"}`, `{"hold":"-1s"}`, `{"hold":"2h"}`, `{"unknown":1}`, `not json`} {
-		resp, err := http.Post(p.APIURL+"/v1/doctor", "application/json", strings.NewReader(body))
+		req, err := http.NewRequest("POST", p.APIURL+"/v1/doctor", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -191,7 +227,7 @@ func TestServerAndWorkerShareExternalTemporalAndPostgres(t *testing.T) {
 	code, body := get(t, srv.APIURL+"/readyz")
 	require.Equal(t, 200, code, body)
 
-	rep := runDoctor(t, srv.APIURL, 0)
+	rep := runDoctor(t, srv, 0)
 	requireAllHopsOK(t, rep)
 	assert.Equal(t, "postgres", rep.Hops[1].Detail, "the worker wrote to PostgreSQL")
 
@@ -290,8 +326,7 @@ func TestDevRestartResumesInFlightWorkflows(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is in use by another kobe")
 
-	client, err := api.NewClient(p1.APIURL)
-	require.NoError(t, err)
+	client := doctorClient(t, p1)
 	started, err := client.StartDoctor(ctx, 3*time.Second)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -350,7 +385,7 @@ func TestDevWithoutWorker(t *testing.T) {
 	assert.NotEmpty(t, wrk.HostID)
 
 	// The worker writes the probe row, the dev API reads it: one store file, two connections.
-	requireAllHopsOK(t, runDoctor(t, dev.APIURL, 0))
+	requireAllHopsOK(t, runDoctor(t, dev, 0))
 	_, body = get(t, dev.APIURL+"/v1/status")
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	require.NotEmpty(t, st.Workers, "status lists the separate worker")

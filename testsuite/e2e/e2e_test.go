@@ -108,6 +108,14 @@ func waitReady(t testing.TB, apiURL string, timeout time.Duration) time.Duration
 
 type devPorts struct{ api, temporal, ui int }
 
+// ownCLIConfig is the environment of a test's `kobe dev` and of the CLI it drives: a CLI config
+// file of the test's own (where dev writes its "dev" context, admin token included) and no
+// KOBE_SERVER/KOBE_TOKEN from the caller. POST /v1/doctor needs a token, and the CLI finds it
+// in that context; without a config of its own the test would read and overwrite the user's.
+func ownCLIConfig(t testing.TB) []string {
+	return []string{"KOBE_CONFIG=" + filepath.Join(t.TempDir(), "config.yaml"), "KOBE_SERVER=", "KOBE_TOKEN="}
+}
+
 func newDevPorts(t testing.TB) devPorts {
 	return devPorts{api: freePort(t), temporal: freePort(t), ui: freePort(t)}
 }
@@ -167,17 +175,19 @@ func startCLIDev(t *testing.T, defaultPool bool) *cliDev {
 func TestKill9DuringDurableTimer(t *testing.T) {
 	state := t.TempDir()
 	ports := newDevPorts(t)
-	dev := startKobe(t, nil, ports.args(state)...)
+	env := ownCLIConfig(t)
+	dev := startKobe(t, env, ports.args(state)...)
 	cold := waitReady(t, ports.apiURL(), 90*time.Second)
 
-	doctor := startKobe(t, []string{"KOBE_SERVER=" + ports.apiURL()}, "doctor", "--hold", "5s", "--timeout", "3m")
+	// KOBE_SERVER names the server; the token comes from the context dev wrote for it.
+	doctor := startKobe(t, append(env, "KOBE_SERVER="+ports.apiURL()), "doctor", "--hold", "5s", "--timeout", "3m")
 	id := waitForDoctorID(t, doctor)
 	waitForStage(t, ports.apiURL(), id, "holding")
 
 	require.NoError(t, dev.cmd.Process.Signal(syscall.SIGKILL))
 	<-dev.done
 
-	dev2 := startKobe(t, nil, ports.args(state)...)
+	dev2 := startKobe(t, env, ports.args(state)...)
 	warm := waitReady(t, ports.apiURL(), 90*time.Second)
 	t.Logf("time to /readyz: cold state dir %s, existing state dir after kill -9 %s", cold.Round(time.Millisecond), warm.Round(time.Millisecond))
 
@@ -305,12 +315,13 @@ func nonEmptyLines(s string) []string {
 // TestCLIAgainstARunningKobe drives status, doctor and version through the binary.
 func TestCLIAgainstARunningKobe(t *testing.T) {
 	ports := newDevPorts(t)
-	startKobe(t, nil, append(ports.args(t.TempDir()), "--ephemeral")...)
+	cli := ownCLIConfig(t)
+	startKobe(t, cli, append(ports.args(t.TempDir()), "--ephemeral")...)
 	waitReady(t, ports.apiURL(), 90*time.Second)
 
 	run := func(env []string, args ...string) (int, string, string) {
 		cmd := exec.Command(kobeBin, args...)
-		cmd.Env = append(os.Environ(), env...)
+		cmd.Env = append(append(os.Environ(), cli...), env...)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		_ = cmd.Run()
@@ -340,6 +351,11 @@ func TestCLIAgainstARunningKobe(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	assert.Equal(t, "Completed", rep.Status)
 	assert.GreaterOrEqual(t, len(rep.Hops), 6)
+
+	// Without a token (an empty CLI config, no KOBE_TOKEN) a probe is refused, with the hint.
+	code, _, errOut = run([]string{"KOBE_CONFIG=" + filepath.Join(t.TempDir(), "none.yaml")}, "doctor", "--server", ports.apiURL())
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "KOBE_TOKEN", "the 401 tells how to pass a token")
 
 	code, out, _ = run(nil, "version", "-o", "json")
 	require.Equal(t, 0, code)

@@ -52,12 +52,13 @@ func noiseAfterSignal(t *testing.T, log string) []string {
 func TestDevStopsCleanlyOnSIGINT(t *testing.T) {
 	state := t.TempDir()
 	ports := newDevPorts(t)
-	dev := startKobe(t, nil, append(ports.args(state), "--ui-port", "0")...)
+	env := ownCLIConfig(t)
+	dev := startKobe(t, env, append(ports.args(state), "--ui-port", "0")...)
 	waitReady(t, ports.apiURL(), 90*time.Second)
 
 	// One doctor run: the worker has run workflow and activity tasks and its pollers are parked
-	// in long polls when the signal comes.
-	out, errOut, code := kobeCLI(t, nil, "doctor", "--server", ports.apiURL())
+	// in long polls when the signal comes. Its token is in the context dev wrote.
+	out, errOut, code := kobeCLI(t, env, "doctor", "--server", ports.apiURL())
 	require.Equal(t, 0, code, "doctor\nstdout:\n%s\nstderr:\n%s", out, errOut)
 
 	require.NoError(t, dev.cmd.Process.Signal(syscall.SIGINT))

@@ -39,7 +39,8 @@ oidc:
   issuers:
   - issuer: ` + prov.Issuer + `
     audiences: [kobe-portal, kobe-cli]
-    identityTemplate: "sso:{email}"
+    principalPrefix: "sso:"
+    identityTemplate: "{email}"
     rules:
     - match: {email: "*@example.com"}
       role: dev
