@@ -342,10 +342,13 @@ const defaultLeaseStartGrace = 10 * time.Second
 // store has Bound and whose workflow is not there after the grace has not started yet (or was
 // terminated by hand): that is errLeaseNotStarted, never the workflow's NotFound, which the
 // handlers take for a lease that ended — a release answered 204 and then lost, its cluster held
-// for the lease's whole TTL (seen in `make bench` at 50 clients, 4 December 2026).
+// for the lease's whole TTL (seen in `make bench` at 50 clients, 4 December 2026). The same
+// holds for a row still Pending: a warm bind whose kubeconfig the API could not mint leaves the
+// row Pending while the pool starts the workflow, and a request racing an admission's start
+// comes before it too (issue 39, item 2).
 func (s *Server) untilLeaseRuns(ctx context.Context, l store.Lease, op func() error) error {
 	err := op()
-	if l.Phase != api.LeaseBound {
+	if !l.Phase.Active() {
 		return err
 	}
 	grace := s.LeaseStartGrace
@@ -370,7 +373,7 @@ func (s *Server) untilLeaseRuns(ctx context.Context, l store.Lease, op func() er
 	return err
 }
 
-// errLeaseNotStarted: a lease is Bound in the store but its workflow does not exist yet.
+// errLeaseNotStarted: a lease is Pending or Bound in the store but its workflow does not exist yet.
 var errLeaseNotStarted = errors.New("the lease's workflow has not started yet; try again")
 
 func isNotFound(err error) bool {

@@ -58,3 +58,36 @@ func TestARequestToABoundLeaseWaitsForItsWorkflowOrSaysTryAgain(t *testing.T) {
 	defer cancel()
 	require.NoError(t, tmp.Client.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil), "the release reached the lease's workflow, which ended")
 }
+
+// The review's item 2: after a warm bind whose kubeconfig could not be minted the store row is
+// still Pending while the pool starts the lease's workflow. A release in that window was
+// answered 204 ("ended": NotFound read as not running) and lost; it must answer 503 (try
+// again) and reach the workflow once it runs, as for a Bound row.
+func TestAReleaseOfAPendingLeaseWithoutItsWorkflowSaysTryAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded Temporal; skipped with -short")
+	}
+	ctx := context.Background()
+	tmp, st, s := serverWithHeldPool(t, "lp", func(s *server.Server) { s.LeaseStartGrace = 300 * time.Millisecond })
+	h := s.Handler()
+	const id = "lease-pending-not-started"
+	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "lp", Principal: "anonymous", Phase: api.LeasePending,
+		TTL: time.Hour}))
+	do := func(method, path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+		return rec
+	}
+	rec := do("DELETE", "/v1/leases/"+id)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "a release the workflow cannot receive yet is not accepted: %s", rec.Body.String())
+	assert.NotEmpty(t, rec.Header().Get("Retry-After"))
+
+	_, err := server.StartLease(ctx, tmp.Client, "lp", lease.Input{LeaseID: id, Pool: "lp", Principal: "anonymous",
+		TTL: time.Hour, MaxTTL: 2 * time.Hour}, false)
+	require.NoError(t, err)
+	rec = do("DELETE", "/v1/leases/"+id)
+	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	require.NoError(t, tmp.Client.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil), "the release reached the lease's workflow, which ended")
+}
