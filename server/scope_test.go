@@ -71,7 +71,7 @@ func TestDoctorNeedsATokenAndCountsAgainstTheRate(t *testing.T) {
 // credentials (the login, the callback, a static file) counts against its client address; a
 // page counts once against its principal (its in-process /v1 calls do not count again).
 func TestPortalRoutesAreRateLimited(t *testing.T) {
-	s, h := loginServer(t)
+	_, h := loginServer(t)
 	limited := 0
 	for range 200 {
 		rec := send(h, "GET", "/ui/login", "", "192.0.2.7:5555", "")
@@ -93,7 +93,7 @@ func TestPortalRoutesAreRateLimited(t *testing.T) {
 	// A page with a bearer token: one request of its principal, whatever it asks of /v1.
 	pol, err := access.ParsePolicy([]byte("roles:\n  admin: {permissions: [lease, pool.read, pool.admin, audit.read, tokens], rateLimit: {requestsPerSecond: 0.001, burst: 3}}\n"))
 	require.NoError(t, err)
-	s = &Server{Store: sqliteStore(t), Policy: pol, Temporal: &recordingTemporal{}}
+	s := &Server{Store: sqliteStore(t), Policy: pol, Temporal: &recordingTemporal{}}
 	h = s.Handler()
 	tok := adminToken(t, s.Store, "root")
 	for i := range 3 {
