@@ -15,6 +15,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/server"
+	"github.com/kunobi-ninja/kobe/testsuite"
 )
 
 // A warm bind answers Bound before the lease's workflow exists (the pool starts it as a child a
@@ -48,11 +49,19 @@ func TestARequestToABoundLeaseWaitsForItsWorkflowOrSaysTryAgain(t *testing.T) {
 	rec = do("POST", "/v1/leases/"+id+"/heartbeat")
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "the lease has not ended: %s", rec.Body.String())
 
-	// The workflow starts (as the pool's child would): the client's retry reaches it.
-	_, err := server.StartLease(ctx, tmp.Client, "ls", lease.Input{LeaseID: id, Pool: "ls", Principal: "anonymous",
+	releaseOnceStarted(t, tmp, s, "ls", id)
+}
+
+// releaseOnceStarted starts the lease's workflow (as the pool's child would): the client's
+// retried release reaches it, answered 204, and the workflow ends.
+func releaseOnceStarted(t *testing.T, tmp *testsuite.Temporal, s *server.Server, poolName, id string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := server.StartLease(ctx, tmp.Client, poolName, lease.Input{LeaseID: id, Pool: poolName, Principal: "anonymous",
 		TTL: time.Hour, MaxTTL: 2 * time.Hour}, false)
 	require.NoError(t, err)
-	rec = do("DELETE", "/v1/leases/"+id)
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1/leases/"+id, nil))
 	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
 	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -69,25 +78,12 @@ func TestAReleaseOfAPendingLeaseWithoutItsWorkflowSaysTryAgain(t *testing.T) {
 	}
 	ctx := context.Background()
 	tmp, st, s := serverWithHeldPool(t, "lp", func(s *server.Server) { s.LeaseStartGrace = 300 * time.Millisecond })
-	h := s.Handler()
 	const id = "lease-pending-not-started"
 	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "lp", Principal: "anonymous", Phase: api.LeasePending,
 		TTL: time.Hour}))
-	do := func(method, path string) *httptest.ResponseRecorder {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
-		return rec
-	}
-	rec := do("DELETE", "/v1/leases/"+id)
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1/leases/"+id, nil))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "a release the workflow cannot receive yet is not accepted: %s", rec.Body.String())
 	assert.NotEmpty(t, rec.Header().Get("Retry-After"))
-
-	_, err := server.StartLease(ctx, tmp.Client, "lp", lease.Input{LeaseID: id, Pool: "lp", Principal: "anonymous",
-		TTL: time.Hour, MaxTTL: 2 * time.Hour}, false)
-	require.NoError(t, err)
-	rec = do("DELETE", "/v1/leases/"+id)
-	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
-	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	require.NoError(t, tmp.Client.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil), "the release reached the lease's workflow, which ended")
+	releaseOnceStarted(t, tmp, s, "lp", id)
 }
