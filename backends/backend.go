@@ -145,12 +145,23 @@ type SleepRequirement interface {
 // once (the local backend: the cgroup freezer). Unlike Sleep, nothing is stopped or restarted:
 // a frozen instance keeps its memory and uses no CPU, and a thawed one answers again within
 // milliseconds, so spare pool members can be frozen and woken on claim. A frozen instance
-// reports PhaseFrozen and does not serve. Freeze of a frozen and Thaw of a running instance
-// succeed; Delete and Sleep work on a frozen instance. Where the host cannot freeze, Freeze
+// reports PhaseFrozen and does not serve. Thaw returns once the instance answers again (a warm
+// bind grants the member on its success), an error if it does not. Freeze of a frozen and Thaw
+// of a running instance succeed; Delete and Sleep work on a frozen instance. Where the host cannot freeze, Freeze
 // returns an error wrapping ErrUnavailableHere.
 type Freezer interface {
 	Freeze(ctx context.Context, id string) error
 	Thaw(ctx context.Context, id string) error
+}
+
+// DownNotifier is a backend that notices at once when an instance it runs stops serving on its
+// own (a process exited, a pod failed), rather than at the next health check. A warm bind takes
+// a Ready member without calling it, so the pool must learn of such a death before the next
+// claim, not up to a health interval later. NotifyDown sets the function called (from any
+// goroutine, never while the backend holds a lock) with the instance and what happened; stops
+// kobe asked for (Delete, Sleep, Freeze) are not reported.
+type DownNotifier interface {
+	NotifyDown(func(id, message string))
 }
 
 // CertManager is a backend that knows when an instance's certificates expire and can re-issue

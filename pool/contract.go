@@ -45,6 +45,18 @@ type HealthReport struct {
 	At         time.Time `json:"at"`
 }
 
+// SignalMemberDown goes to the pool from a member's host when its backend sees the member stop
+// serving on its own (backends.DownNotifier): MemberDown.
+const SignalMemberDown = "member-down"
+
+// MemberDown says a member stopped serving without kobe stopping it.
+type MemberDown struct {
+	InstanceID string `json:"instanceId"`
+	// Message says what happened ("its kube-apiserver process ended: signal: killed").
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+}
+
 // SignalInstanceSync goes from the pool to a lease when what its member could not sync onto
 // its host changed (SyncReport, from a backend that syncs: backends.SyncErrorReporter); the
 // lease shows it as its Synced condition.

@@ -50,11 +50,14 @@ type Versions struct {
 	SettlesBeforeContinuing bool
 	// KeepsClaimsOfFailedThaws: see poolVersionKeepsClaimsOfFailedThaws.
 	KeepsClaimsOfFailedThaws bool
+	// TakesMemberDown: see poolVersionTakesMemberDown.
+	TakesMemberDown bool
 }
 
 // latestVersions are the behaviours of a pool started by this kobe (what the tests play).
 var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true,
-	Certificates: true, FreezesSpares: true, SyncsSchedules: true, SettlesBeforeContinuing: true, KeepsClaimsOfFailedThaws: true}
+	Certificates: true, FreezesSpares: true, SyncsSchedules: true, SettlesBeforeContinuing: true, KeepsClaimsOfFailedThaws: true,
+	TakesMemberDown: true}
 
 // State is a pool's state as its decisions see it.
 type State struct {
@@ -1178,11 +1181,29 @@ func (s *State) syncChecked(m *Member, st *instance.SyncState, fx Executor) {
 	_ = fx.Do(SignalLease{LeaseID: m.LeaseID, Signal: SignalInstanceSync, Arg: report})
 }
 
+// MemberDown acts on a member its backend saw stop serving on its own (its host's
+// SignalMemberDown): as on one that failed failureThreshold health checks, at once. A member
+// that is not watched (being thawed for a claim: the thaw itself fails; already broken, torn
+// down or gone) is left to what is under way.
+func (s *State) MemberDown(r MemberDown, fx Executor) {
+	m, ok := s.Members[r.InstanceID]
+	if !ok || !s.checked(m) {
+		return
+	}
+	m.HealthFailures = max(m.HealthFailures, s.healthThreshold())
+	m.HealthMessage = r.Message
+	s.memberLost(m, fmt.Sprintf("stopped serving: %s", r.Message), fx)
+}
+
 // memberBroken acts on a member that failed failureThreshold checks in a row: a Ready one is
 // recycled (and replaced); a Leased one is reported to its lease, whose holder decides; once it
 // is given back it is torn down and the pool refills.
 func (s *State) memberBroken(m *Member, fx Executor) {
-	msg := fmt.Sprintf("failed %d health checks in a row: %s", m.HealthFailures, m.HealthMessage)
+	s.memberLost(m, fmt.Sprintf("failed %d health checks in a row: %s", m.HealthFailures, m.HealthMessage), fx)
+}
+
+// memberLost is memberBroken with the message saying why.
+func (s *State) memberLost(m *Member, msg string, fx Executor) {
 	rec := instance.Record{ID: m.ID, Pool: s.Policy.Name, Backend: s.Policy.Backend, Host: m.Placement.HostID,
 		Phase: api.InstanceUnhealthy, Endpoint: m.Endpoint, Message: msg}
 	if m.LeaseID != "" && m.Phase == MemberLeased {

@@ -54,13 +54,14 @@ const (
 	evFreezeDone
 	evWarmGiveUp
 	evWarmThawDone
+	evMemberDown
 	evKinds
 )
 
 var eventNames = [...]string{"claim", "retry-claim", "cancel", "release", "retry-release", "member-ready", "member-failed",
 	"member-gone", "member-quarantined", "retry-teardown", "forget-member", "health-check-start", "apply", "delete", "time",
 	"continue-as-new", "lease-terminated", "health-check-done", "warm-claim", "retry-warm-claim", "warm-bind-lost",
-	"freezes-start", "freeze-done", "warm-give-up", "warm-thaw-done"}
+	"freezes-start", "freeze-done", "warm-give-up", "warm-thaw-done", "member-down"}
 
 // event is one step of a sequence. Which lease or member it concerns is pick modulo those that
 // qualify when it happens, and seed decides the outcomes of the actions it leads to, so that a
@@ -91,7 +92,7 @@ func randomEvent(r *rand.Rand, thaws bool) event {
 	weights := [evKinds]int{evClaim: 14, evRetryClaim: 4, evCancel: 5, evRelease: 10, evRetryRelease: 2, evReady: 14, evFail: 4,
 		evGone: 10, evQuarantined: 2, evRetryTeardown: 2, evForget: 2, evHealth: 5, evApply: 4, evDelete: 1, evTime: 12,
 		evContinueAsNew: 3, evTerminate: 2, evHealthDone: 5, evWarmClaim: 10, evRetryWarmClaim: 3, evWarmBindLost: 1,
-		evFreezes: 6, evFreezeDone: 6, evWarmGiveUp: 3, evWarmThawDone: 5}
+		evFreezes: 6, evFreezeDone: 6, evWarmGiveUp: 3, evWarmThawDone: 5, evMemberDown: 3}
 	if thaws {
 		// The sequences whose pool freezes every spare: warm binds that thaw, and what races them.
 		weights[evFreezes], weights[evWarmClaim], weights[evWarmGiveUp], weights[evWarmThawDone] = 20, 20, 8, 10
@@ -552,6 +553,16 @@ func (w *world) step(e event) {
 				}
 			}
 			s.HealthChecked(results, fx)
+		}
+	case evMemberDown:
+		// A member's host saw its process die (SignalMemberDown), in whatever phase the pool
+		// has it by the time the signal arrives.
+		var ids []string
+		for _, ph := range []MemberPhase{MemberReady, MemberLeased, MemberCreating, MemberDeleting} {
+			ids = append(ids, w.membersIn(ph)...)
+		}
+		if id, ok := pick(ids, e.pick); ok {
+			s.MemberDown(MemberDown{InstanceID: id, Message: "killed", At: w.now}, fx)
 		}
 	case evWarmClaim:
 		// POST /v1/leases: the pool's Update binds a prepared member at once, or the lease takes

@@ -76,4 +76,13 @@ const (
 	// the workflow task (a wait on the run's context from the handler).
 	poolVersionKeepClaimsChange                          = "pool-keeps-claims-of-failed-thaws"
 	poolVersionKeepsClaimsOfFailedThaws workflow.Version = 1
+
+	// poolVersionMemberDownChange (issue 39): the pool takes SignalMemberDown, which a member's
+	// host sends the moment its backend sees the member stop serving on its own (a process
+	// killed or crashed: backends.DownNotifier). A Ready member is recycled at once and a Leased
+	// one reported to its lease, as after failureThreshold failed health checks. Before, only
+	// the health check saw it, up to an interval later, and a warm bind could hand the dead
+	// member out meanwhile (it takes a Ready member without calling it).
+	poolVersionMemberDownChange                  = "pool-takes-member-down"
+	poolVersionTakesMemberDown  workflow.Version = 1
 )

@@ -49,6 +49,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	v.SyncsSchedules = workflow.GetVersion(ctx, poolVersionSchedulesChange, workflow.DefaultVersion, poolVersionSyncsSchedules) >= poolVersionSyncsSchedules
 	v.SettlesBeforeContinuing = workflow.GetVersion(ctx, poolVersionSettleChange, workflow.DefaultVersion, poolVersionSettlesBeforeContinuing) >= poolVersionSettlesBeforeContinuing
 	v.KeepsClaimsOfFailedThaws = workflow.GetVersion(ctx, poolVersionKeepClaimsChange, workflow.DefaultVersion, poolVersionKeepsClaimsOfFailedThaws) >= poolVersionKeepsClaimsOfFailedThaws
+	v.TakesMemberDown = workflow.GetVersion(ctx, poolVersionMemberDownChange, workflow.DefaultVersion, poolVersionTakesMemberDown) >= poolVersionTakesMemberDown
 	s := NewState(st, v)
 	p := &poolRun{ctx: ctx, s: s}
 	if s.Hardened && s.Incarnation == "" {
@@ -149,6 +150,13 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 
 	if s.SyncsSchedules {
 		handlers = append(handlers, p.warmWindowHandler())
+	}
+	if s.TakesMemberDown {
+		handlers = append(handlers, signalHandler{workflow.GetSignalChannel(ctx, SignalMemberDown), func(c workflow.ReceiveChannel) {
+			var r MemberDown
+			c.Receive(ctx, &r)
+			s.MemberDown(r, p)
+		}})
 	}
 
 	for {

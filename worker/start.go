@@ -44,6 +44,32 @@ type HostConfig struct {
 type Host struct {
 	Activities *Activities
 	workers    []sdkworker.Worker
+	logger     *zap.Logger
+}
+
+// memberDown tells a member's pool that its backend saw it stop serving on its own, so that no
+// warm bind hands it out while the next health check is still to come. Best effort: if the
+// signal does not reach the pool, that health check finds the member.
+func (h *Host) memberDown(id, message string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		inst, err := h.Activities.Store.GetInstance(ctx, id)
+		if err != nil || inst.Pool == "" {
+			h.logger.Warn("an instance stopped serving; its pool is not known", zap.String("instance", id),
+				zap.String("message", message), zap.Error(err))
+			return
+		}
+		err = h.Activities.Temporal.SignalWorkflow(ctx, pool.WorkflowID(inst.Pool), "", pool.SignalMemberDown,
+			pool.MemberDown{InstanceID: id, Message: message, At: time.Now().UTC()})
+		if err != nil {
+			h.logger.Warn("an instance stopped serving; its pool was not told", zap.String("instance", id),
+				zap.String("pool", inst.Pool), zap.String("message", message), zap.Error(err))
+			return
+		}
+		h.logger.Info("an instance stopped serving; its pool was told", zap.String("instance", id),
+			zap.String("pool", inst.Pool), zap.String("message", message))
+	}()
 }
 
 // StartHost builds the host's backends and starts its workers. On error nothing is left running.
@@ -71,7 +97,12 @@ func StartHost(cfg HostConfig) (*Host, error) {
 		}
 		acts.Backends[name] = b
 	}
-	h := &Host{Activities: acts}
+	h := &Host{Activities: acts, logger: cfg.Logger}
+	for _, b := range acts.Backends {
+		if n, ok := b.(backends.DownNotifier); ok {
+			n.NotifyDown(h.memberDown)
+		}
+	}
 	for _, queue := range queues {
 		w := New(cfg.Client, queue, acts)
 		if err := w.Start(); err != nil {
@@ -94,6 +125,11 @@ func StartHost(cfg HostConfig) (*Host, error) {
 
 // Stop stops the workers (each waits up to StopTimeout for its tasks); the instances stay.
 func (h *Host) Stop() {
+	for _, b := range h.Activities.Backends {
+		if n, ok := b.(backends.DownNotifier); ok {
+			n.NotifyDown(nil)
+		}
+	}
 	for i := len(h.workers) - 1; i >= 0; i-- {
 		h.workers[i].Stop()
 	}

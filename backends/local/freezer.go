@@ -162,8 +162,10 @@ func (b *Backend) Freeze(ctx context.Context, id string) error {
 }
 
 // Thaw implements backends.Freezer: the processes of a frozen instance run again from where they
-// stopped; the API server answers again at once (nothing restarts). Thawing an instance that is
-// not frozen succeeds.
+// stopped, and Thaw returns once its API server answers (nothing restarts, so within
+// milliseconds). A member is granted on a successful thaw, so one whose process died while
+// frozen, or whose API does not answer within thawAnswerWithin, is an error, not a success.
+// Thawing an instance that is not frozen succeeds if it serves.
 func (b *Backend) Thaw(ctx context.Context, id string) error {
 	unlock := b.lock(id)
 	defer unlock()
@@ -171,6 +173,17 @@ func (b *Backend) Thaw(ctx context.Context, id string) error {
 	if !ok {
 		return backends.ErrNotFound
 	}
+	if err := in.thawLocked(ctx); err != nil {
+		return err
+	}
+	return in.answers(ctx, thawAnswerWithin)
+}
+
+// thawAnswerWithin bounds the wait for a thawed API server's first answer: it resumes in
+// milliseconds, so this only allows for a loaded host.
+const thawAnswerWithin = 10 * time.Second
+
+func (in *instance) thawLocked(ctx context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if s := freezerState(in.freezerDir()); s != "" && s != "THAWED" {
@@ -183,4 +196,28 @@ func (b *Backend) Thaw(ctx context.Context, id string) error {
 	}
 	in.rec.Frozen = false
 	return in.save()
+}
+
+// answers waits until the instance's processes run and its API server answers /readyz, for at
+// most within; otherwise it says what is wrong.
+func (in *instance) answers(ctx context.Context, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		in.mu.Lock()
+		dead := in.deadProcessLocked()
+		in.mu.Unlock()
+		if dead != "" {
+			return fmt.Errorf("instance %s does not run: %s", in.rec.ID, dead)
+		}
+		err := in.readyz(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("instance %s: its API server does not answer: %w", in.rec.ID, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

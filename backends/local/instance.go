@@ -62,6 +62,8 @@ type instance struct {
 	procs    []*process // in start order
 	failure  string     // set when start failed
 	stopping bool
+	// down is the backend's DownNotifier function, told of exits kobe did not cause.
+	down *downNotice
 	// starting is set from start until the API-server-dependent components run.
 	starting bool
 	// adopted is set for an instance found again after a kobe restart (its processes were
@@ -119,7 +121,7 @@ func (b *Backend) newInstance(dir string, spec backends.InstanceSpec, opts Optio
 		ID: spec.ID, Pool: spec.Pool, Host: b.hostID, KubernetesVersion: spec.KubernetesVersion,
 		Components: opts.Components, Nodes: opts.Nodes, APIPort: apiPort, KinePort: kinePort,
 		CreatedAt: time.Now().UTC(), Datastore: ds, CertValidity: spec.CertificateValidity,
-	}}
+	}, down: &b.down}
 	admin, err := kubeconfig.ForClientCert(spec.ID, in.endpoint(), cp.CA.CertPEM, cp.Admin.CertPEM, cp.Admin.KeyPEM, pki.AdminUser)
 	if err != nil {
 		return nil, err
@@ -374,7 +376,7 @@ func (in *instance) startComponentLocked(b *Backend, component string) error {
 	}
 	args = append(args, trialArgs[component]...)
 	env = append(env, trialEnv[component]...)
-	p, err := startProcess(component, bin, args, env, in.path("logs", component+".log"))
+	p, err := startProcess(component, bin, args, env, in.path("logs", component+".log"), in.exitWatcher)
 	if err != nil {
 		return err
 	}
@@ -387,6 +389,24 @@ func (in *instance) startComponentLocked(b *Backend, component string) error {
 		}
 	}
 	return nil
+}
+
+// exitWatcher is told of every exit of the instance's processes. It reports to the backend's
+// DownNotifier the exits kobe did not cause: of a process of the instance as it runs now (a
+// stop clears in.procs before it clears stopping, and a sleep sets Sleeping), once the
+// instance was ready (a boot's failures are the boot's to report).
+func (in *instance) exitWatcher(p *process) {
+	in.mu.Lock()
+	current := false
+	for _, q := range in.procs {
+		current = current || q == p
+	}
+	report := current && in.down != nil && in.rec.ReadyOnce && !in.stopping && !in.rec.Sleeping && in.failure == ""
+	id := in.rec.ID
+	in.mu.Unlock()
+	if report {
+		in.down.report(id, fmt.Sprintf("its %s process ended: %s", p.name, p.exitMessage()))
+	}
 }
 
 func (in *instance) hasProcess(component string) bool {
@@ -408,7 +428,7 @@ func (in *instance) adopt() {
 		if !ok {
 			continue
 		}
-		if p, ok := adoptProcess(c, pid, in.dir); ok {
+		if p, ok := adoptProcess(c, pid, in.dir, in.exitWatcher); ok {
 			in.procs = append(in.procs, p)
 		}
 	}

@@ -98,6 +98,32 @@ type Backend struct {
 	// stopped refuses new Creates once StopCreating ran; creates counts those in flight.
 	stopped bool
 	creates sync.WaitGroup
+	// down is told of the exits of instances' processes that kobe did not cause (DownNotifier).
+	down downNotice
+}
+
+// downNotice holds the function NotifyDown set.
+type downNotice struct {
+	mu sync.Mutex
+	fn func(id, message string)
+}
+
+func (d *downNotice) report(id, message string) {
+	d.mu.Lock()
+	fn := d.fn
+	d.mu.Unlock()
+	if fn != nil {
+		fn(id, message)
+	}
+}
+
+// NotifyDown implements backends.DownNotifier: fn is called when a process of a Ready
+// instance exits without kobe stopping it (killed, crashed), within moments for a process this
+// kobe started and within half a second for one it adopted after a restart.
+func (b *Backend) NotifyDown(fn func(id, message string)) {
+	b.down.mu.Lock()
+	defer b.down.mu.Unlock()
+	b.down.fn = fn
 }
 
 var (
@@ -109,6 +135,7 @@ var (
 	_ backends.CertManager      = (*Backend)(nil)
 	_ backends.Preflighter      = (*Backend)(nil)
 	_ backends.Freezer          = (*Backend)(nil)
+	_ backends.DownNotifier     = (*Backend)(nil)
 )
 
 // New opens the backend's state and re-adopts the instances an earlier kobe left running.
@@ -453,6 +480,7 @@ func (b *Backend) adoptAll() error {
 			_ = b.boot.remove(filepath.Join(b.root, e.Name()))
 			continue
 		}
+		in.down = &b.down
 		in.adopt()
 		if in.rec.ReadyOnce {
 			// kobe stopped between the instance's Ready and its leaving the boot weight.

@@ -23,8 +23,9 @@ type process struct {
 	exitMsg string
 }
 
-// startProcess starts bin with args and env added to kobe's environment, its output appended to logPath.
-func startProcess(name, bin string, args, env []string, logPath string) (*process, error) {
+// startProcess starts bin with args and env added to kobe's environment, its output appended to
+// logPath. onExit (if not nil) is called with the process once it has exited.
+func startProcess(name, bin string, args, env []string, logPath string, onExit func(*process)) (*process, error) {
 	closeInheritedFilesOnExec()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -47,13 +48,17 @@ func startProcess(name, bin string, args, env []string, logPath string) (*proces
 			msg = err.Error()
 		}
 		p.markExited(msg)
+		if onExit != nil {
+			onExit(p)
+		}
 	}()
 	return p, nil
 }
 
 // adoptProcess watches a process started by an earlier kobe. It is not our child, so it is
-// polled rather than waited for. ok is false when no such process runs (any more).
-func adoptProcess(name string, pid int, mustContain string) (*process, bool) {
+// polled rather than waited for. ok is false when no such process runs (any more). onExit is
+// as for startProcess.
+func adoptProcess(name string, pid int, mustContain string, onExit func(*process)) (*process, bool) {
 	if !processMatches(pid, mustContain) {
 		return nil, false
 	}
@@ -62,7 +67,11 @@ func adoptProcess(name string, pid int, mustContain string) (*process, bool) {
 		for processMatches(pid, mustContain) {
 			time.Sleep(500 * time.Millisecond)
 		}
-		p.markExited("exited while kobe was not its parent")
+		const msg = "exited while kobe was not its parent"
+		p.markExited(msg)
+		if onExit != nil {
+			onExit(p)
+		}
 	}()
 	return p, true
 }

@@ -95,3 +95,75 @@ spec:
 	require.Len(t, unhealthy, 1, "the recycle is audited")
 	assert.True(t, strings.Contains(unhealthy[0].Detail["message"].(string), "health checks"), "%v", unhealthy[0].Detail)
 }
+
+// The new user's experiment of issue 39: a pool of 2 prepared members, kill -9 the
+// kube-apiserver of one, then lease twice at once. A warm bind takes a Ready member without
+// calling it, so before, the pool kept the dead member Ready until its health checks failed (an
+// interval × threshold later) and the second lease got the dead cluster. Now the member's host
+// tells the pool the moment the process exits; the health interval here is long, so only that
+// report can be what finds it.
+func TestAWarmBindNeverHandsOutAKilledMember(t *testing.T) {
+	d := startCLIDev(t, false)
+	env, stateDir, dev := d.env, d.stateDir, d.dev
+	manifest := filepath.Join(t.TempDir(), "down.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: down}
+spec:
+  size: 2
+  ttl: 10m
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+  healthCheck: {intervalSeconds: 3600, failureThreshold: 2}
+`), 0o644))
+	out, errOut, code := kobeCLI(t, env, "pool", "apply", "-f", manifest)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	pool := func() api.PoolView {
+		out, _, code := kobeCLI(t, env, "pool", "get", "down", "-o", "json")
+		var pv api.PoolView
+		if code != 0 || json.Unmarshal([]byte(out), &pv) != nil {
+			return api.PoolView{}
+		}
+		return pv
+	}
+	require.Eventually(t, func() bool { return pool().Ready == 2 }, 4*time.Minute, time.Second,
+		"the pool warms up; kobe dev output: %v", func() string { o, e := dev.output(t); return o + e }())
+
+	dirs, err := os.ReadDir(leaks.InstancesDir(stateDir))
+	require.NoError(t, err)
+	require.Len(t, dirs, 2)
+	victim := dirs[0].Name()
+	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(leaks.InstancesDir(stateDir), victim)+"/"), "kube-apiserver")
+	require.Len(t, apiservers, 1, "the victim's kube-apiserver")
+	require.NoError(t, syscall.Kill(apiservers[0].PID, syscall.SIGKILL))
+	killed := time.Now()
+
+	// The pool stops counting it Ready long before a health check could (one an hour here).
+	require.Eventually(t, func() bool { return pool().Ready < 2 }, 30*time.Second, 100*time.Millisecond,
+		"the pool still counts the killed member Ready: a warm bind would hand it out")
+	t.Logf("the pool let the killed member %s go %s after the kill", victim, time.Since(killed).Round(time.Millisecond))
+
+	// Both leases get working clusters (the second waits for the replacement if it must).
+	for i := range 2 {
+		out, errOut, code := kobeCLI(t, env, "run", "down", "--ttl", "5m", "--", "kubectl", "get", "ns")
+		require.Equal(t, 0, code, "lease %d: %s\n%s", i, out, errOut)
+		assert.Contains(t, out, "kube-system")
+	}
+
+	out, _, code = kobeCLI(t, env, "audit", "--pool", "down", "-o", "json")
+	require.Equal(t, 0, code, out)
+	var evs []api.AuditEvent
+	var wrapped api.AuditList
+	if json.Unmarshal([]byte(out), &evs) != nil {
+		require.NoError(t, json.Unmarshal([]byte(out), &wrapped), out)
+		evs = wrapped.Items
+	}
+	var unhealthy []api.AuditEvent
+	for _, e := range evs {
+		if e.Action == "instance.Unhealthy" && e.Target == victim {
+			unhealthy = append(unhealthy, e)
+		}
+	}
+	require.Len(t, unhealthy, 1, "the recycle is audited")
+	assert.Contains(t, unhealthy[0].Detail["message"], "stopped serving")
+}

@@ -1,0 +1,105 @@
+package local_test
+
+import (
+	"context"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/testsuite/leaks"
+)
+
+type downReport struct{ id, message string }
+
+// TestAnInstanceThatStopsServingIsReported: the backend tells NotifyDown's function at once when
+// a Ready instance's process is killed, and never for the stops kobe makes itself (a sleep, a
+// resume's restart, a delete). A warm bind relies on it to stop handing out a dead member.
+func TestAnInstanceThatStopsServingIsReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real kube-apiserver processes; skipped with -short")
+	}
+	state := t.TempDir()
+	ctx := context.Background()
+	b := newBackend(t, state)
+	reports := make(chan downReport, 16)
+	b.NotifyDown(func(id, message string) { reports <- downReport{id, message} })
+	const id = "down-me"
+	t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
+	_, err := b.Create(ctx, spec(id, ""))
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	_, err = b.WaitReady(wctx, id, nil)
+	require.NoError(t, err)
+
+	require.NoError(t, b.Sleep(ctx, id))
+	require.NoError(t, b.Resume(ctx, id))
+	rctx, rcancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer rcancel()
+	_, err = b.WaitReady(rctx, id, nil)
+	require.NoError(t, err)
+	select {
+	case r := <-reports:
+		t.Fatalf("a stop kobe made was reported: %+v", r)
+	case <-time.After(time.Second):
+	}
+
+	dir := filepath.Join(state, "local", "instances", id) + "/"
+	apiservers := leaks.Named(leaks.ProcessesNaming(dir), "kube-apiserver")
+	require.Len(t, apiservers, 1)
+	require.NoError(t, syscall.Kill(apiservers[0].PID, syscall.SIGKILL))
+	select {
+	case r := <-reports:
+		assert.Equal(t, id, r.id)
+		assert.Contains(t, r.message, "apiserver")
+		assert.Contains(t, r.message, "killed")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the killed kube-apiserver was not reported")
+	}
+
+	require.NoError(t, b.Delete(ctx, id))
+	select {
+	case r := <-reports:
+		t.Fatalf("a delete was reported: %+v", r)
+	case <-time.After(time.Second):
+	}
+}
+
+// TestAThawChecksTheInstanceServes: a thaw is what grants a frozen member to a lease, so one
+// whose API server died while frozen is an error, not a success (it used to succeed: the lease
+// was answered Bound to a dead cluster).
+func TestAThawChecksTheInstanceServes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real kube-apiserver processes; skipped with -short")
+	}
+	skipWithoutFreezer(t)
+	state := t.TempDir()
+	ctx := context.Background()
+	b := newBackend(t, state)
+	const id = "thaw-dead"
+	t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
+	_, err := b.Create(ctx, spec(id, ""))
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	_, err = b.WaitReady(wctx, id, nil)
+	require.NoError(t, err)
+
+	require.NoError(t, b.Freeze(ctx, id))
+	require.NoError(t, b.Thaw(ctx, id), "a live instance thaws")
+	require.NoError(t, b.Freeze(ctx, id))
+	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(state, "local", "instances", id)+"/"), "kube-apiserver")
+	require.Len(t, apiservers, 1)
+	require.NoError(t, syscall.Kill(apiservers[0].PID, syscall.SIGKILL))
+	err = b.Thaw(ctx, id)
+	require.Error(t, err, "a thaw of an instance whose API server died is not a success")
+	assert.Contains(t, err.Error(), "apiserver")
+	st, err := b.Status(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, backends.PhaseUnhealthy, st.Phase)
+}
