@@ -85,6 +85,9 @@ const (
 	ReasonExpired                  ReasonCode = "expired"
 	// ReasonIdleTimeout ends a lease whose heartbeats stopped for its idle timeout.
 	ReasonIdleTimeout ReasonCode = "idle_timeout"
+	// ReasonOrphaned fails a lease that stayed Pending without a workflow past the orphan
+	// reaper's grace: the API that admitted it stopped before it started it (lease.ReapOrphans).
+	ReasonOrphaned ReasonCode = "orphaned"
 	// ReasonHealthFailed: a member failed its pool's health checks failureThreshold times in a
 	// row; it is recycled, and a lease bound to it carries a condition with this reason.
 	ReasonHealthFailed ReasonCode = "health_failed"

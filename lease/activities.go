@@ -90,6 +90,12 @@ func RecordLeaseIn(ctx context.Context, tx store.Store, r Record) error {
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	if err == nil && l.Phase.Ended() && l.Phase == r.Phase {
+		// Ended so already: the end first recorded stands, with its reason. A workflow that
+		// started after the orphan reaper failed its row (reason orphaned) and then failed
+		// itself (its bind refused) does not rewrite the reason.
+		return nil
+	}
 	changed := l.Phase != r.Phase
 	if err == nil && !changed && l.Pool == r.Pool && l.InstanceID == r.InstanceID && l.TTL == r.TTL &&
 		l.ExpiresAt.Equal(r.ExpiresAt) && l.Reason == r.Reason && l.Principal != "" {
@@ -105,10 +111,16 @@ func RecordLeaseIn(ctx context.Context, tx store.Store, r Record) error {
 	if !changed {
 		return nil
 	}
-	action := "lease." + strings.ToLower(string(r.Phase))
-	_, err = tx.AppendEvent(ctx, store.Event{Actor: "kobe", Action: action, Target: r.ID, Pool: r.Pool, Key: action + ":" + r.ID,
-		Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))})
+	_, err = tx.AppendEvent(ctx, transitionEvent(r))
 	return err
+}
+
+// transitionEvent is the audit event of a lease's move to r.Phase (lease.bound, lease.failed…),
+// keyed by the transition so that it is written once.
+func transitionEvent(r Record) store.Event {
+	action := "lease." + strings.ToLower(string(r.Phase))
+	return store.Event{Actor: "kobe", Action: action, Target: r.ID, Pool: r.Pool, Key: action + ":" + r.ID,
+		Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))}
 }
 
 // ActivityEnsureLeaseBound is EnsureLeaseBound's registered name (a warm-bound lease runs it

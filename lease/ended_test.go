@@ -48,3 +48,35 @@ func TestRecordLeaseOnAnEndedLeaseIsNotRetried(t *testing.T) {
 		assert.NotEqual(t, "lease.bound", e.Action, "no event of a refused transition")
 	}
 }
+
+// A lease the orphan reaper failed whose workflow starts after all (an API that stalled past
+// the grace, a pool's Update delivered late) cannot bind, and its own failure does not
+// rewrite why it ended: the row stays Failed with reason orphaned, its end audited once.
+func TestAnOrphanedLeaseKeepsItsEnd(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite://:memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	_, _, err = st.AdmitLease(ctx, store.AdmitRequest{Lease: store.Lease{ID: "lease-late", Pool: "dev", Principal: "alice", TTL: time.Hour}})
+	require.NoError(t, err)
+	failed, err := st.FailPendingLease(ctx, "lease-late", api.ReasonOrphaned)
+	require.NoError(t, err)
+	require.True(t, failed)
+
+	a := &lease.Activities{Store: st}
+	r := lease.Record{ID: "lease-late", Pool: "dev", Principal: "alice", Phase: api.LeasePending, TTL: time.Hour}
+	require.ErrorIs(t, a.RecordLease(ctx, r), store.ErrLeaseEnded, "its Pending row is not written back")
+	r.Phase, r.InstanceID = api.LeaseBound, "inst-1"
+	require.ErrorIs(t, a.RecordLease(ctx, r), store.ErrLeaseEnded, "nor bound")
+	_, err = st.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: "lease-late", Sealed: []byte("x"), ExpiresAt: time.Now().Add(time.Hour)})
+	require.ErrorIs(t, err, store.ErrLeaseEnded, "nor given a credential")
+	// The workflow's failure path records Failed with its own reason.
+	r.Phase, r.Reason = api.LeaseFailed, api.ReasonBackendError
+	require.NoError(t, a.RecordLease(ctx, r))
+
+	got, err := st.GetLease(ctx, "lease-late")
+	require.NoError(t, err)
+	assert.Equal(t, api.LeaseFailed, got.Phase)
+	assert.Equal(t, api.ReasonOrphaned, got.Reason, "the end first recorded stands")
+	assert.Empty(t, got.InstanceID)
+}

@@ -64,3 +64,13 @@ func (v *WakeRequest) UnmarshalJSON(b []byte) error {
 	type plain WakeRequest
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }
+
+func (v ReapInput) MarshalJSON() ([]byte, error) {
+	type plain ReapInput
+	return jsonduration.Marshal(plain(v))
+}
+
+func (v *ReapInput) UnmarshalJSON(b []byte) error {
+	type plain ReapInput
+	return jsonduration.Unmarshal(b, (*plain)(v))
+}

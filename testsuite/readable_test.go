@@ -45,4 +45,8 @@ func TestWorkflowInputsShowDurationsAsStrings(t *testing.T) {
 	in := input("readable-lease")
 	assert.Contains(t, in, `"ttl":"1h0m0s"`)
 	assert.Contains(t, in, `"maxTtl":"4h0m0s"`)
+	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "readable-reaper", TaskQueue: "nobody"},
+		lease.OrphanReaperWorkflowName, lease.ReapInput{Grace: 2 * time.Minute})
+	require.NoError(t, err)
+	assert.Contains(t, input("readable-reaper"), `"grace":"2m0s"`)
 }

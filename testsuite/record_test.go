@@ -289,3 +289,26 @@ func TestRecordCertificateSweepHistory(t *testing.T) {
 	require.Equal(t, []string{"rec-certs"}, res.Missed)
 	writeHistory(t, ctx, tmp.Client, "record-certificate-sweep", filepath.Join("..", "worker", "testdata", "histories", "certificate-sweep-v1.json"))
 }
+
+// TestRecordOrphanReaperHistory records a run of the orphan reaper that fails one orphan (a
+// Pending lease with no workflow, past a grace of a millisecond).
+func TestRecordOrphanReaperHistory(t *testing.T) {
+	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
+		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
+	}
+	tmp := testsuite.StartTemporal(t)
+	s := testsuite.NewStore(t, "sqlite")
+	testsuite.StartHostWorker(t, tmp.Client, "record", s, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _, err := s.AdmitLease(ctx, store.AdmitRequest{Lease: store.Lease{ID: "rec-orphan", Pool: "rec", Principal: "alice", TTL: time.Hour}})
+	require.NoError(t, err)
+	time.Sleep(10 * time.Millisecond) // past the grace below
+	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-orphan-reaper", TaskQueue: "record"},
+		lease.OrphanReaperWorkflowName, lease.ReapInput{Grace: time.Millisecond})
+	require.NoError(t, err)
+	var res lease.ReapResult
+	require.NoError(t, run.Get(ctx, &res))
+	require.Equal(t, []string{"rec-orphan"}, res.Reaped)
+	writeHistory(t, ctx, tmp.Client, "record-orphan-reaper", filepath.Join("..", "worker", "testdata", "histories", "orphan-reaper-v1.json"))
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 )
 
@@ -33,9 +34,12 @@ type HostConfig struct {
 	// HostClusterName names that host cluster (--host-cluster-name): the host also polls its
 	// queue, where the members of pools naming it are placed. "": unnamed.
 	HostClusterName string
-	// CertificateSchedule makes sure the certificate workflow's schedule exists and triggers
-	// one sweep once the workers run (kobe dev and kobe worker; tests start it themselves).
-	CertificateSchedule bool
+	// Schedules makes sure the schedules of kobe's periodic workflows exist, and triggers one
+	// run of each once the workers run: the certificate sweep and the orphan reaper (kobe dev
+	// and kobe worker; tests start them themselves).
+	Schedules bool
+	// OrphanGrace is the orphan reaper's grace (--orphan-grace), set on its schedule.
+	OrphanGrace time.Duration
 }
 
 // Host is a started kobe host: every backend compiled in, built for this host, and two
@@ -111,13 +115,18 @@ func StartHost(cfg HostConfig) (*Host, error) {
 		}
 		h.workers = append(h.workers, w)
 	}
-	if cfg.CertificateSchedule {
+	if cfg.Schedules {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := pool.EnsureCertificateSchedule(ctx, cfg.Client, cfg.SharedQueue); err != nil {
 			// Not fatal: the schedule is made by the next worker that starts, and the pools
 			// keep serving; their certificates are checked late.
 			cfg.Logger.Warn("the certificate schedule is not set up", zap.Error(err))
+		}
+		if err := lease.EnsureOrphanSchedule(ctx, cfg.Client, cfg.SharedQueue, cfg.OrphanGrace); err != nil {
+			// Not fatal either: leases are served; orphans wait for the next worker's start
+			// (or the schedule made earlier) to be reaped.
+			cfg.Logger.Warn("the orphan reaper's schedule is not set up", zap.Error(err))
 		}
 	}
 	return h, nil

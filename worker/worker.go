@@ -28,6 +28,7 @@ func Register(w sdkworker.Registry, acts *Activities) {
 	w.RegisterWorkflowWithOptions(pool.CertificateSweep, workflow.RegisterOptions{Name: pool.CertificateSweepWorkflowName})
 	w.RegisterWorkflowWithOptions(pool.WarmWindow, workflow.RegisterOptions{Name: pool.WarmWindowWorkflowName})
 	w.RegisterWorkflowWithOptions(lease.ScheduledSleep, workflow.RegisterOptions{Name: pool.ScheduledSleepWorkflowName})
+	w.RegisterWorkflowWithOptions(lease.ReapOrphans, workflow.RegisterOptions{Name: lease.OrphanReaperWorkflowName})
 	acts.RegisterActivities(w)
 }
 

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/spf13/pflag"
@@ -28,6 +29,16 @@ const (
 
 // DefaultTaskQueue is the Temporal task queue shared by all kobe workers for host-independent work.
 const DefaultTaskQueue = "kobe"
+
+// DefaultOrphanGrace is the orphan reaper's default grace: twice the API's longest wait
+// between admitting a lease and starting it (MinOrphanGrace), so that a slow start is never
+// taken for an orphan, even with the API's and the worker's clocks a little apart.
+const DefaultOrphanGrace = 2 * time.Minute
+
+// MinOrphanGrace is the shortest grace accepted: the API may take up to about 55 s between a
+// lease's admission and its start (a warm bind's Update, 10 s, then up to 4 start attempts of
+// 10 s and their pauses, 5 s: server.startLeaseSurely).
+const MinOrphanGrace = time.Minute
 
 // Config holds every setting of a kobe process.
 type Config struct {
@@ -46,6 +57,10 @@ type Config struct {
 	// HostClusterName names that host cluster (dev and worker): a pool whose
 	// spec.backend.hostCluster is this name has its members placed by the workers that have it.
 	HostClusterName string
+	// OrphanGrace (dev and worker) is how long a lease may stay Pending without a workflow
+	// before the orphan reaper fails it (reason orphaned): the workers set it on the reaper's
+	// schedule. At least MinOrphanGrace.
+	OrphanGrace time.Duration
 	// SecretKeyFile holds the base64 AES-256 key that seals lease kubeconfigs in the store.
 	// The API server and every worker must share it. Dev mode keeps one in --state-dir.
 	SecretKeyFile string
@@ -109,8 +124,9 @@ func Default() Config {
 			Namespace: "default",
 			TaskQueue: DefaultTaskQueue,
 		},
-		LogFormat: "console",
-		LogLevel:  "info",
+		LogFormat:   "console",
+		LogLevel:    "info",
+		OrphanGrace: DefaultOrphanGrace,
 	}
 }
 
@@ -165,8 +181,11 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 	}
 }
 
-// addHostFlags registers what the backends of a worker's host need.
+// addHostFlags registers what the backends of a worker's host need, and what its workers
+// set on the schedules they make.
 func (c *Config) addHostFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&c.OrphanGrace, "orphan-grace", c.OrphanGrace,
+		"how long a lease may stay Pending with no workflow (its API stopped between admitting and starting it) before it is failed with reason orphaned, freeing its quota and alias; at least "+MinOrphanGrace.String())
 	fs.StringVar(&c.HostKubeconfig, "host-kubeconfig", c.HostKubeconfig,
 		"kubeconfig of the host cluster the k3s, k0s and vcluster backends create instances in (default: the in-cluster config)")
 	fs.StringVar(&c.HostClusterName, "host-cluster-name", c.HostClusterName,
@@ -239,6 +258,9 @@ func (c *Config) Validate(mode Mode) error {
 		if _, err := os.Stat(c.HostKubeconfig); err != nil {
 			return fmt.Errorf("--host-kubeconfig: %v", err)
 		}
+	}
+	if mode != ModeServer && c.OrphanGrace < MinOrphanGrace {
+		return fmt.Errorf("--orphan-grace %s: must be at least %s (the API's longest wait between admitting a lease and starting it is about 55 s)", c.OrphanGrace, MinOrphanGrace)
 	}
 	switch mode {
 	case ModeDev:

@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
@@ -39,6 +40,8 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 			c.HostKubeconfig = "/definitely/missing/host.kubeconfig"
 		}, "--host-kubeconfig"},
 		{"host kubeconfig missing in dev", ModeDev, func(c *Config) { c.HostKubeconfig = "/definitely/missing/host.kubeconfig" }, "--host-kubeconfig"},
+		{"orphan grace too short", ModeWorker, func(c *Config) { c.Store = "sqlite:///tmp/x.db"; c.OrphanGrace = 30 * time.Second }, "--orphan-grace 30s: must be at least 1m0s"},
+		{"orphan grace zero in dev", ModeDev, func(c *Config) { c.OrphanGrace = 0 }, "--orphan-grace"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,6 +118,10 @@ func TestFlagsPerMode(t *testing.T) {
 	assert.True(t, has(ModeDev, "host-kubeconfig"))
 	assert.True(t, has(ModeWorker, "host-kubeconfig"))
 	assert.False(t, has(ModeServer, "host-kubeconfig"))
+	// The orphan reaper's grace is set on its schedule by the workers.
+	assert.True(t, has(ModeDev, "orphan-grace"))
+	assert.True(t, has(ModeWorker, "orphan-grace"))
+	assert.False(t, has(ModeServer, "orphan-grace"))
 }
 
 func TestDevStoreDSN(t *testing.T) {

@@ -314,7 +314,7 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 		logger.Warn("no --secret-key-file: this worker cannot hand out lease credentials")
 	}
 	p.secrets = secrets
-	h, err := worker.StartHost(worker.HostConfig{CertificateSchedule: true, Client: c, Store: st, Logger: logger.Named("activities"),
+	h, err := worker.StartHost(worker.HostConfig{Schedules: true, OrphanGrace: cfg.OrphanGrace, Client: c, Store: st, Logger: logger.Named("activities"),
 		SharedQueue: sharedQueue, StateDir: stateDir, Secrets: secrets, HostKubeconfig: cfg.HostKubeconfig,
 		HostClusterName: cfg.HostClusterName})
 	if err != nil {

@@ -414,6 +414,19 @@ func (s *sqlStore) UpsertLease(ctx context.Context, l Lease) error {
 	return nil
 }
 
+func (s *sqlStore) FailPendingLease(ctx context.Context, id string, reason api.ReasonCode) (bool, error) {
+	// The WHERE is checked against the row as it is when the update runs (PostgreSQL re-reads
+	// a row a concurrent transaction changed; SQLite has one writer at a time): a lease whose
+	// Bound row committed first is not failed.
+	res, err := s.exec(ctx, `UPDATE leases SET phase = ?, reason = ?, updated_at = ? WHERE id = ? AND phase = ?`,
+		api.LeaseFailed, reason, now(), id, api.LeasePending)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
 // endedLease is the error of a write refused because lease id has ended.
 func (s *sqlStore) endedLease(ctx context.Context, id string, want api.LeasePhase) error {
 	var phase string

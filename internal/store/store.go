@@ -179,6 +179,11 @@ type Store interface {
 	UpsertLease(ctx context.Context, l Lease) error
 	GetLease(ctx context.Context, id string) (Lease, error)
 	ListLeases(ctx context.Context, f LeaseFilter) ([]Lease, error)
+	// FailPendingLease moves a lease from Pending to Failed with reason, only if its row is
+	// still Pending when the write runs (a conditional write: a lease bound, released or ended
+	// meanwhile is left as it is, and failed is false). The orphan reaper ends leases this way;
+	// the caller appends the lease.failed event in the same transaction.
+	FailPendingLease(ctx context.Context, id string, reason api.ReasonCode) (failed bool, err error)
 
 	// AdmitLease records a new Pending lease if its principal's and role's limits allow it
 	// (atomically); see the SQL implementation for idempotency and alias rules.

@@ -71,6 +71,7 @@ func TestStore(t *testing.T) {
 			t.Run("leases", func(t *testing.T) { testLeases(t, s) })
 			t.Run("an ended lease stays ended", func(t *testing.T) { testLeaseEnded(t, s) })
 			t.Run("a bind racing the lease's end", func(t *testing.T) { testBindRacingEnd(t, s) })
+			t.Run("failing a lease only while it is Pending", func(t *testing.T) { testFailPendingLease(t, s) })
 			t.Run("quotas", func(t *testing.T) { testQuotas(t, s) })
 			t.Run("events", func(t *testing.T) { testEvents(t, s, d.rawSQL(t, dsn)) })
 			t.Run("probes", func(t *testing.T) { testProbes(t, s) })
@@ -318,6 +319,87 @@ func testBindRacingEnd(t *testing.T, s store.Store) {
 	for _, a := range active {
 		assert.NotEqual(t, l.ID, a.ID, "the ended lease holds no quota")
 	}
+}
+
+// The orphan reaper's write: Pending → Failed only if the row is still Pending when it runs.
+// It frees what the lease held (its principal's quota, its alias), changes nothing of a lease
+// in any other phase, and loses to a Bound write committed first, whatever the order the
+// engine lets the two run in.
+func testFailPendingLease(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	admit := func(id string) error {
+		_, _, err := s.AdmitLease(ctx, store.AdmitRequest{Lease: store.Lease{ID: id, Pool: "dev", Principal: "orphan-owner", Role: "orphan-role",
+			Alias: "mine", TTL: time.Hour}, MaxPerPrincipal: 1})
+		return err
+	}
+	require.NoError(t, admit("lease-orphan-1"))
+	require.ErrorIs(t, admit("lease-orphan-2"), store.ErrAliasTaken, "the Pending lease holds its alias")
+
+	failed, err := s.FailPendingLease(ctx, "lease-orphan-1", api.ReasonOrphaned)
+	require.NoError(t, err)
+	assert.True(t, failed)
+	got, err := s.GetLease(ctx, "lease-orphan-1")
+	require.NoError(t, err)
+	assert.Equal(t, api.LeaseFailed, got.Phase)
+	assert.Equal(t, api.ReasonOrphaned, got.Reason)
+	assert.Equal(t, "mine", got.Alias, "the rest of the row is kept")
+	failed, err = s.FailPendingLease(ctx, "lease-orphan-1", api.ReasonOrphaned)
+	require.NoError(t, err)
+	assert.False(t, failed, "an ended lease is not failed again")
+	require.NoError(t, admit("lease-orphan-2"), "the quota and the alias are free again")
+
+	// Any other phase is left as it is; an unknown lease is no error.
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	for _, phase := range []api.LeasePhase{api.LeaseBound, api.LeaseReleased, api.LeaseExpired} {
+		id := "lease-not-pending-" + strings.ToLower(string(phase))
+		require.NoError(t, s.UpsertLease(ctx, store.Lease{ID: id, Pool: "dev", Principal: "someone", Phase: phase, InstanceID: "i", ExpiresAt: exp}))
+		failed, err := s.FailPendingLease(ctx, id, api.ReasonOrphaned)
+		require.NoError(t, err)
+		assert.False(t, failed, phase)
+		got, err := s.GetLease(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, phase, got.Phase)
+		assert.Empty(t, got.Reason)
+	}
+	failed, err = s.FailPendingLease(ctx, "lease-never-admitted", api.ReasonOrphaned)
+	require.NoError(t, err)
+	assert.False(t, failed)
+
+	// A warm bind's Bound row in flight (written, not committed) when the reaper's write runs:
+	// the reaper waits for it and finds the row Bound.
+	l := store.Lease{ID: "lease-bind-vs-reaper", Pool: "dev", Principal: "someone", Phase: api.LeasePending, TTL: time.Hour}
+	require.NoError(t, s.UpsertLease(ctx, l))
+	bound := make(chan struct{})
+	release := make(chan struct{})
+	bindDone := make(chan error, 1)
+	go func() {
+		bindDone <- s.InTx(ctx, func(tx store.Store) error {
+			b := l
+			b.Phase, b.InstanceID, b.ExpiresAt = api.LeaseBound, "inst-1", exp
+			if err := tx.UpsertLease(ctx, b); err != nil {
+				return err
+			}
+			close(bound)
+			<-release
+			return nil
+		})
+	}()
+	<-bound
+	reapDone := make(chan error, 1)
+	var reaped bool
+	go func() {
+		var err error
+		reaped, err = s.FailPendingLease(ctx, l.ID, api.ReasonOrphaned)
+		reapDone <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the reaper's write is waiting on the bind's
+	close(release)
+	require.NoError(t, <-bindDone)
+	require.NoError(t, <-reapDone)
+	assert.False(t, reaped, "the bind committed first: the lease is not failed")
+	got, err = s.GetLease(ctx, l.ID)
+	require.NoError(t, err)
+	assert.Equal(t, api.LeaseBound, got.Phase)
 }
 
 func testQuotas(t *testing.T, s store.Store) {

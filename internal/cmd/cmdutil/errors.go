@@ -104,6 +104,8 @@ func reasonHint(reason api.ReasonCode, detail string, retryAfter float64) string
 		return "the lease is not Bound yet: wait for it (`kobe lease get ID --wait`)"
 	case api.ReasonExpired:
 		return "the lease has ended: create a new one"
+	case api.ReasonOrphaned:
+		return "the kobe API stopped between admitting the lease and starting it, and the lease was given up (its quota and name are free again): create a new one"
 	}
 	return ""
 }

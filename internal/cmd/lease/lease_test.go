@@ -216,6 +216,17 @@ func TestCreateFailedLease(t *testing.T) {
 	assert.Contains(t, cmdutil.Hint(err), "maxClusters")
 }
 
+// A lease the orphan reaper gave up (its API stopped before it started it) ends the wait with
+// its reason and says what to do.
+func TestCreateOrphanedLease(t *testing.T) {
+	e := newEnv(t)
+	e.api.PendingPolls, e.api.FailReason = 1, api.ReasonOrphaned
+	err := e.create("ci", "--wait")
+	require.Error(t, err)
+	assert.Equal(t, "lease lease-0001 is Failed (reason orphaned)", err.Error())
+	assert.Contains(t, cmdutil.Hint(err), "create a new one")
+}
+
 func TestCreateWaitTimeout(t *testing.T) {
 	e := newEnv(t)
 	e.api.PendingPolls, e.api.QueuePosition = 1000, 4
