@@ -22,7 +22,7 @@ help:
 	@echo "make soak        fault-injection soak: kill -9 worker/API/Temporal under lease load, then check invariants (~15 min; SOAK_ARGS=...)"
 	@echo "make bench       benchmarks, printing their figures"
 	@echo "make fuzz        search for new inputs with the fuzz targets, FUZZTIME each (make test runs their seed corpora)"
-	@echo "make lint        gofmt and go vet"
+	@echo "make lint        gofmt, go vet, staticcheck and workflowcheck (the linters built once into \$$KOBE_TOOLS_DIR)"
 	@echo "make build       bin/kobe"
 	@echo "make tools       build kube-apiserver, etcd, kine, kwok, kubelet, containerd, the Cluster API managers, the vcluster syncer… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
 	@echo "make postgres    install and start Debian's PostgreSQL for the tests (root; what CI does)"

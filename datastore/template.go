@@ -138,12 +138,26 @@ func (s *Server) ProvisionFrom(ctx context.Context, instanceID, templateID strin
 var kineKey = regexp.MustCompile(`^/[A-Za-z0-9./-]*$`)
 
 // keyMatch is the SQL condition on kine's name column for a key left out of a template, with
-// its one argument: the key itself, or (ending with '/') everything under it.
+// its one argument: the key itself, or (ending with '/') everything under it. TemplateLeavesOut
+// is the same rule in Go.
 func keyMatch(key string) (string, string) {
 	if strings.HasSuffix(key, "/") {
 		return "name LIKE ?", key + "%"
 	}
 	return "name = ?", key
+}
+
+// TemplateLeavesOut reports whether FreezeTemplate(…, without...) leaves key out of the
+// template: key is one of without, or under one that ends with '/' (keyMatch's rule, which
+// TestFreezeTemplateWithoutKeys checks against the SQL). A backend's choice of keys is tested
+// with it without a database.
+func TemplateLeavesOut(key string, without ...string) bool {
+	for _, w := range without {
+		if key == w || (strings.HasSuffix(w, "/") && strings.HasPrefix(key, w)) {
+			return true
+		}
+	}
+	return false
 }
 
 // TemplateKeys lists the kine keys starting with prefix held by instanceID's database (or a

@@ -135,11 +135,20 @@ func TestFreezeTemplateWithoutKeys(t *testing.T) {
 			require.NoError(t, err)
 			assert.False(t, ready, "nothing frozen by a refused call")
 
-			require.NoError(t, s.FreezeTemplate(ctx, builder, tpl, "/bootstrap/", "/registry/secrets/kube-system/k3s-serving"))
+			without := []string{"/bootstrap/", "/registry/secrets/kube-system/k3s-serving"}
+			require.NoError(t, s.FreezeTemplate(ctx, builder, tpl, without...))
 			kept := []string{"/registry/namespaces/golden", "/registry/secrets/kube-system/k3s-serving2"}
 			got, err := s.TemplateKeys(ctx, tpl, "/")
 			require.NoError(t, err)
 			assert.Equal(t, kept, got, "the template")
+			// TemplateLeavesOut, the rule in Go, agrees with the SQL on every key.
+			var keptByRule []string
+			for _, k := range all {
+				if !datastore.TemplateLeavesOut(k, without...) {
+					keptByRule = append(keptByRule, k)
+				}
+			}
+			assert.Equal(t, got, keptByRule, "TemplateLeavesOut says what the SQL keeps")
 			got, err = s.TemplateKeys(ctx, builder, "/")
 			require.NoError(t, err)
 			assert.Equal(t, all, got, "the builder keeps its keys")

@@ -335,16 +335,49 @@ func tokenOf(t *testing.T, c *hostcluster.RealCluster, id string) string {
 	return string(s.Data["token"])
 }
 
+// builderNodeAddon stands in for the kubelet of a golden builder's node: this k3s runs no agent
+// (no containerd in it), so the builder registers no Node itself. It makes what a registered
+// node leaves in the datastore: the Node, its heartbeat Lease in kube-node-lease, k3s's
+// node-password Secret, and a pod bound to it.
+func builderNodeAddon(node string) pools.Addon {
+	return pools.Addon{Name: "builder-node", Manifest: fmt.Sprintf(`apiVersion: v1
+kind: Node
+metadata: {name: %[1]s, labels: {kubernetes.io/hostname: %[1]s}}
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: %[1]s, namespace: kube-node-lease}
+spec: {holderIdentity: %[1]s, leaseDurationSeconds: 40}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: %[1]s.node-password.k3s, namespace: kube-system}
+stringData: {hash: "not-a-hash"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, namespace: golden}
+spec:
+  nodeName: %[1]s
+  serviceAccountName: agent
+  automountServiceAccountToken: false
+  containers: [{name: pause, image: registry.k8s.io/pause:3.10}]
+`, node)}
+}
+
 // goldenOnSharedDatastore: the template is built once (builder, addons, servers stopped, copy
-// without k3s's bootstrap data and serving certificate, builder deleted); two members made from
-// it hold the golden objects without any addon applied to them, each bootstrapped its own
-// keys (its own /bootstrap/ key, of its own token), and A's admin certificate and A's
-// ServiceAccount token are refused by B; with newGeneration, a spec change builds a new
-// template and drops the old one; the last two members deleted at once drop the pool's
-// templates and their list: nothing of the pool is left.
+// without k3s's bootstrap data and serving certificate, nor the builder's node and what is
+// bound to it, builder deleted); two members made from it hold the golden objects without any
+// addon applied to them, list no node but their own and no pod of the builder's node, each
+// bootstrapped its own keys (its own /bootstrap/ key, of its own token), and A's admin
+// certificate and A's ServiceAccount token are refused by B; with newGeneration, a spec change
+// builds a new template and drops the old one; the last two members deleted at once drop the
+// pool's templates and their list: nothing of the pool is left.
 func goldenOnSharedDatastore(t *testing.T, c *hostcluster.RealCluster, b *hosted.Backend, ds sharedDatastore, pool string, newGeneration bool) {
 	ctx := context.Background()
 	g := newGoldenEnv(b, ds, pool, 0)
+	builderNode := pool + "-builder-node"
+	g.adds = append(g.adds, builderNodeAddon(builderNode))
 	t0 := time.Now()
 	gen := g.ensure(t)
 	t.Logf("template %s built in %s", gen, time.Since(t0).Round(100*time.Millisecond))
@@ -365,6 +398,10 @@ func goldenOnSharedDatastore(t *testing.T, c *hostcluster.RealCluster, b *hosted
 	for _, k := range keys {
 		assert.False(t, strings.HasPrefix(k, "/bootstrap/"), "no bootstrap data in the template: %s", k)
 		assert.NotEqual(t, "/registry/secrets/kube-system/k3s-serving", k, "no serving certificate in the template")
+		for _, prefix := range []string{"/registry/minions/", "/registry/leases/kube-node-lease/", "/registry/pods/", "/registry/endpointslices/"} {
+			assert.False(t, strings.HasPrefix(k, prefix), "nothing of the builder's nodes in the template: %s", k)
+		}
+		assert.NotEqual(t, "/registry/secrets/kube-system/"+builderNode+".node-password.k3s", k, "no node password of the builder's node in the template")
 	}
 
 	a, bb := pool+"-a", pool+"-b"
@@ -380,6 +417,24 @@ func goldenOnSharedDatastore(t *testing.T, c *hostcluster.RealCluster, b *hosted
 		keys, err := ds.server.TemplateKeys(ctx, id, "/bootstrap/")
 		require.NoError(t, err)
 		assert.Equal(t, []string{bootstrapKey(tokenOf(t, c, id))}, keys, "member %s's bootstrap data", id)
+		// Exactly its own nodes: none, as its servers run without an agent here (the builder's
+		// stand-in node would be a NotReady phantom), and no pod bound to the builder's node.
+		nodes, err := cl.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		var names []string
+		for _, n := range nodes.Items {
+			names = append(names, n.Name)
+		}
+		assert.Empty(t, names, "member %s lists no node but its own", id)
+		pods, err := cl.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, p := range pods.Items {
+			assert.NotEqual(t, builderNode, p.Spec.NodeName, "member %s: pod %s/%s is bound to the builder's node", id, p.Namespace, p.Name)
+		}
+		_, err = cl.CoordinationV1().Leases("kube-node-lease").Get(ctx, builderNode, metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "member %s: the builder's node Lease: %v", id, err)
+		_, err = cl.CoreV1().Secrets("kube-system").Get(ctx, builderNode+".node-password.k3s", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "member %s: the builder's node password: %v", id, err)
 	}
 
 	_, err = goldentest.Against(cfgA, cfgB.Host).CoreV1().Namespaces().List(ctx, metav1.ListOptions{})

@@ -66,12 +66,8 @@ var Distro = hosted.Distro{
 	},
 	// k3s's --datastore-endpoint, read from the environment: the instance's own database on the
 	// shared datastore (spec.backend.datastore), which lets several servers form one cluster.
-	DatastoreEnv: "K3S_DATASTORE_ENDPOINT",
-	// What a golden template is frozen without: the servers' bootstrap data (storageKey of
-	// k3s's pkg/cluster: /bootstrap/<hash of the token>, the CA keys, the service-account key,
-	// the encryption configuration, encrypted with the builder's token) and the serving
-	// certificate's Secret, signed by the builder's CA. A member bootstraps its own.
-	TemplateWithout: []string{"/bootstrap/", "/registry/secrets/kube-system/k3s-serving"},
+	DatastoreEnv:    "K3S_DATASTORE_ENDPOINT",
+	TemplateWithout: templateWithout,
 	Unsupported:     unsupported,
 	ServerCommand: func(in hosted.ServerInput) []string {
 		cmd := []string{"/bin/k3s", "server",
@@ -93,6 +89,43 @@ var Distro = hosted.Distro{
 	AgentCommand: func(in hosted.ServerInput) []string {
 		return []string{"/bin/k3s", "agent", "--server=" + in.ServerURL, "--token-file=" + in.TokenFile}
 	},
+}
+
+// templateWithout is what a golden template is frozen without, given the builder's nodes:
+//
+//   - the servers' bootstrap data (storageKey of k3s's pkg/cluster: /bootstrap/<hash of the
+//     token>, the CA keys, the service-account key, the encryption configuration, encrypted
+//     with the builder's token) and the serving certificate's Secret, signed by the builder's
+//     CA. A member bootstraps its own.
+//   - the builder's nodes: every Node (all are the builder's: its servers with an agent and its
+//     agents, named after its pods, which no member has), their heartbeat Leases in
+//     kube-node-lease, their CSINodes, and k3s's Secret <node>.node-password.k3s of each. A
+//     member keeping them would list NotReady phantom nodes next to its own.
+//   - every pod: each ran on a builder's node (a pod bound to a Node that is gone is deleted by
+//     the member's pod garbage collector anyway); the member's controllers make them again on
+//     its own nodes. And every EndpointSlice: they point at those pods (a ready kube-dns
+//     endpoint of the builder's would pass a member's DNSHealthy gate before its own DNS runs);
+//     the member's controllers and API server make them again from its Services and Endpoints.
+//     An addon's own EndpointSlice (not made from a Service) is lost with them: give such a
+//     Service an Endpoints object instead, which is kept and mirrored.
+//
+// PersistentVolumes bound to a builder's node (local-path) are kept, with their node affinity:
+// a pool whose addons claim node-local volumes should not use golden templates.
+func templateWithout(builderNodes []string) []string {
+	without := []string{
+		"/bootstrap/",
+		"/registry/secrets/kube-system/k3s-serving",
+		"/registry/minions/",
+		"/registry/leases/kube-node-lease/",
+		"/registry/csinodes/",
+		"/registry/volumeattachments/",
+		"/registry/pods/",
+		"/registry/endpointslices/",
+	}
+	for _, node := range builderNodes {
+		without = append(without, "/registry/secrets/kube-system/"+node+".node-password.k3s")
+	}
+	return without
 }
 
 // unsupported refuses what kobe's k3s backend cannot do with a spec.

@@ -202,26 +202,7 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		hosts[svc] = static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(port)))
 	}
 
-	dyn := dynamicconfig.StaticClient{
-		// Search attributes registered just now must be usable at once.
-		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
-		// Eager start lets an in-process worker take a new workflow's first task without a poll round trip.
-		dynamicconfig.EnableEagerWorkflowStart.Key():              true,
-		dynamicconfig.FrontendEnableUpdateWorkflowExecution.Key(): true,
-		// A dev box holds thousands, not millions, of workflows: a smaller history cache keeps RSS low.
-		dynamicconfig.HistoryCacheHostLevelMaxSize.Key(): 4096,
-		// A stopping worker's ShutdownWorker call ends its outstanding long polls at once, so the
-		// worker's Stop returns in milliseconds instead of waiting out a poll (up to a minute).
-		dynamicconfig.EnableCancelWorkerPollsOnShutdown.Key(): true,
-		// One partition per task queue: with the default four, a task can land on a partition
-		// whose poller is elsewhere and wait to be forwarded; one kobe dev has a handful of
-		// pollers, not thousands.
-		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
-		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
-		// A burst of warm binds is a burst of Updates to one pool's workflow: the default of 10
-		// in flight per workflow refuses the eleventh of 50 clients (it then takes the slow path).
-		dynamicconfig.WorkflowExecutionMaxInFlightUpdates.Key(): 500,
-	}
+	dyn := dynamicConfig()
 
 	srv, err := buildAndStart(
 		temporal.WithConfig(cfg),
@@ -390,5 +371,30 @@ func WaitReady(ctx context.Context, addr string) error {
 			return fmt.Errorf("temporal frontend %s did not come up: %w", addr, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// dynamicConfig is the embedded server's dynamic configuration (docs/architecture.md lists
+// each setting by its key; TestDynamicConfigIsDocumented keeps the two in step).
+func dynamicConfig() dynamicconfig.StaticClient {
+	return dynamicconfig.StaticClient{
+		// Search attributes registered just now must be usable at once.
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+		// Eager start lets an in-process worker take a new workflow's first task without a poll round trip.
+		dynamicconfig.EnableEagerWorkflowStart.Key():              true,
+		dynamicconfig.FrontendEnableUpdateWorkflowExecution.Key(): true,
+		// A dev box holds thousands, not millions, of workflows: a smaller history cache keeps RSS low.
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key(): 4096,
+		// A stopping worker's ShutdownWorker call ends its outstanding long polls at once, so the
+		// worker's Stop returns in milliseconds instead of waiting out a poll (up to a minute).
+		dynamicconfig.EnableCancelWorkerPollsOnShutdown.Key(): true,
+		// One partition per task queue: with the default four, a task can land on a partition
+		// whose poller is elsewhere and wait to be forwarded; one kobe dev has a handful of
+		// pollers, not thousands.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+		// A burst of warm binds is a burst of Updates to one pool's workflow: the default of 10
+		// in flight per workflow refuses the eleventh of 50 clients (it then takes the slow path).
+		dynamicconfig.WorkflowExecutionMaxInFlightUpdates.Key(): 500,
 	}
 }

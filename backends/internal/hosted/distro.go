@@ -49,9 +49,11 @@ type Distro struct {
 	ConfigFiles func(in ServerInput) (map[string]string, error)
 	ConfigDir   string
 	// TemplateWithout are the kine keys a golden template is frozen without
-	// (datastore.FreezeTemplate): what the servers keep of the cluster's identity in the
-	// datastore, which no member may inherit from the builder (golden.go).
-	TemplateWithout []string
+	// (datastore.FreezeTemplate), given the names of the golden builder's nodes (its Node
+	// objects, read from its database at the freeze): what the servers keep of the cluster's
+	// identity in the datastore, and what belongs to the builder's nodes, neither of which a
+	// member may inherit from the builder (golden.go).
+	TemplateWithout func(builderNodes []string) []string
 	// Unsupported says, for a field the distribution refuses, why ("" = supported).
 	Unsupported func(p Parsed) error
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,14 @@ import (
 // certificate (the Secret kube-system/k3s-serving, signed by the builder's CA) is left out
 // too: each member signs its own. So a member trusts nothing of the builder's nor of another
 // member's: their admin certificates and ServiceAccount tokens are refused by each other.
+//
+// Nodes. The builder's servers (unless --disable-agent) and agents registered Nodes named
+// after its pods, which no member has: a template keeping them would give every member
+// NotReady phantom nodes next to its own, with the builder's pods bound to them. The template
+// leaves out, for the builder's nodes (builderNodes, read from its database), what
+// Distro.TemplateWithout lists: for k3s the Nodes, their Leases, CSINodes and node-password
+// Secrets, every pod and every EndpointSlice (see k3s.go). The controllers of a member make the
+// pods again on its own nodes.
 //
 // The templates of a pool are listed in a ConfigMap of the host cluster (goldenListName, in the
 // members' namespace, with where each template's datastore is, never its URL), so that a new
@@ -134,10 +143,36 @@ func (b *Backend) FreezeGoldenTemplate(ctx context.Context, builderID string, sp
 	}); err != nil {
 		return err
 	}
-	if err := s.FreezeTemplate(ctx, builderID, id, b.distro.TemplateWithout...); err != nil {
+	if b.distro.TemplateWithout == nil {
+		// Every distribution that allows goldenTemplates says what its template leaves out.
+		return fmt.Errorf("%s: golden templates are not supported (no TemplateWithout)", b.distro.Name)
+	}
+	nodes, err := builderNodes(ctx, s, builderID)
+	if err != nil {
+		return err
+	}
+	if err := s.FreezeTemplate(ctx, builderID, id, b.distro.TemplateWithout(nodes)...); err != nil {
 		return err
 	}
 	return b.dropGoldenTemplates(ctx, p.Namespace, spec.Pool, id)
+}
+
+// nodeKeyPrefix is where the API server keeps Node objects in the datastore ("minions", the
+// resource's old name, which its storage kept).
+const nodeKeyPrefix = "/registry/minions/"
+
+// builderNodes are the names of the nodes the golden builder registered (its servers with an
+// agent, its agents), read from its stopped database: what the template must not keep.
+func builderNodes(ctx context.Context, s *datastore.Server, builderID string) ([]string, error) {
+	keys, err := s.TemplateKeys(ctx, builderID, nodeKeyPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes of the golden builder %s: %w", builderID, err)
+	}
+	nodes := make([]string, 0, len(keys))
+	for _, k := range keys {
+		nodes = append(nodes, strings.TrimPrefix(k, nodeKeyPrefix))
+	}
+	return nodes, nil
 }
 
 // stopServers deletes the instance's StatefulSets and waits until none of its pods is left.

@@ -54,7 +54,7 @@ store it at once (a CI secret, a file readable only by you). Without --name the 
 after its role and the time; without --principal it acts as its name; without --ttl it does
 not expire.`,
 		Example: `  kobe token create --role ci --name github-actions --ttl 720h
-  kobe token create --role developer --principal alice > ~/.config/kobe/alice-token
+  kobe token create --role dev --principal alice > ~/.config/kobe/alice-token
   kobe token create --role ci -o json | jq -r .token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

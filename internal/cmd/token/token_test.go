@@ -3,6 +3,9 @@ package token
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdtest"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
@@ -108,4 +112,34 @@ func TestCreateListRevoke(t *testing.T) {
 
 	err := cmdtest.Run(NewCmdRevoke(f, nil), "tok-9")
 	require.ErrorContains(t, err, "revoke token tok-9: Token not found")
+}
+
+// TestExamplesUseRolesOfTheDefaultPolicy: every `--role R` in the command's examples, the
+// README and docs/*.md names a role of the default policy (the one `kobe dev` and a server
+// without --policy use), so a reader copying an example gets a token, not a 400 "not a role of
+// the policy".
+func TestExamplesUseRolesOfTheDefaultPolicy(t *testing.T) {
+	texts := map[string]string{"kobe token create's examples": NewCmdCreate(testFactory(), nil).Example}
+	docs, err := filepath.Glob(filepath.Join("..", "..", "..", "docs", "*.md"))
+	require.NoError(t, err)
+	for _, f := range append(docs, filepath.Join("..", "..", "..", "README.md")) {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		texts[filepath.Base(f)] = string(data)
+	}
+	require.Contains(t, texts, "cli.md")
+	roles := access.DefaultPolicy().RoleNames()
+	role := regexp.MustCompile(`--role[ =]([A-Za-z0-9_.-]+)`)
+	for where, text := range texts {
+		found := role.FindAllStringSubmatch(text, -1)
+		if where == "cli.md" || where == "kobe token create's examples" {
+			require.NotEmpty(t, found, "%s show --role", where)
+		}
+		for _, m := range found {
+			if m[1] == "ROLE" {
+				continue // the placeholder of a usage line
+			}
+			assert.Contains(t, roles, m[1], "%s: %s", where, m[0])
+		}
+	}
 }
