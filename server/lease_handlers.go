@@ -288,8 +288,8 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 			// a lost answer): this one finishes the job, with the same ids, so it can start
 			// nothing twice (the Update's id and the workflow's id are the lease id).
 			in.TTL = admitted.TTL
-			if view, ok := s.warmBind(ctx, r, admitted, in); ok {
-				writeJSON(w, http.StatusOK, view)
+			if view, status, ok := s.warmBind(ctx, r, admitted, in); ok {
+				writeJSON(w, status, view)
 				return
 			}
 			if err := s.startLeaseSurely(ctx, in); err != nil {
@@ -305,8 +305,8 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, view)
 		return
 	}
-	if view, ok := s.warmBind(ctx, r, admitted, in); ok {
-		writeJSON(w, http.StatusOK, view)
+	if view, status, ok := s.warmBind(ctx, r, admitted, in); ok {
+		writeJSON(w, status, view)
 		return
 	}
 	if err := s.startLeaseSurely(ctx, in); err != nil {
