@@ -180,7 +180,8 @@ func (c *Client) GetLease(ctx context.Context, idOrAlias string, wait time.Durat
 }
 
 // ExtendLease extends a Bound lease by ttl (PATCH /v1/leases/{id}). Rejections carry the reason
-// codes extension_budget_exhausted, max_ttl_ceiling and not_ready.
+// codes extension_budget_exhausted, max_ttl_ceiling, not_ready and sleeping (the lease's
+// cluster is asleep: WakeLease first).
 func (c *Client) ExtendLease(ctx context.Context, id string, ttl time.Duration) (ExtendResponse, error) {
 	var out ExtendResponse
 	_, err := c.call(ctx, http.MethodPatch, "/v1/leases/"+url.PathEscape(id), ExtendRequest{ExtendTTL: ttl.String()}, &out)

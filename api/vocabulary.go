@@ -125,6 +125,11 @@ const (
 	ReasonWakeFailed ReasonCode = "wake_failed"
 	// ReasonSleepUnsupported refuses a sleep on a backend that cannot put instances to sleep.
 	ReasonSleepUnsupported ReasonCode = "sleep_unsupported"
+	// ReasonSleeping refuses what a sleeping lease's cluster cannot do until it wakes: an
+	// extension (its new credential is issued by the cluster) and a kubeconfig read (409; the
+	// detail says to wake it: `kobe lease wake ID`, POST /v1/leases/{id}/wake). Also while a
+	// sleep or a wake of it is under way.
+	ReasonSleeping ReasonCode = "sleeping"
 )
 
 // Refusals of pool and instance actions.

@@ -185,6 +185,10 @@ func (a *Activities) RecordLeaseCondition(ctx context.Context, c ConditionChange
 // ErrInstanceBroken is the non-retryable error type of a credential asked of a broken instance.
 const ErrInstanceBroken = "InstanceBroken"
 
+// ErrInstanceSleeping is the non-retryable error type of a credential asked of an instance that
+// is asleep: its API server is stopped until the lease wakes it, so retrying cannot help.
+const ErrInstanceSleeping = "InstanceSleeping"
+
 // IssueLeaseCredentials asks the backend for a kubeconfig for this lease expiring with it,
 // seals it and stores it. It runs on the instance's host.
 func (a *Activities) IssueLeaseCredentials(ctx context.Context, req CredentialRequest) error {
@@ -203,9 +207,16 @@ func (a *Activities) IssueLeaseCredentials(ctx context.Context, req CredentialRe
 	if err != nil {
 		// An instance its backend knows to be broken will not get better by retrying: the lease
 		// fails now (and gives the instance back) instead of after minutes of retries.
-		if st, broken := instanceBroken(ctx, b, req.InstanceID); broken {
+		st, broken := instanceBroken(ctx, b, req.InstanceID)
+		if broken {
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("instance %s is broken (%s %s): %v", req.InstanceID, st.Phase, st.Message, err), ErrInstanceBroken, nil)
+		}
+		// Nor will one that sleeps (the lease fell asleep while this issued): it answers once
+		// woken, and the lease refuses extensions until then.
+		if st.Phase == backends.PhaseSleeping {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("instance %s is asleep: %v", req.InstanceID, err), ErrInstanceSleeping, nil)
 		}
 		return err
 	}
@@ -224,9 +235,10 @@ func (a *Activities) RevokeLeaseCredentials(ctx context.Context, req CredentialR
 		return err
 	}
 	if err := b.RevokeCredentials(ctx, req.InstanceID, req.LeaseID); err != nil && !errors.Is(err, backends.ErrNotFound) {
-		// A broken instance cannot be asked to revoke, and it is torn down right after: waiting
-		// for it would hold the lease (and its instance) for the activity's whole retry window.
-		if _, broken := instanceBroken(ctx, b, req.InstanceID); !broken {
+		// A broken or sleeping instance cannot be asked to revoke, and it is torn down right
+		// after: waiting for it would hold the lease (and its instance) for the activity's
+		// whole retry window.
+		if st, broken := instanceBroken(ctx, b, req.InstanceID); !broken && st.Phase != backends.PhaseSleeping {
 			return err
 		}
 	}

@@ -37,4 +37,15 @@ const (
 	// sleep is counted with cause "schedule". Only runs that get such a request carry the
 	// marker (in the update's handler).
 	leaseVersionScheduleCause = "lease-schedule-cause"
+	// leaseVersionSleepingRefusesExtend (issue 39, item 5): an extension accepted while the
+	// lease was awake that finds it asleep (or a sleep or wake under way) once it may run is
+	// refused with sleeping instead of issuing a credential its stopped cluster cannot give; and
+	// expiry (TTL or idle timeout) is checked while an extension issues its credential: the
+	// lease ends on time, and an extension still issuing when it ends (expiry or release) is
+	// abandoned (its issuance cancelled, answered not_ready) instead of holding the lease until
+	// the issuance gives up (up to 10 minutes). Before it the lease neither expired nor ended
+	// under an extension. Only runs where one of these happens carry the marker. (The extend
+	// validator's refusal of a sleeping lease needs no marker: validators do not run on replay,
+	// and a refused Update leaves no event.)
+	leaseVersionSleepingRefusesExtend = "lease-sleeping-refuses-extend"
 )

@@ -221,11 +221,23 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 		return nil
 	}
 
+	// The sleep and wake updates' state: an extension asks it whether the lease sleeps.
+	sleeps := &sleeper{in: in, view: &view, asg: &asg, lastSeen: &lastSeen, lastActive: &lastActive}
+	// asleep: the lease's instance is asleep, or a sleep or a wake of it is under way: its
+	// cluster cannot issue a credential now (a stopped API server refuses the connection, and an
+	// issuance would retry for issueFor).
+	asleep := func() bool { return view.Sleeping || sleeps.busy }
+	sleepingRefusal := func() error { return temporal.NewApplicationError(string(api.ReasonSleeping), ExtendRejection) }
+
 	// The extend handler exists from the start (its validator refuses until Bound): a client
 	// that sees Bound — by query or by the wait-bound update — can extend at once.
 	// extending is true while an extension issues its credential: extensions go one at a time,
-	// and the lease neither expires nor continues as new under one.
+	// and the lease does not continue as new under one. From version
+	// lease-sleeping-refuses-extend it does expire (and end) under one: abandonExtension cancels
+	// the issuance, and abandoned tells the extension why.
 	extending := false
+	var abandonExtension workflow.CancelFunc
+	abandoned := false
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend,
 		func(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
 			if in.Bound == nil && workflow.GetVersion(ctx, leaseVersionAtomicExtend, workflow.DefaultVersion, 1) < 1 {
@@ -247,12 +259,29 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 			if err := refusal(req); err != nil {
 				return ExtendResult{}, err
 			}
+			// The lease may have fallen asleep while this extension waited for another one (the
+			// validator refused it only if it was asleep when it came).
+			if asleep() && workflow.GetVersion(ctx, leaseVersionSleepingRefusesExtend, workflow.DefaultVersion, 1) >= 1 {
+				return ExtendResult{}, sleepingRefusal()
+			}
 			extending = true
-			defer func() { extending = false }()
+			// The issuance runs in a context the lease cancels when it ends under it (it is not
+			// cancelled otherwise: a run before lease-sleeping-refuses-extend never is).
+			ictx, abandon := workflow.WithCancel(ctx)
+			abandonExtension = abandon
+			defer func() { extending, abandonExtension = false, nil }()
 			// Compute, issue a fresh certificate that expires with the lease, then commit: a
 			// failed issuance changes nothing and spends no extension.
 			next := view.ExpiresAt.Add(req.By)
-			if err := issueUntil(ctx, next); err != nil {
+			if err := issueUntil(ictx, next); err != nil {
+				switch {
+				case abandoned:
+					// The lease ended (expired or released) while this issued: nothing changed.
+					return ExtendResult{}, temporal.NewApplicationError(string(api.ReasonNotReady), ExtendRejection)
+				case IsInstanceSleeping(err):
+					// The lease's instance fell asleep while this issued (its backend says so).
+					return ExtendResult{}, sleepingRefusal()
+				}
 				return ExtendResult{}, err
 			}
 			if view.Phase != api.LeaseBound {
@@ -265,14 +294,22 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 			return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ExtendRequest) error {
-			return refusal(req)
+			if err := refusal(req); err != nil {
+				return err
+			}
+			// A sleeping lease's cluster cannot issue the extension's credential: refused at
+			// once (validators do not run on replay: no version needed), whatever its kind of
+			// credential, so that the holder learns it must wake the lease first.
+			if asleep() {
+				return sleepingRefusal()
+			}
+			return nil
 		}}); err != nil {
 		return view, err
 	}
 
 	// The sleep and wake updates exist from the start too; they are refused until the lease is
 	// held by a version that can sleep.
-	sleeps := &sleeper{in: in, view: &view, asg: &asg, lastSeen: &lastSeen, lastActive: &lastActive}
 	if err := sleeps.register(ctx); err != nil {
 		return view, err
 	}
@@ -447,10 +484,27 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 			next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, LastActive: lastActive, IssueFor: issueFor}
 			return view, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
-		// An extension that was issuing when the lease ended has stored its credential by now:
-		// the revocation below is the last word. A sleep or wake under way finishes first.
+		// An extension still issuing when the lease ended: from version
+		// lease-sleeping-refuses-extend it is abandoned (its issuance cancelled), so that the
+		// lease ends now, not when the issuance gives up; before it the lease waited for it.
+		if extending && abandonExtension != nil &&
+			workflow.GetVersion(ctx, leaseVersionSleepingRefusesExtend, workflow.DefaultVersion, 1) >= 1 {
+			abandoned = true
+			abandonExtension()
+		}
+		// An extension that was issuing when the lease ended has stored its credential by now
+		// (or was abandoned): the revocation below is the last word. A sleep or wake under way
+		// finishes first.
 		if err := workflow.Await(ctx, func() bool { return !extending && !sleeps.busy }); err != nil {
 			return view, err
+		}
+		if abandoned {
+			// The abandoned issuance's attempt may still be running on the instance's host:
+			// the lease's end is recorded before the revocation, so that the store refuses a
+			// credential it stores after (ErrLeaseEnded) and the revocation deletes one it
+			// stored before.
+			setPhase(view.Phase)
+			project()
 		}
 	}
 
@@ -514,19 +568,18 @@ func (b *boundLease) hold() bool {
 	var ttlTimer, idleTimer workflow.Future
 	for view.Phase == api.LeaseBound {
 		now := workflow.Now(ctx)
-		if !*b.extending {
-			if !now.Before(view.ExpiresAt) {
-				view.Phase = api.LeaseExpired
-				break
+		expired := !now.Before(view.ExpiresAt)
+		idle := b.in.IdleTimeout > 0 && !now.Before(b.lastSeen.Add(b.in.IdleTimeout))
+		if (expired || idle) && (!*b.extending || b.endsUnderExtension()) {
+			view.Phase = api.LeaseExpired
+			if !expired {
+				view.Reason = api.ReasonIdleTimeout
 			}
-			if b.in.IdleTimeout > 0 && !now.Before(b.lastSeen.Add(b.in.IdleTimeout)) {
-				view.Phase, view.Reason = api.LeaseExpired, api.ReasonIdleTimeout
-				break
-			}
-			if b.auto != nil && b.auto.due && !b.sleeps.busy {
-				b.auto.check(b)
-				continue
-			}
+			break
+		}
+		if !*b.extending && b.auto != nil && b.auto.due && !b.sleeps.busy {
+			b.auto.check(b)
+			continue
 		}
 		if !projected.Equal(view.ExpiresAt) {
 			projected = view.ExpiresAt
@@ -592,6 +645,14 @@ func (b *boundLease) hold() bool {
 		cancel()
 	}
 	return false
+}
+
+// endsUnderExtension says whether the lease ends when its expiry (or idle timeout) comes while
+// an extension issues its credential: from version lease-sleeping-refuses-extend it does (the
+// extension is abandoned); before it, the lease waited for the extension. Asked only then, so
+// that only runs where it happens carry the marker.
+func (b *boundLease) endsUnderExtension() bool {
+	return workflow.GetVersion(b.ctx, leaseVersionSleepingRefusesExtend, workflow.DefaultVersion, 1) >= 1
 }
 
 func (b *boundLease) continueAsNew(threshold int) bool {
@@ -810,6 +871,13 @@ func IsExtendRejection(err error) (api.ReasonCode, bool) {
 		return api.ReasonCode(ae.Message()), true
 	}
 	return "", false
+}
+
+// IsInstanceSleeping says whether a credential was refused because the lease's instance is
+// asleep (ErrInstanceSleeping).
+func IsInstanceSleeping(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == ErrInstanceSleeping
 }
 
 // IsInstanceBroken returns the message of a credential refused because the lease's instance is

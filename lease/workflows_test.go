@@ -92,7 +92,7 @@ func (le *leaseEnv) view(t *testing.T) lease.View {
 }
 
 // extend sends the extend Update; the outcome lands in results[name] when the environment
-// delivers it ("ok" for success).
+// delivers it ("ok" for success, the reason code of a refusal).
 func (le *leaseEnv) extend(results map[string]string, name string, by time.Duration) {
 	le.env.UpdateWorkflow(lease.UpdateExtend, name, &testsuite.TestUpdateCallback{
 		OnReject: func(err error) {
@@ -101,7 +101,9 @@ func (le *leaseEnv) extend(results map[string]string, name string, by time.Durat
 		},
 		OnAccept: func() {},
 		OnComplete: func(_ interface{}, err error) {
-			if err == nil {
+			if r, rejected := lease.IsExtendRejection(err); rejected {
+				results[name] = string(r) // refused by the handler, once accepted
+			} else if err == nil {
 				results[name] = "ok"
 			} else {
 				results[name] = err.Error()
@@ -341,8 +343,8 @@ func (c capturedCounter) Inc(n int64) {
 }
 
 // newCredLeaseEnv is newLeaseEnv with a backend whose credentials the test controls, and
-// captured metrics.
-func newCredLeaseEnv(t *testing.T) (*leaseEnv, *credBackend, *capturedMetrics) {
+// captured metrics; children are registered before any mock.
+func newCredLeaseEnv(t *testing.T, children ...func(*leaseEnv)) (*leaseEnv, *credBackend, *capturedMetrics) {
 	le := &leaseEnv{store: workflowtest.MemoryStore(t)}
 	cb := &credBackend{Backend: &workflowtest.Backend{Created: map[string]bool{"i1": true}}}
 	mh := newCapturedMetrics()
@@ -351,6 +353,9 @@ func newCredLeaseEnv(t *testing.T) (*leaseEnv, *credBackend, *capturedMetrics) {
 	le.env = suite.NewTestWorkflowEnvironment()
 	le.env.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	le.env.RegisterWorkflowWithOptions(leaseHost, workflow.RegisterOptions{Name: "LeaseHost"})
+	for _, register := range children {
+		register(le)
+	}
 	acts := worker.NewActivities(le.store, zap.NewNop())
 	acts.Backends["fake"] = cb
 	acts.Secrets = secretbox.Random()

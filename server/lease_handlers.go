@@ -288,8 +288,8 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 			// a lost answer): this one finishes the job, with the same ids, so it can start
 			// nothing twice (the Update's id and the workflow's id are the lease id).
 			in.TTL = admitted.TTL
-			if view, ok := s.warmBind(ctx, r, admitted, in); ok {
-				writeJSON(w, http.StatusOK, view)
+			if view, status, ok := s.warmBind(ctx, r, admitted, in); ok {
+				writeJSON(w, status, view)
 				return
 			}
 			if err := s.startLeaseSurely(ctx, in); err != nil {
@@ -305,8 +305,8 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, view)
 		return
 	}
-	if view, ok := s.warmBind(ctx, r, admitted, in); ok {
-		writeJSON(w, http.StatusOK, view)
+	if view, status, ok := s.warmBind(ctx, r, admitted, in); ok {
+		writeJSON(w, status, view)
 		return
 	}
 	if err := s.startLeaseSurely(ctx, in); err != nil {
@@ -404,19 +404,28 @@ func (s *Server) storeView(l store.Lease) api.Lease {
 		t := l.ExpiresAt
 		v.ExpiresAt = &t
 	}
-	v.Capabilities = leaseCapabilities(v.Phase)
+	v.Capabilities = leaseCapabilities(v.Phase, false)
 	return v
 }
 
-// leaseCapabilities are the operations open to a lease's holder in a phase.
-func leaseCapabilities(phase api.LeasePhase) []string {
-	switch phase {
-	case api.LeasePending:
+// leaseCapabilities are the operations open to a lease's holder in a phase; a sleeping lease
+// is neither read nor extended until it wakes (409 sleeping).
+func leaseCapabilities(phase api.LeasePhase, sleeping bool) []string {
+	switch {
+	case phase == api.LeasePending:
 		return []string{CapRelease}
-	case api.LeaseBound:
+	case phase == api.LeaseBound && sleeping:
+		return []string{CapRelease}
+	case phase == api.LeaseBound:
 		return []string{CapKubeconfig, CapExtend, CapRelease}
 	}
 	return []string{}
+}
+
+// sleepingDetail says why a sleeping lease refuses what (ReasonSleeping), and how to wake it.
+func sleepingDetail(leaseID, what string) string {
+	return "the lease's cluster is asleep (or a sleep or wake of it is under way): " + what +
+		" until it wakes; wake it with `kobe lease wake " + leaseID + "` (POST /v1/leases/" + leaseID + "/wake), then try again"
 }
 
 // leaseView is the lease as it is now: the workflow's view while it runs (the store may lag by
@@ -458,7 +467,7 @@ func (s *Server) applyWorkflowView(v *api.Lease, lv lease.View) {
 		t := lv.ExpiresAt
 		v.ExpiresAt = &t
 	}
-	v.Capabilities = leaseCapabilities(v.Phase)
+	v.Capabilities = leaseCapabilities(v.Phase, lv.Sleeping)
 	v.Conditions = append([]api.LeaseCondition{}, lv.Conditions...)
 }
 
@@ -594,6 +603,12 @@ func (s *Server) handleLeaseKubeconfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lv := s.queryLease(r.Context(), l.ID)
+	if lv != nil && lv.Phase == api.LeaseBound && lv.Sleeping {
+		// The workflow's view says so (the store does not know of sleep): its kubeconfig's
+		// requests are refused until it wakes, so the holder is told now, not by kubectl.
+		writeError(w, http.StatusConflict, api.ReasonSleeping, "Lease asleep", sleepingDetail(l.ID, "its kubeconfig is not handed out"))
+		return
+	}
 	s.noteLeaseActivity(r.Context(), l.ID, lv) // fetching the kubeconfig is activity
 	view, err := s.leaseViewFrom(r.Context(), l, lv, true)
 	if err != nil {
@@ -667,7 +682,11 @@ func (s *Server) handleLeaseExtend(w http.ResponseWriter, r *http.Request) {
 		if reason == api.ReasonInvalidRequest {
 			status = http.StatusBadRequest
 		}
-		writeError(w, status, reason, "Extension refused", extendDetail(reason))
+		detail := extendDetail(reason)
+		if reason == api.ReasonSleeping {
+			detail = sleepingDetail(l.ID, "its cluster cannot issue the extension's credential, so it is not extended")
+		}
+		writeError(w, status, reason, "Extension refused", detail)
 		return
 	}
 	if broken, ok := lease.IsInstanceBroken(err); ok {

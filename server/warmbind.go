@@ -26,18 +26,22 @@ const warmBindFor = 10 * time.Second
 // member and starts the lease's workflow; then the lease's kubeconfig is minted here from the
 // member's prepared signer and stored with the Bound row. It answers false when the pool did
 // not bind (no prepared member, claims queued, the pool not answering): the caller starts the
-// lease's workflow, which claims by signal and waits in the queue. A lease bound by the pool
-// whose kubeconfig cannot be minted here is still bound: its workflow mints it, and the answer
-// is the Bound lease without the kubeconfig (GET /v1/leases/{id} gives it).
-func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, in lease.Input) (api.Lease, bool) {
+// lease's workflow, which claims by signal and waits in the queue. When it answers true, status
+// is the answer's: 200 with the Bound lease and its kubeconfig, or the lease as the store has it.
+// A lease bound by the pool whose kubeconfig cannot be minted here (the signer cannot be opened,
+// the store is busy) is still bound by its workflow, which mints it: the answer is the store's
+// row, Pending (202: the client polls GET /v1/leases/{id}), never 200 Bound without a
+// kubeconfig — a client would take that for a lease it can use, and the API itself would find
+// the row Pending (issue 39, item 2).
+func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, in lease.Input) (view api.Lease, status int, ok bool) {
 	if s.SlowBindOnly || s.Secrets == nil {
-		return api.Lease{}, false
+		return api.Lease{}, 0, false
 	}
 	ctx = context.WithoutCancel(ctx) // a client hanging up must not leave the bind unclear
 	in.SearchAttributes = s.SearchAttributes
 	raw, err := json.Marshal(in)
 	if err != nil {
-		return api.Lease{}, false
+		return api.Lease{}, 0, false
 	}
 	req := pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: l.ID, Priority: in.Priority, At: time.Now()}, Lease: raw}
 	if s.SearchAttributes {
@@ -55,14 +59,15 @@ func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, i
 	}
 	if err != nil {
 		s.logWarmBind("warm bind not answered: the lease takes the slow path", l.ID, r, err)
-		return api.Lease{}, false
+		return api.Lease{}, 0, false
 	}
 	if !res.Bound {
-		return api.Lease{}, false
+		return api.Lease{}, 0, false
 	}
+	admitted := l
 	asg := res.Assignment
 	l.Phase, l.InstanceID, l.ExpiresAt = api.LeaseBound, asg.InstanceID, asg.At.Add(in.TTL)
-	view := s.storeView(l)
+	view = s.storeView(l)
 	boundAt := asg.At
 	view.BoundAt, view.Endpoint = &boundAt, asg.Endpoint
 	kc, err := s.mintBound(ctx, l, in, asg)
@@ -71,16 +76,41 @@ func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, i
 		// written: nothing was written, it stays ended, and the answer is the lease as it is.
 		s.logWarmBind("warm-bound lease ended before its bind was recorded", l.ID, r, err)
 		if ended, gerr := s.Store.GetLease(ctx, l.ID); gerr == nil {
-			return s.storeView(ended), true
+			return s.storeView(ended), http.StatusOK, true
 		}
-		return view, true
+		return view, http.StatusOK, true
 	}
 	if err != nil {
-		s.logWarmBind("warm-bound lease: its kubeconfig is left to its workflow", l.ID, r, err)
-		return view, true
+		s.logWarmBind("warm-bound lease: its kubeconfig is left to its workflow; answered as the store has it", l.ID, r, err)
+		view, status = s.unmintedView(ctx, admitted)
+		return view, status, true
 	}
 	view.Kubeconfig = string(kc)
-	return view, true
+	return view, http.StatusOK, true
+}
+
+// unmintedView is the answer to a warm bind whose kubeconfig the API could not mint: the lease
+// as the store has it now (admitted if it cannot be read), and its status. Its workflow, which
+// the pool starts, binds it and mints the kubeconfig (EnsureLeaseBound); until then the row is
+// Pending: 202, and the client polls GET /v1/leases/{id}. A row its workflow has written Bound
+// meanwhile is 200 only with the kubeconfig it stored (if this API can open it), and an ended
+// row is 200 as the lease's end (as for store.ErrLeaseEnded).
+func (s *Server) unmintedView(ctx context.Context, admitted store.Lease) (api.Lease, int) {
+	row, err := s.Store.GetLease(ctx, admitted.ID)
+	if err != nil {
+		row = admitted
+	}
+	v := s.storeView(row)
+	switch {
+	case row.Phase.Ended():
+		return v, http.StatusOK
+	case row.Phase == api.LeaseBound:
+		if kc, err := s.kubeconfig(ctx, row.ID); err == nil {
+			v.Kubeconfig = kc
+			return v, http.StatusOK
+		}
+	}
+	return v, http.StatusAccepted
 }
 
 // mintBound stores the bound lease's kubeconfig (minted from its member's signer, valid until

@@ -102,6 +102,8 @@ func reasonHint(reason api.ReasonCode, detail string, retryAfter float64) string
 		return "this idempotency key was used for a different request: use a new --idempotency-key"
 	case api.ReasonNotReady:
 		return "the lease is not Bound yet: wait for it (`kobe lease get ID --wait`)"
+	case api.ReasonSleeping:
+		return "the lease's cluster is asleep: wake it with `kobe lease wake ID`, then try again"
 	case api.ReasonExpired:
 		return "the lease has ended: create a new one"
 	case api.ReasonOrphaned:

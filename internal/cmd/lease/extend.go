@@ -29,7 +29,8 @@ func NewCmdExtend(f *factory.Factory, runF func(*ExtendOptions) error) *cobra.Co
 		Short: "Extend a Bound lease",
 		Long: `Push a Bound lease's expiry further by --ttl. The pool bounds this: a number of extensions per
 lease (extension_budget_exhausted once spent) and a ceiling of maxTtl from bind time
-(max_ttl_ceiling).`,
+(max_ttl_ceiling). A sleeping lease is not extended (sleeping): wake it first
+(kobe lease wake ID).`,
 		Example: `  kobe lease extend lease-1a2b3c --ttl 30m
   kobe lease extend lease-1a2b3c --ttl 1h -o json`,
 		Args: cmdutil.ExactArgs(1, "give the lease id"),

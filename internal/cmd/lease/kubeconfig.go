@@ -55,6 +55,10 @@ func kubeconfigRun(ctx context.Context, opts *KubeconfigOptions) error {
 		}
 		return fmt.Errorf("lease %s is %s: it has no kubeconfig", l.ID, l.Phase)
 	}
+	if l.Sleeping {
+		// As the API's kubeconfig read (409 sleeping): its requests would be refused until then.
+		return fmt.Errorf("lease %s is asleep: its kubeconfig works once it wakes; wake it with `kobe lease wake %s`", l.ID, l.ID)
+	}
 	if opts.File == "" {
 		_, err := fmt.Fprint(ios.Out, l.Kubeconfig)
 		return err

@@ -330,6 +330,14 @@ func TestListGetExtendReleaseKubeconfig(t *testing.T) {
 	data, err := os.ReadFile(file)
 	require.NoError(t, err)
 	assert.Equal(t, cmdtest.Kubeconfig("lease-0001"), string(data))
+	e.api.Mu.Lock()
+	e.api.Leases["lease-0001"].Sleeping = true
+	e.api.Mu.Unlock()
+	_, err = run(NewCmdKubeconfig(e.f, nil), "lease-0001")
+	require.ErrorContains(t, err, "lease lease-0001 is asleep: its kubeconfig works once it wakes; wake it with `kobe lease wake lease-0001`")
+	e.api.Mu.Lock()
+	e.api.Leases["lease-0001"].Sleeping = false
+	e.api.Mu.Unlock()
 	e.api.PendingPolls = 100
 	_, err = run(NewCmdKubeconfig(e.f, nil), "lease-0002")
 	require.ErrorContains(t, err, "lease lease-0002 is Pending (waiting for a cluster in pool ci): no kubeconfig yet")
