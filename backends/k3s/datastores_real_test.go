@@ -352,7 +352,7 @@ spec: {holderIdentity: %[1]s, leaseDurationSeconds: 40}
 apiVersion: v1
 kind: Secret
 metadata: {name: %[1]s.node-password.k3s, namespace: kube-system}
-stringData: {hash: "not-a-hash"}
+data: {hash: bm90LWEtaGFzaA==}
 ---
 apiVersion: v1
 kind: Pod
