@@ -133,7 +133,7 @@ func startBoundLease(t *testing.T, ctx context.Context, c client.Client, queue s
 }
 
 // extendLease sends the extend Update and returns its outcome and how long it took to come.
-func extendLease(ctx context.Context, c client.Client, id string, by time.Duration) (lease.ExtendResult, error, time.Duration) {
+func extendLease(ctx context.Context, c client.Client, id string, by time.Duration) (lease.ExtendResult, time.Duration, error) {
 	start := time.Now()
 	var res lease.ExtendResult
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: lease.UpdateExtend,
@@ -141,7 +141,7 @@ func extendLease(ctx context.Context, c client.Client, id string, by time.Durati
 	if err == nil {
 		err = h.Get(ctx, &res)
 	}
-	return res, err, time.Since(start)
+	return res, time.Since(start), err
 }
 
 // replayLease replays the lease's (single) run against today's code and, with
@@ -209,7 +209,7 @@ func TestLeaseExtendRespectsSleepAndExpiry(t *testing.T) {
 		// issues it in 2 s, so that a kobe that accepts the extension records its history.
 		cluster.set(id, 2*time.Second)
 		extCtx, extCancel := context.WithTimeout(ctx, 20*time.Second)
-		_, extErr, took := extendLease(extCtx, tmp.Client, id, 30*time.Minute)
+		_, took, extErr := extendLease(extCtx, tmp.Client, id, 30*time.Minute)
 		extCancel()
 		// Through kobe's API: 409 sleeping, for the extension and the kubeconfig, at once.
 		apiCall := func(method, path, body string) (*httptest.ResponseRecorder, time.Duration) {
@@ -252,7 +252,7 @@ func TestLeaseExtendRespectsSleepAndExpiry(t *testing.T) {
 		// The extension starts 3 s before the expiry and its issuance takes 20 s.
 		cluster.set(id, 20*time.Second)
 		time.Sleep(time.Until(lv.ExpiresAt.Add(-3 * time.Second)))
-		_, extErr, took := extendLease(ctx, tmp.Client, id, time.Minute)
+		_, took, extErr := extendLease(ctx, tmp.Client, id, time.Minute)
 		var final lease.View
 		require.NoError(t, tmp.Client.GetWorkflow(ctx, id, "").Get(ctx, &final))
 		ended := time.Now()
