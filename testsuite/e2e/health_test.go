@@ -16,48 +16,22 @@ import (
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
-// The new user's experiment of issue 11: `kobe dev`, kill -9 the kube-apiserver of one warm
-// member, then lease. Before health checks the pool kept reporting the dead member Ready and
+// The new user's experiment of issue 11: `kobe dev`, a warm member's kube-apiserver stops
+// answering, then lease. Before health checks the pool kept reporting the dead member Ready and
 // handed it to a lease, which stayed Pending for 10 minutes of credential retries. Now the
 // member is found by the pool's health check, recycled (health_failed, audited), replaced, and
 // the leases that follow get working clusters.
 func TestDeadWarmMemberIsReplaced(t *testing.T) {
 	d := startCLIDev(t, false)
-	env, stateDir, dev := d.env, d.stateDir, d.dev
+	env, stateDir := d.env, d.stateDir
 
 	const interval, threshold = 5, 2
-	manifest := filepath.Join(t.TempDir(), "hc.yaml")
-	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
-kind: ClusterPool
-metadata: {name: hc}
-spec:
-  size: 2
-  ttl: 10m
-  backend: {type: local}
-  cluster: {version: v1.37.2}
-  healthCheck: {intervalSeconds: 5, failureThreshold: 2}
-`), 0o644))
-	out, errOut, code := kobeCLI(t, env, "pool", "apply", "-f", manifest)
-	require.Equal(t, 0, code, "%s\n%s", out, errOut)
-	pool := func() api.PoolView {
-		out, _, code := kobeCLI(t, env, "pool", "get", "hc", "-o", "json")
-		var pv api.PoolView
-		if code != 0 || json.Unmarshal([]byte(out), &pv) != nil {
-			return api.PoolView{}
-		}
-		return pv
-	}
-	require.Eventually(t, func() bool { return pool().Ready == 2 }, 4*time.Minute, time.Second,
-		"the pool warms up; kobe dev output: %v", func() string { o, e := dev.output(t); return o + e }())
+	pool := warmPoolOfTwo(t, d, "hc", "{intervalSeconds: 5, failureThreshold: 2}")
 
-	// Kill one member's kube-apiserver, as a crash (or a host reboot) would.
-	dirs, err := os.ReadDir(leaks.InstancesDir(stateDir))
-	require.NoError(t, err)
-	require.Len(t, dirs, 2)
-	victim := dirs[0].Name()
-	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(leaks.InstancesDir(stateDir), victim)+"/"), "kube-apiserver")
-	require.Len(t, apiservers, 1, "the victim's kube-apiserver")
-	require.NoError(t, syscall.Kill(apiservers[0].PID, syscall.SIGKILL))
+	// Stop one member's kube-apiserver (SIGSTOP), as a wedged process would: it still runs, so
+	// its backend reports nothing (a killed one is found at once: the next test), and only the
+	// health checks can find it.
+	victim := signalOneAPIServer(t, stateDir, syscall.SIGSTOP)
 	killed := time.Now()
 
 	// The pool sees it: unhealthy, then recycled and its directory gone.
@@ -78,20 +52,7 @@ spec:
 		assert.Contains(t, out, "kube-system")
 	}
 
-	out, _, code = kobeCLI(t, env, "audit", "--pool", "hc", "-o", "json")
-	require.Equal(t, 0, code, out)
-	var evs []api.AuditEvent
-	var wrapped api.AuditList
-	if json.Unmarshal([]byte(out), &evs) != nil {
-		require.NoError(t, json.Unmarshal([]byte(out), &wrapped), out)
-		evs = wrapped.Items
-	}
-	var unhealthy []api.AuditEvent
-	for _, e := range evs {
-		if e.Action == "instance.Unhealthy" && e.Target == victim {
-			unhealthy = append(unhealthy, e)
-		}
-	}
+	unhealthy := unhealthyEvents(t, env, "hc", victim)
 	require.Len(t, unhealthy, 1, "the recycle is audited")
 	assert.True(t, strings.Contains(unhealthy[0].Detail["message"].(string), "health checks"), "%v", unhealthy[0].Detail)
 }
@@ -104,38 +65,10 @@ spec:
 // report can be what finds it.
 func TestAWarmBindNeverHandsOutAKilledMember(t *testing.T) {
 	d := startCLIDev(t, false)
-	env, stateDir, dev := d.env, d.stateDir, d.dev
-	manifest := filepath.Join(t.TempDir(), "down.yaml")
-	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
-kind: ClusterPool
-metadata: {name: down}
-spec:
-  size: 2
-  ttl: 10m
-  backend: {type: local}
-  cluster: {version: v1.37.2}
-  healthCheck: {intervalSeconds: 3600, failureThreshold: 2}
-`), 0o644))
-	out, errOut, code := kobeCLI(t, env, "pool", "apply", "-f", manifest)
-	require.Equal(t, 0, code, "%s\n%s", out, errOut)
-	pool := func() api.PoolView {
-		out, _, code := kobeCLI(t, env, "pool", "get", "down", "-o", "json")
-		var pv api.PoolView
-		if code != 0 || json.Unmarshal([]byte(out), &pv) != nil {
-			return api.PoolView{}
-		}
-		return pv
-	}
-	require.Eventually(t, func() bool { return pool().Ready == 2 }, 4*time.Minute, time.Second,
-		"the pool warms up; kobe dev output: %v", func() string { o, e := dev.output(t); return o + e }())
+	env, stateDir := d.env, d.stateDir
+	pool := warmPoolOfTwo(t, d, "down", "{intervalSeconds: 3600, failureThreshold: 2}")
 
-	dirs, err := os.ReadDir(leaks.InstancesDir(stateDir))
-	require.NoError(t, err)
-	require.Len(t, dirs, 2)
-	victim := dirs[0].Name()
-	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(leaks.InstancesDir(stateDir), victim)+"/"), "kube-apiserver")
-	require.Len(t, apiservers, 1, "the victim's kube-apiserver")
-	require.NoError(t, syscall.Kill(apiservers[0].PID, syscall.SIGKILL))
+	victim := signalOneAPIServer(t, stateDir, syscall.SIGKILL)
 	killed := time.Now()
 
 	// The pool stops counting it Ready long before a health check could (one an hour here).
@@ -150,7 +83,59 @@ spec:
 		assert.Contains(t, out, "kube-system")
 	}
 
-	out, _, code = kobeCLI(t, env, "audit", "--pool", "down", "-o", "json")
+	unhealthy := unhealthyEvents(t, env, "down", victim)
+	require.Len(t, unhealthy, 1, "the recycle is audited")
+	assert.Contains(t, unhealthy[0].Detail["message"], "stopped serving")
+}
+
+// warmPoolOfTwo applies a local pool of 2 with the given spec.healthCheck on the dev and waits
+// until both members are Ready; it returns a function that reads the pool's view.
+func warmPoolOfTwo(t *testing.T, d *cliDev, name, healthCheck string) func() api.PoolView {
+	t.Helper()
+	manifest := filepath.Join(t.TempDir(), name+".yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: `+name+`}
+spec:
+  size: 2
+  ttl: 10m
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+  healthCheck: `+healthCheck+`
+`), 0o644))
+	out, errOut, code := kobeCLI(t, d.env, "pool", "apply", "-f", manifest)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	pool := func() api.PoolView {
+		out, _, code := kobeCLI(t, d.env, "pool", "get", name, "-o", "json")
+		var pv api.PoolView
+		if code != 0 || json.Unmarshal([]byte(out), &pv) != nil {
+			return api.PoolView{}
+		}
+		return pv
+	}
+	require.Eventually(t, func() bool { return pool().Ready == 2 }, 4*time.Minute, time.Second,
+		"the pool warms up; kobe dev output: %v", func() string { o, e := d.dev.output(t); return o + e }())
+	return pool
+}
+
+// signalOneAPIServer sends sig to the kube-apiserver of one of the dev's two instances and
+// returns that instance's id.
+func signalOneAPIServer(t *testing.T, stateDir string, sig syscall.Signal) string {
+	t.Helper()
+	dirs, err := os.ReadDir(leaks.InstancesDir(stateDir))
+	require.NoError(t, err)
+	require.Len(t, dirs, 2)
+	victim := dirs[0].Name()
+	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(leaks.InstancesDir(stateDir), victim)+"/"), "kube-apiserver")
+	require.Len(t, apiservers, 1, "the victim's kube-apiserver")
+	require.NoError(t, syscall.Kill(apiservers[0].PID, sig))
+	return victim
+}
+
+// unhealthyEvents is the pool's audit events that recorded the instance Unhealthy.
+func unhealthyEvents(t *testing.T, env []string, pool, instanceID string) []api.AuditEvent {
+	t.Helper()
+	out, _, code := kobeCLI(t, env, "audit", "--pool", pool, "-o", "json")
 	require.Equal(t, 0, code, out)
 	var evs []api.AuditEvent
 	var wrapped api.AuditList
@@ -160,10 +145,9 @@ spec:
 	}
 	var unhealthy []api.AuditEvent
 	for _, e := range evs {
-		if e.Action == "instance.Unhealthy" && e.Target == victim {
+		if e.Action == "instance.Unhealthy" && e.Target == instanceID {
 			unhealthy = append(unhealthy, e)
 		}
 	}
-	require.Len(t, unhealthy, 1, "the recycle is audited")
-	assert.Contains(t, unhealthy[0].Detail["message"], "stopped serving")
+	return unhealthy
 }
