@@ -276,28 +276,44 @@ func IsInvalidSpec(err error) bool {
 
 // LeasePreparer is a backend whose per-lease credentials can be made ready before any lease
 // claims the instance, so that binding a lease costs no round trip to the instance. When an
-// instance becomes Ready, PrepareLeaseCredentials does the slow part once: it grants, in the
-// instance, what a lease may do to a group that only the instance's next holder will carry
-// (an instance has one holder in its life: it is never reused), waits until the instance's
-// authorizer honours it, and returns the LeaseSigner that mints the holder's own certificate.
-// RevokeCredentials of a lease bound this way removes that grant.
+// instance becomes Ready, PrepareLeaseCredentials does the slow part once: it makes, in the
+// instance, the identity of its next holder (an instance has one holder in its life: it is
+// never reused), grants it what a lease may do, waits until the instance's authorizer honours
+// the grant, and returns a bearer token of that identity. RevokeCredentials of a lease bound
+// this way deletes the identity, and with it every token of it.
+//
+// What is prepared can only ever be that one identity in that one instance: it is a token, not
+// a key. A signing key the API server trusts (the cluster's CA, or any client CA) could sign a
+// certificate naming the group system:masters, which no RBAC rule can take away, or a serving
+// certificate; a token of a ServiceAccount can do neither.
 type LeasePreparer interface {
-	PrepareLeaseCredentials(ctx context.Context, id string) (LeaseSigner, error)
+	PrepareLeaseCredentials(ctx context.Context, id string) (PreparedCredential, error)
 }
 
-// LeaseSigner mints per-lease client certificates for one instance without calling it: its CA
-// signs a certificate for user <UserPrefix><lease id> in Group. It holds the CA's private key:
+// PreparedCredential is what an instance's lease is bound with without calling the instance:
+// the address of its API server and a token of its holder's identity. The token is a secret:
 // it is sealed before it is stored, never logged, never in a workflow's history.
-type LeaseSigner struct {
+type PreparedCredential struct {
 	// Cluster names the cluster in the kubeconfig; Server is its API address and ServerCAPEM
 	// the CA the client trusts it with.
 	Cluster     string `json:"cluster"`
 	Server      string `json:"server"`
 	ServerCAPEM []byte `json:"serverCa"`
-	// ClientCACertPEM and ClientCAKeyPEM sign the client certificates the instance accepts.
-	ClientCACertPEM []byte `json:"clientCaCert"`
-	ClientCAKeyPEM  []byte `json:"clientCaKey"`
-	// UserPrefix and Group are the identity of a lease's certificate.
-	UserPrefix string `json:"userPrefix"`
-	Group      string `json:"group"`
+	// User is the Kubernetes user the token authenticates as; Token is the bearer token,
+	// valid until ExpiresAt unless its identity is deleted first.
+	User      string    `json:"user,omitempty"`
+	Token     string    `json:"token,omitempty"`
+	ExpiresAt time.Time `json:"expiresAt,omitempty"`
+	// TokenID is the uid of the token's identity (its ServiceAccount's), which the instance's
+	// audit log records: it names this holder, never the token.
+	TokenID string `json:"tokenId,omitempty"`
+
+	// Legacy: a row prepared before kobe stopped storing the instance's CA carries the CA
+	// (these four fields and no token). It still mints the lease's certificate, so that a
+	// member prepared before an upgrade is not lost; such rows go with their members, and
+	// this path goes with the baseline release.
+	ClientCACertPEM []byte `json:"clientCaCert,omitempty"`
+	ClientCAKeyPEM  []byte `json:"clientCaKey,omitempty"`
+	UserPrefix      string `json:"userPrefix,omitempty"`
+	Group           string `json:"group,omitempty"`
 }

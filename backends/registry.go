@@ -79,6 +79,9 @@ type Capabilities struct {
 	// Activity: the backend observes the use of lease kubeconfigs (ActivityReporter); without
 	// it, spec.sleep.afterInactivity counts only requests through kobe.
 	Activity bool `json:"activity"`
+	// WarmBind: the backend prepares a member's lease credential before any lease claims it
+	// (LeasePreparer), so a warm bind answers without calling the member.
+	WarmBind bool `json:"warmBind"`
 }
 
 // CapabilitiesOf reads a backend's optional capabilities from the interfaces it implements.
@@ -92,6 +95,7 @@ func CapabilitiesOf(name, description string, b RuntimeBackend) Capabilities {
 	_, c.CertRotate = b.(CertManager)
 	_, c.HostBound = b.(HostBound)
 	_, c.Activity = b.(ActivityReporter)
+	_, c.WarmBind = b.(LeasePreparer)
 	return c
 }
 

@@ -1,7 +1,8 @@
-// Package leasesigner mints a lease's kubeconfig from a backends.LeaseSigner prepared when its
-// instance became Ready: a certificate for the lease's own user, signed by the instance's
-// client CA, valid until the lease can live no longer. It is what makes a warm bind cost no
-// call to the instance; the API server and the workers both use it.
+// Package leasesigner mints a lease's kubeconfig from the backends.PreparedCredential made when
+// its instance became Ready: the instance's address and a token of its one holder, which the
+// instance's API server accepts until the lease's end revokes it. It is what makes a warm bind
+// cost no call to the instance; the API server and the workers both use it. Nothing it stores
+// can sign: a leaked row is one instance's holder, never the instance's CA.
 package leasesigner
 
 import (
@@ -18,26 +19,47 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
 
-// Mint issues the kubeconfig of lease leaseID, valid until notAfter (the lease's bind time plus
-// its maxTtl: no extension can make the lease outlive it, so the certificate never outlives the
-// lease; release revokes it earlier by removing the grant its group holds in the instance).
-func Mint(s backends.LeaseSigner, leaseID string, notAfter time.Time) (backends.Credential, error) {
+// Mint returns the kubeconfig of lease leaseID, valid until notAfter (the lease's bind time
+// plus its maxTtl: no extension can make the lease outlive it). Its token lives as long as the
+// instance's holder: the lease's end deletes the holder (RevokeCredentials), and the instance,
+// which has no other holder in its life, is torn down after it.
+func Mint(p backends.PreparedCredential, leaseID string, notAfter time.Time) (backends.Credential, error) {
 	if leaseID == "" {
 		return backends.Credential{}, errors.New("lease credential needs a lease id")
 	}
 	if !time.Now().Before(notAfter) {
 		return backends.Credential{}, fmt.Errorf("lease %s: its credential would already have expired (%s)", leaseID, notAfter.Format(time.RFC3339))
 	}
-	ca, err := pki.LoadCA(s.ClientCACertPEM, s.ClientCAKeyPEM)
-	if err != nil {
-		return backends.Credential{}, fmt.Errorf("lease signer of %s: %w", s.Cluster, err)
+	if p.Token == "" {
+		return mintFromCA(p, leaseID, notAfter)
 	}
-	user := s.UserPrefix + leaseID
-	cred, err := ca.IssueClientUntil(user, []string{s.Group}, notAfter)
+	expires := notAfter
+	if !p.ExpiresAt.IsZero() && p.ExpiresAt.Before(expires) {
+		// An API server that caps token lifetimes gave less than asked: the credential says
+		// when it really ends.
+		expires = p.ExpiresAt
+	}
+	kc, err := kubeconfig.ForToken(p.Cluster, p.Server, p.ServerCAPEM, p.Token, p.User)
 	if err != nil {
 		return backends.Credential{}, err
 	}
-	kc, err := kubeconfig.ForClientCert(s.Cluster, s.Server, s.ServerCAPEM, cred.CertPEM, cred.KeyPEM, user)
+	return backends.Credential{Kubeconfig: kc, User: p.User, ExpiresAt: expires, ID: p.TokenID}, nil
+}
+
+// mintFromCA mints from a row prepared before kobe stopped storing instances' CAs (see
+// backends.PreparedCredential): such a member still binds. The path goes with the baseline
+// release, which refuses a store from before it.
+func mintFromCA(p backends.PreparedCredential, leaseID string, notAfter time.Time) (backends.Credential, error) {
+	ca, err := pki.LoadCA(p.ClientCACertPEM, p.ClientCAKeyPEM)
+	if err != nil {
+		return backends.Credential{}, fmt.Errorf("prepared credential of %s: %w", p.Cluster, err)
+	}
+	user := p.UserPrefix + leaseID
+	cred, err := ca.IssueClientUntil(user, []string{p.Group}, notAfter)
+	if err != nil {
+		return backends.Credential{}, err
+	}
+	kc, err := kubeconfig.ForClientCert(p.Cluster, p.Server, p.ServerCAPEM, cred.CertPEM, cred.KeyPEM, user)
 	if err != nil {
 		return backends.Credential{}, err
 	}
@@ -49,7 +71,7 @@ func Mint(s backends.LeaseSigner, leaseID string, notAfter time.Time) (backends.
 func signerAAD(instanceID string) []byte { return []byte("lease-signer:" + instanceID) }
 
 // Seal seals an instance's signer for the store.
-func Seal(box *secretbox.Box, instanceID string, s backends.LeaseSigner) ([]byte, error) {
+func Seal(box *secretbox.Box, instanceID string, s backends.PreparedCredential) ([]byte, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -58,14 +80,14 @@ func Seal(box *secretbox.Box, instanceID string, s backends.LeaseSigner) ([]byte
 }
 
 // Open opens a signer sealed by Seal.
-func Open(box *secretbox.Box, instanceID string, sealed []byte) (backends.LeaseSigner, error) {
+func Open(box *secretbox.Box, instanceID string, sealed []byte) (backends.PreparedCredential, error) {
 	data, err := box.Open(sealed, signerAAD(instanceID))
 	if err != nil {
-		return backends.LeaseSigner{}, fmt.Errorf("opening the lease signer of %s (is the secret key the workers' key?): %w", instanceID, err)
+		return backends.PreparedCredential{}, fmt.Errorf("opening the lease signer of %s (is the secret key the workers' key?): %w", instanceID, err)
 	}
-	var s backends.LeaseSigner
+	var s backends.PreparedCredential
 	if err := json.Unmarshal(data, &s); err != nil {
-		return backends.LeaseSigner{}, fmt.Errorf("lease signer of %s: %w", instanceID, err)
+		return backends.PreparedCredential{}, fmt.Errorf("lease signer of %s: %w", instanceID, err)
 	}
 	return s, nil
 }
@@ -74,7 +96,7 @@ func Open(box *secretbox.Box, instanceID string, sealed []byte) (backends.LeaseS
 // of its instance and stored, valid until notAfter. Whoever stores first wins (the API binding
 // the lease, or the lease's workflow making sure the credential exists after a crash of the
 // API): both return the stored one, so the holder and a later GET see the same kubeconfig.
-func Ensure(ctx context.Context, st store.Store, box *secretbox.Box, signer backends.LeaseSigner, leaseID string, notAfter time.Time) ([]byte, error) {
+func Ensure(ctx context.Context, st store.Store, box *secretbox.Box, signer backends.PreparedCredential, leaseID string, notAfter time.Time) ([]byte, error) {
 	if c, err := st.GetLeaseCredential(ctx, leaseID); err == nil {
 		return box.Open(c.Sealed, []byte(leaseID))
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -96,10 +118,10 @@ func Ensure(ctx context.Context, st store.Store, box *secretbox.Box, signer back
 }
 
 // Signer reads and opens an instance's signer from the store (store.ErrNotFound: it has none).
-func Signer(ctx context.Context, st store.Store, box *secretbox.Box, instanceID string) (backends.LeaseSigner, error) {
+func Signer(ctx context.Context, st store.Store, box *secretbox.Box, instanceID string) (backends.PreparedCredential, error) {
 	sealed, err := st.GetLeaseSigner(ctx, instanceID)
 	if err != nil {
-		return backends.LeaseSigner{}, err
+		return backends.PreparedCredential{}, err
 	}
 	return Open(box, instanceID, sealed)
 }

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/internal/leasecred"
 )
 
 // What a lease does with its kubeconfig is observed in the API server's audit log: a policy
-// that records only the requests of lease identities (the groups of per-lease certificates), at
+// that records only the requests of lease identities (the group of per-lease certificates and
+// the holder of a warm-bound lease, see leasecred.Prepare), at
 // Metadata level (no bodies) and only once a response started, so that kobe's own requests
 // (health checks, the admin credential of the controllers and of kobe) cost nothing and never
 // count. The log is capped (one file of leaseAuditMaxMB and one backup).
@@ -30,7 +32,9 @@ kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
-  userGroups: ["` + LeaseGroup + `", "` + HolderGroup + `"]
+  userGroups: ["` + LeaseGroup + `"]
+- level: Metadata
+  users: ["` + leasecred.HolderUser + `"]
 - level: None
 `
 
@@ -113,7 +117,8 @@ func lastLeaseRequest(f io.ReadSeeker) (time.Time, error) {
 		if json.Unmarshal(lines[i], &ev) != nil {
 			continue
 		}
-		if strings.HasPrefix(ev.User.Username, LeaseUserPrefix) && !ev.StageTimestamp.IsZero() {
+		lease := strings.HasPrefix(ev.User.Username, LeaseUserPrefix) || ev.User.Username == leasecred.HolderUser
+		if lease && !ev.StageTimestamp.IsZero() {
 			return ev.StageTimestamp, nil
 		}
 	}

@@ -41,3 +41,14 @@ func TestLastLeaseRequestReadsOnlyTheTail(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, t0.Add(199*time.Second), got)
 }
+
+// A warm-bound lease's requests are its holder's (leasecred.Prepare): they count too; another
+// ServiceAccount's never do.
+func TestLastLeaseRequestCountsTheHolder(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	log := auditLine("system:serviceaccount:kube-system:kobe-lease-holder", t0) +
+		auditLine("system:serviceaccount:kube-system:generic-garbage-collector", t0.Add(time.Second))
+	got, err := lastLeaseRequest(strings.NewReader(log))
+	require.NoError(t, err)
+	assert.Equal(t, t0, got)
+}

@@ -11,7 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/internal/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/kubeconfig"
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
@@ -89,42 +93,36 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 
 func bindingName(user string) string { return "kobe-lease-" + user }
 
-// HolderGroup is the group of a certificate minted from the instance's prepared LeaseSigner;
-// holderBinding grants it cluster-admin until the holder's lease ends.
-const (
-	HolderGroup   = "kobe:lease-holder"
-	holderBinding = "kobe-lease-holder"
-)
-
-// PrepareLeaseCredentials implements backends.LeasePreparer: the grant of the instance's next
-// (and only) holder, and the signer of its certificate.
-func (b *Backend) PrepareLeaseCredentials(ctx context.Context, id string) (backends.LeaseSigner, error) {
+// PrepareLeaseCredentials implements backends.LeasePreparer: the identity of the instance's
+// next (and only) holder, a ServiceAccount bound to cluster-admin, and a token of it. Nothing
+// that can sign leaves the instance's directory.
+func (b *Backend) PrepareLeaseCredentials(ctx context.Context, id string) (backends.PreparedCredential, error) {
 	in, ok := b.get(id)
 	if !ok {
-		return backends.LeaseSigner{}, backends.ErrNotFound
+		return backends.PreparedCredential{}, backends.ErrNotFound
 	}
 	caPEM, err := os.ReadFile(in.path("pki", "ca.crt"))
 	if err != nil {
-		return backends.LeaseSigner{}, err
+		return backends.PreparedCredential{}, err
 	}
-	caKey, err := os.ReadFile(in.path("pki", "ca.key"))
+	admin, err := in.adminClientset()
 	if err != nil {
-		return backends.LeaseSigner{}, err
+		return backends.PreparedCredential{}, err
 	}
-	if err := in.apply(ctx, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1",
-		"kind":       "ClusterRoleBinding",
-		"metadata":   map[string]any{"name": holderBinding, "labels": map[string]string{"kobe.kunobi.ninja/lease": "holder"}},
-		"roleRef":    map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-		"subjects":   []map[string]string{{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": HolderGroup}},
-	}); err != nil {
-		return backends.LeaseSigner{}, fmt.Errorf("binding %s: %w", HolderGroup, err)
+	return leasecred.Prepare(ctx, leasecred.Instance{ID: id, Server: in.endpoint(), ServerCA: caPEM, Admin: admin})
+}
+
+// adminClientset is the instance's API as its admin, through client-go, on the instance's
+// own admin client.
+func (in *instance) adminClientset() (kubernetes.Interface, error) {
+	in.mu.Lock()
+	c := in.client
+	url := in.endpoint()
+	in.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("instance %s: no admin client", in.rec.ID)
 	}
-	if err := in.waitAuthorized(ctx, LeaseUserPrefix+"holder", HolderGroup); err != nil {
-		return backends.LeaseSigner{}, err
-	}
-	return backends.LeaseSigner{Cluster: id, Server: in.endpoint(), ServerCAPEM: caPEM, ClientCACertPEM: caPEM,
-		ClientCAKeyPEM: caKey, UserPrefix: LeaseUserPrefix, Group: HolderGroup}, nil
+	return kubernetes.NewForConfigAndClient(&rest.Config{Host: url}, c)
 }
 
 // waitAuthorized returns once the API server's authorizer allows user what the binding grants.
@@ -165,24 +163,26 @@ func (in *instance) waitAuthorized(ctx context.Context, user string, groups ...s
 	}
 }
 
-// RevokeCredentials implements backends.RuntimeBackend.
+// RevokeCredentials implements backends.RuntimeBackend: the lease's own binding (a credential
+// issued on demand) and the holder (a lease bound with the prepared credential) go; an
+// instance has one holder, so both do.
 func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error {
 	in, ok := b.get(id)
 	if !ok {
 		return backends.ErrNotFound
 	}
-	// The lease's own binding (a credential issued on demand) and the holder's grant (one
-	// minted from the prepared signer): an instance has one holder, so both go.
-	for _, binding := range []string{bindingName(user), holderBinding} {
-		status, body, err := in.do(ctx, http.MethodDelete, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+binding, nil)
-		if err != nil {
-			return err
-		}
-		if status != http.StatusOK && status != http.StatusNotFound && status != http.StatusAccepted {
-			return fmt.Errorf("revoking %s: HTTP %d: %s", user, status, body)
-		}
+	status, body, err := in.do(ctx, http.MethodDelete, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"+bindingName(user), nil)
+	if err != nil {
+		return err
 	}
-	return nil
+	if status != http.StatusOK && status != http.StatusNotFound && status != http.StatusAccepted {
+		return fmt.Errorf("revoking %s: HTTP %d: %s", user, status, body)
+	}
+	admin, err := in.adminClientset()
+	if err != nil {
+		return err
+	}
+	return leasecred.RevokeHolder(ctx, id, admin)
 }
 
 // do sends one request to the instance's API server as admin.

@@ -58,8 +58,24 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 	return leasecred.Issue(ctx, leasecred.Instance{ID: id, Server: admin.server, ServerCA: admin.caPEM, ClientCA: ca, Admin: virtual}, req)
 }
 
+// PrepareLeaseCredentials implements backends.LeasePreparer: the vcluster's holder (see
+// leasecred.Prepare), made inside the virtual cluster, and a token of it. The vcluster's CAs
+// stay in its Secrets in the host cluster.
+func (b *Backend) PrepareLeaseCredentials(ctx context.Context, id string) (backends.PreparedCredential, error) {
+	admin, err := b.adminKubeconfig(ctx, id)
+	if err != nil {
+		return backends.PreparedCredential{}, err
+	}
+	virtual, err := virtualClient(admin.kubeconfig)
+	if err != nil {
+		return backends.PreparedCredential{}, err
+	}
+	return leasecred.Prepare(ctx, leasecred.Instance{ID: id, Server: admin.server, ServerCA: admin.caPEM, Admin: virtual})
+}
+
 // RevokeCredentials implements backends.RuntimeBackend: the lease's ClusterRoleBinding goes,
-// so its certificate, still valid, authorizes nothing.
+// so its certificate, still valid, authorizes nothing; and the vcluster's holder goes (an
+// instance has one holder in its life), so its tokens are refused.
 func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error {
 	admin, err := b.adminKubeconfig(ctx, id)
 	if err != nil {
@@ -69,7 +85,10 @@ func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error 
 	if err != nil {
 		return err
 	}
-	return leasecred.Revoke(ctx, id, virtual, user)
+	if err := leasecred.Revoke(ctx, id, virtual, user); err != nil {
+		return err
+	}
+	return leasecred.RevokeHolder(ctx, id, virtual)
 }
 
 type adminCredential struct {

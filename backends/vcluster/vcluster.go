@@ -215,6 +215,7 @@ var (
 	_ backends.RuntimeBackend    = (*Backend)(nil)
 	_ backends.Preflighter       = (*Backend)(nil)
 	_ backends.SyncErrorReporter = (*Backend)(nil)
+	_ backends.LeasePreparer     = (*Backend)(nil)
 )
 
 // New connects the backend to a host cluster (lazily: nothing is asked until used).

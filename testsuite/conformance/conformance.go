@@ -5,6 +5,8 @@ package conformance
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/leasesigner"
 )
 
 // Subject describes the backend under test.
@@ -44,6 +48,7 @@ type Subject struct {
 const (
 	StepRevokedCredentialRejected = "a revoked per-lease credential is rejected"
 	StepExpiredCredentialRejected = "per-lease credentials are rejected after expiry"
+	StepPreparedCredential        = "a prepared lease credential is the holder alone, signs nothing, and is rejected once revoked"
 )
 
 func skipUnserved(t *testing.T, s Subject, step string) {
@@ -141,6 +146,13 @@ func Run(t *testing.T, s Subject) {
 		assert.True(t, apierrors.IsUnauthorized(err) || strings.Contains(err.Error(), "certificate"), "expired: %v", err)
 	})
 
+	if p, ok := s.Backend.(backends.LeasePreparer); ok {
+		t.Run(StepPreparedCredential, func(t *testing.T) {
+			skipUnserved(t, s, StepPreparedCredential)
+			preparedCredentialStep(t, s.Backend, p, id, suffix)
+		})
+	}
+
 	t.Run("create is idempotent", func(t *testing.T) {
 		st, err := s.Backend.Create(ctx, s.Spec(id))
 		require.NoError(t, err)
@@ -229,6 +241,71 @@ func Run(t *testing.T, s Subject) {
 		_, err = s.Backend.Credentials(ctx, id, backends.CredentialRequest{})
 		assert.ErrorIs(t, err, backends.ErrNotFound)
 	})
+}
+
+// preparedCredentialStep: what a LeasePreparer prepares is stored (sealed) in kobe's database
+// and read by the API servers, so it must be worth as little as possible if it leaks: one
+// identity in one instance, which kobe can take back. A signing key the instance trusts would
+// be worth much more: a certificate for group system:masters, which no RBAC rule binds and so
+// no revocation takes away.
+func preparedCredentialStep(t *testing.T, b backends.RuntimeBackend, p backends.LeasePreparer, id, suffix string) {
+	ctx := context.Background()
+	prepared, err := p.PrepareLeaseCredentials(ctx, id)
+	require.NoError(t, err)
+	assert.Empty(t, privateKeysIn(t, prepared), "a prepared credential carries no key that can sign")
+
+	leaseID := "lease-p-" + suffix
+	cred, err := leasesigner.Mint(prepared, leaseID, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	holder := clientFromKubeconfig(t, cred.Kubeconfig)
+	got, err := holder.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
+	require.NoError(t, err, "the holder reads what the admin wrote")
+	assert.Equal(t, "conformance", got.Data["kobe"])
+	_, err = holder.CoreV1().ConfigMaps("conformance").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "holder"}}, metav1.CreateOptions{})
+	require.NoError(t, err, "and writes")
+	who, err := holder.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, who.Status.UserInfo.Groups, "system:masters", "the holder is bound by RBAC, so revoking it takes its access away")
+	t.Logf("a warm-bound lease of %s is %s in %v", id, who.Status.UserInfo.Username, who.Status.UserInfo.Groups)
+
+	again, err := p.PrepareLeaseCredentials(ctx, id)
+	require.NoError(t, err, "preparing again is fine")
+	_, err = holder.CoreV1().Namespaces().Get(ctx, "conformance", metav1.GetOptions{})
+	require.NoError(t, err, "and keeps the first credential working")
+
+	second, err := leasesigner.Mint(again, leaseID, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+
+	require.NoError(t, b.RevokeCredentials(ctx, id, leaseID))
+	require.NoError(t, b.RevokeCredentials(ctx, id, leaseID), "revoking twice is fine")
+	for name, c := range map[string]*kubernetes.Clientset{"first": holder, "second": clientFromKubeconfig(t, second.Kubeconfig)} {
+		require.Eventually(t, func() bool {
+			_, err := c.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
+			return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
+		}, 30*time.Second, 100*time.Millisecond, "the %s prepared credential is rejected once revoked", name)
+	}
+}
+
+// privateKeysIn names the fields of v's JSON (what kobe seals and stores) that hold a private
+// key, as text or as base64 (how JSON carries bytes).
+func privateKeysIn(t *testing.T, v any) []string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(raw, &fields))
+	var found []string
+	for name, value := range fields {
+		text, ok := value.(string)
+		if !ok {
+			continue
+		}
+		decoded, _ := base64.StdEncoding.DecodeString(text)
+		if strings.Contains(text, "PRIVATE KEY") || strings.Contains(string(decoded), "PRIVATE KEY") {
+			found = append(found, name)
+		}
+	}
+	return found
 }
 
 func clientFor(t *testing.T, b backends.RuntimeBackend, id string, req backends.CredentialRequest) *kubernetes.Clientset {

@@ -82,6 +82,7 @@ var (
 	_ backends.RuntimeBackend  = (*Backend)(nil)
 	_ backends.Preflighter     = (*Backend)(nil)
 	_ backends.GoldenTemplater = (*Backend)(nil)
+	_ backends.LeasePreparer   = (*Backend)(nil)
 )
 
 // New makes a backend of a distribution (nothing is asked of the host until used).

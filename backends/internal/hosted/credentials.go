@@ -122,10 +122,45 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 	if err != nil {
 		return backends.Credential{}, err
 	}
-	if err := b.untilEveryServer(ctx, ca, shape, LeaseUserPrefix+req.User, true); err != nil {
+	if err := b.untilEveryServer(ctx, ca, shape, LeaseUserPrefix+req.User, []string{LeaseGroup}, true); err != nil {
 		return backends.Credential{}, err
 	}
 	return cred, nil
+}
+
+// PrepareLeaseCredentials implements backends.LeasePreparer: the instance's holder (see
+// leasecred.Prepare), authorized by every server of an HA instance, and a token of it. The
+// instance's CA stays in its Secret in the host cluster.
+func (b *Backend) PrepareLeaseCredentials(ctx context.Context, id string) (backends.PreparedCredential, error) {
+	if err := b.available(); err != nil {
+		return backends.PreparedCredential{}, err
+	}
+	ca, err := b.findCA(ctx, id)
+	if err != nil {
+		return backends.PreparedCredential{}, err
+	}
+	var shape instanceShape
+	_ = jsonUnmarshal(ca.Annotations[shapeAnnotation], &shape)
+	endpoint, err := b.endpoint(ctx, ca, shape)
+	if err != nil {
+		return backends.PreparedCredential{}, fmt.Errorf("instance %s: %w", id, err)
+	}
+	c, err := b.instanceCA(ca)
+	if err != nil {
+		return backends.PreparedCredential{}, err
+	}
+	admin, err := b.instanceClient(ca, endpoint)
+	if err != nil {
+		return backends.PreparedCredential{}, err
+	}
+	prepared, err := leasecred.Prepare(ctx, leasecred.Instance{ID: id, Server: endpoint, ServerCA: c.CertPEM, Admin: admin})
+	if err != nil {
+		return backends.PreparedCredential{}, err
+	}
+	if err := b.untilEveryServer(ctx, ca, shape, leasecred.HolderUser, leasecred.HolderGroups, true); err != nil {
+		return backends.PreparedCredential{}, err
+	}
+	return prepared, nil
 }
 
 func (b *Backend) instanceClient(ca *corev1.Secret, endpoint string) (*kubernetes.Clientset, error) {
@@ -137,7 +172,8 @@ func (b *Backend) instanceClient(ca *corev1.Secret, endpoint string) (*kubernete
 }
 
 // RevokeCredentials implements backends.RuntimeBackend: the lease's binding goes, so its
-// certificate (still valid until it expires) is refused with 403.
+// certificate (still valid until it expires) is refused with 403, and so does the instance's
+// holder, whose tokens are refused with 401.
 func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error {
 	if err := b.available(); err != nil {
 		return err
@@ -159,18 +195,26 @@ func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error 
 	if err := leasecred.Revoke(ctx, id, admin, user); err != nil {
 		return err
 	}
-	return b.untilEveryServer(ctx, ca, shape, LeaseUserPrefix+user, false)
+	// The holder too: an instance has one holder in its life, so whichever way its lease was
+	// bound, both go.
+	if err := leasecred.RevokeHolder(ctx, id, admin); err != nil {
+		return err
+	}
+	if err := b.untilEveryServer(ctx, ca, shape, LeaseUserPrefix+user, []string{LeaseGroup}, false); err != nil {
+		return err
+	}
+	return b.untilEveryServer(ctx, ca, shape, leasecred.HolderUser, leasecred.HolderGroups, false)
 }
 
 // serverTimeout bounds how long a binding may take to reach every server of an HA instance.
 const serverTimeout = 30 * time.Second
 
 // untilEveryServer waits, for an instance of several servers, until each server's authorizer
-// agrees that user is (allowed) or is no longer (!allowed) cluster-admin. Each server keeps
+// agrees that user (in groups) is (allowed) or is no longer (!allowed) cluster-admin. Each server keeps
 // RBAC in its own cache, fed by a watch of the shared datastore: a binding created through
 // one server reaches the others a moment later, and a credential handed out before that would
 // be refused by whichever server a request lands on. Each server is asked at its pod address.
-func (b *Backend) untilEveryServer(ctx context.Context, ca *corev1.Secret, shape instanceShape, user string, allowed bool) error {
+func (b *Backend) untilEveryServer(ctx context.Context, ca *corev1.Secret, shape instanceShape, user string, groups []string, allowed bool) error {
 	if shape.Servers < 2 {
 		return nil
 	}
@@ -181,7 +225,7 @@ func (b *Backend) untilEveryServer(ctx context.Context, ca *corev1.Secret, shape
 		return err
 	}
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: user, Groups: []string{LeaseGroup}, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces"}}}
+		User: user, Groups: groups, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces"}}}
 	for name, cfg := range servers {
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {

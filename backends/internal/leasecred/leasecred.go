@@ -76,7 +76,7 @@ func Issue(ctx context.Context, in Instance, req backends.CredentialRequest) (ba
 	if _, err := in.Admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return backends.Credential{}, fmt.Errorf("binding %s in instance %s: %w", user, in.ID, err)
 	}
-	if err := waitAuthorized(ctx, in.ID, in.Admin, user); err != nil {
+	if err := waitAuthorized(ctx, in.ID, in.Admin, user, Group); err != nil {
 		return backends.Credential{}, err
 	}
 	cred, err := in.ClientCA.IssueClient(user, []string{Group}, req.TTL)
@@ -94,15 +94,15 @@ var (
 	authorizedEvery  = 50 * time.Millisecond
 )
 
-// waitAuthorized returns once the instance's API server authorizes user (group Group) what the
+// waitAuthorized returns once the instance's API server authorizes user (in groups) what the
 // binding grants. Its RBAC authorizer learns of a new binding through a watch, a moment after
 // the write returns (milliseconds when idle, longer on a busy host or a remote datastore): a
 // credential handed out before would be refused (403) on its first requests.
-func waitAuthorized(ctx context.Context, id string, admin kubernetes.Interface, user string) error {
+func waitAuthorized(ctx context.Context, id string, admin kubernetes.Interface, user string, groups ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, authorizedWithin)
 	defer cancel()
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: user, Groups: []string{Group},
+		User: user, Groups: groups,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces"}}}
 	for asked := 0; ; asked++ {
 		got, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})

@@ -32,7 +32,8 @@ implements, and its optional capabilities: sleep/resume, golden snapshots, certi
 rotation, migration between hosts, whether its instances are bound to one kobe host, and
 whether it observes the use of lease kubeconfigs (ACTIVITY): a pool's spec.sleep.afterInactivity
 counts a lease's requests to its cluster only on such a backend, elsewhere only its requests
-through kobe.`,
+through kobe; and whether it prepares a member's lease credential before any lease claims it
+(WARM-BIND), so that a lease bound to a warm member is answered without calling the member.`,
 		Example: `  kobe backends
   kobe backends -o json`,
 		Args: cobra.NoArgs,
@@ -57,10 +58,10 @@ func backendsRun(opts *Options) error {
 		return opts.Output.Print(out, m, nil)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tCONTRACT\tSLEEP\tFREEZE\tCERT-ROTATION\tHOST-BOUND\tACTIVITY\tDESCRIPTION")
+	fmt.Fprintln(tw, "BACKEND\tCONTRACT\tSLEEP\tFREEZE\tCERT-ROTATION\tHOST-BOUND\tACTIVITY\tWARM-BIND\tDESCRIPTION")
 	for _, c := range m {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Backend, c.Contract, sleepCell(c), yes(c.Freeze),
-			yes(c.CertRotate), yes(c.HostBound), yes(c.Activity), c.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Backend, c.Contract, sleepCell(c), yes(c.Freeze),
+			yes(c.CertRotate), yes(c.HostBound), yes(c.Activity), yes(c.WarmBind), c.Description)
 	}
 	return tw.Flush()
 }

@@ -15,8 +15,8 @@ import (
 )
 
 var matrix = []backends.Capabilities{
-	{Backend: "local", Contract: "v1", Description: "processes", Sleep: true, Freeze: true, CertRotate: true, HostBound: true, Activity: true},
-	{Backend: "k3s", Contract: "v1", Description: "statefulsets", CertRotate: true},
+	{Backend: "local", Contract: "v1", Description: "processes", Sleep: true, Freeze: true, CertRotate: true, HostBound: true, Activity: true, WarmBind: true},
+	{Backend: "k3s", Contract: "v1", Description: "statefulsets", CertRotate: true, WarmBind: true},
 }
 
 func run(t *testing.T, args ...string) (string, error) {
@@ -38,8 +38,8 @@ func TestTable(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3)
 	assert.Contains(t, lines[0], "BACKEND")
-	assert.Regexp(t, `^local\s+v1\s+yes\s+yes\s+yes\s+yes\s+yes\s+processes`, lines[1])
-	assert.Regexp(t, `^k3s\s+v1\s+-\s+-\s+yes\s+-\s+-\s+statefulsets`, lines[2])
+	assert.Regexp(t, `^local\s+v1\s+yes\s+yes\s+yes\s+yes\s+yes\s+yes\s+processes`, lines[1])
+	assert.Regexp(t, `^k3s\s+v1\s+-\s+-\s+yes\s+-\s+-\s+yes\s+statefulsets`, lines[2])
 }
 
 func TestJSON(t *testing.T) {

@@ -1,0 +1,141 @@
+package leasesigner
+
+import (
+	"context"
+	"crypto/rand"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/pki"
+	"github.com/kunobi-ninja/kobe/internal/secretbox"
+	"github.com/kunobi-ninja/kobe/internal/store"
+)
+
+func prepared() backends.PreparedCredential {
+	return backends.PreparedCredential{Cluster: "inst-1", Server: "https://10.1.0.2:6443", ServerCAPEM: []byte("server-ca"),
+		User: "system:serviceaccount:kube-system:kobe-lease-holder", Token: "holder-token",
+		ExpiresAt: time.Now().Add(24 * time.Hour), TokenID: "uid-1"}
+}
+
+func newBox(t *testing.T) *secretbox.Box {
+	key := make([]byte, secretbox.KeySize)
+	_, err := rand.Read(key)
+	require.NoError(t, err)
+	box, err := secretbox.New(key)
+	require.NoError(t, err)
+	return box
+}
+
+func TestMintWritesTheHoldersToken(t *testing.T) {
+	notAfter := time.Now().Add(time.Hour)
+	cred, err := Mint(prepared(), "lease-1", notAfter)
+	require.NoError(t, err)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(cred.Kubeconfig)
+	require.NoError(t, err)
+	assert.Equal(t, "https://10.1.0.2:6443", cfg.Host)
+	assert.Equal(t, []byte("server-ca"), cfg.CAData)
+	assert.Equal(t, "holder-token", cfg.BearerToken)
+	assert.Empty(t, cfg.CertData, "no certificate: nothing in the row can sign one")
+	assert.Equal(t, "system:serviceaccount:kube-system:kobe-lease-holder", cred.User)
+	assert.Equal(t, "uid-1", cred.ID, "the id the instance's audit log records")
+	assert.True(t, cred.ExpiresAt.Equal(notAfter), "the lease can live no longer than notAfter")
+}
+
+func TestMintSaysWhenAShortTokenEnds(t *testing.T) {
+	p := prepared()
+	p.ExpiresAt = time.Now().Add(10 * time.Minute)
+	cred, err := Mint(p, "lease-1", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	assert.True(t, cred.ExpiresAt.Equal(p.ExpiresAt), "an API server that caps token lifetimes ends it first")
+}
+
+func TestMintRefusesWhatCannotBeValid(t *testing.T) {
+	_, err := Mint(prepared(), "", time.Now().Add(time.Hour))
+	assert.ErrorContains(t, err, "needs a lease id")
+	_, err = Mint(prepared(), "lease-1", time.Now().Add(-time.Second))
+	assert.ErrorContains(t, err, "would already have expired")
+	_, err = Mint(backends.PreparedCredential{Cluster: "inst-1"}, "lease-1", time.Now().Add(time.Hour))
+	assert.ErrorContains(t, err, "prepared credential of inst-1", "neither a token nor a CA")
+}
+
+// A member prepared before kobe stopped storing CAs still binds (until the baseline release).
+func TestMintFromALegacyRow(t *testing.T) {
+	ca, err := pki.NewCA("inst-1", time.Hour*24)
+	require.NoError(t, err)
+	p := backends.PreparedCredential{Cluster: "inst-1", Server: "https://10.1.0.2:6443", ServerCAPEM: ca.CertPEM,
+		ClientCACertPEM: ca.CertPEM, ClientCAKeyPEM: ca.KeyPEM, UserPrefix: "kobe:lease:", Group: "kobe:lease-holder"}
+	cred, err := Mint(p, "lease-1", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, "kobe:lease:lease-1", cred.User)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(cred.Kubeconfig)
+	require.NoError(t, err)
+	cert, err := pki.ParseCert(cfg.CertData)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"kobe:lease-holder"}, cert.Subject.Organization)
+}
+
+// A sealed row opens only with the workers' key and only under its own instance's id: a row
+// copied to another instance does not bind that instance's lease to this instance.
+func TestSealedRowsOpenOnlyForTheirInstance(t *testing.T) {
+	box := newBox(t)
+	sealed, err := Seal(box, "inst-1", prepared())
+	require.NoError(t, err)
+	assert.NotContains(t, string(sealed), "holder-token")
+	got, err := Open(box, "inst-1", sealed)
+	require.NoError(t, err)
+	assert.Equal(t, "holder-token", got.Token)
+	assert.WithinDuration(t, prepared().ExpiresAt, got.ExpiresAt, time.Second)
+
+	_, err = Open(box, "inst-2", sealed)
+	assert.ErrorContains(t, err, "opening the lease signer of inst-2")
+	_, err = Open(newBox(t), "inst-1", sealed)
+	assert.ErrorContains(t, err, "is the secret key the workers' key")
+}
+
+// The API binding a lease and its workflow making sure the credential exists race to store
+// the lease's first kubeconfig: both hand out the one stored first, on a real store.
+func TestEnsureHandsOutTheFirstStored(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "kobe.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	box := newBox(t)
+	require.NoError(t, st.UpsertInstance(ctx, store.Instance{ID: "inst-1", Pool: "p", Backend: "local", Phase: api.InstanceReady}))
+	sealed, err := Seal(box, "inst-1", prepared())
+	require.NoError(t, err)
+	require.NoError(t, st.PutLeaseSigner(ctx, "inst-1", sealed))
+	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: "lease-1", Pool: "p", Principal: "alice", Phase: api.LeasePending}))
+
+	p, err := Signer(ctx, st, box, "inst-1")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	got := make([][]byte, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kc, err := Ensure(ctx, st, box, p, "lease-1", time.Now().Add(time.Hour))
+			assert.NoError(t, err)
+			got[i] = kc
+		}()
+	}
+	wg.Wait()
+	for _, kc := range got[1:] {
+		assert.Equal(t, got[0], kc)
+	}
+	_, err = Signer(ctx, st, box, "inst-2")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+
+	// An ended lease gets none (its credential was revoked when it ended).
+	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: "lease-2", Pool: "p", Principal: "alice", Phase: api.LeaseReleased}))
+	_, err = Ensure(ctx, st, box, p, "lease-2", time.Now().Add(time.Hour))
+	assert.ErrorIs(t, err, store.ErrLeaseEnded)
+}
