@@ -271,6 +271,10 @@ func TestOnRealHostCluster(t *testing.T) {
 		}, 6*time.Minute, time.Second, "a warm vcluster")
 		l, _, err := kobe.CreateLease(lctx, api.LeaseRequest{Pool: "vc-sync"})
 		require.NoError(t, err)
+		// The warm member's holder was prepared when it became Ready: the lease is bound by the
+		// create's own answer (a warm bind), with the holder's token.
+		assert.Equal(t, api.LeaseBound, l.Phase, "a warm bind answers Bound")
+		assert.Contains(t, l.Kubeconfig, "token:", "the holder's token, not a certificate")
 		l, err = kobe.GetLease(lctx, l.ID, 2*time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, api.LeaseBound, l.Phase)
