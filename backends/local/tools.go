@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
 )
 
 // Tools locates the binaries `make tools` builds: <dir>/<tool>-<version>/<binary>.
@@ -74,41 +76,36 @@ func SortVersions(vs []string) {
 	sort.Slice(vs, func(i, j int) bool { return versionLess(vs[i], vs[j]) })
 }
 
-// versionLess compares the dot-separated numbers after the first "v" followed by a digit;
-// anything after a number's digits (-rc.1, +build) is ignored.
+// versionLess orders versions by apimachinery's rules (a pre-release before its release), on
+// what follows the first "v" and a digit; text that is no version sorts as text, first.
 func versionLess(a, b string) bool {
-	pa, pb := versionNumbers(a), versionNumbers(b)
-	for i := 0; i < len(pa) && i < len(pb); i++ {
-		if pa[i] != pb[i] {
-			return pa[i] < pb[i]
+	va, vb := parseVersion(a), parseVersion(b)
+	switch {
+	case va == nil || vb == nil:
+		if (va == nil) != (vb == nil) {
+			return va == nil
 		}
-	}
-	if len(pa) != len(pb) {
-		return len(pa) < len(pb)
+	case va.LessThan(vb):
+		return true
+	case vb.LessThan(va):
+		return false
 	}
 	return a < b
 }
 
-func versionNumbers(s string) []int {
+func parseVersion(s string) *version.Version {
 	for i := 0; i+1 < len(s); i++ {
 		if s[i] == 'v' && s[i+1] >= '0' && s[i+1] <= '9' {
-			s = s[i+1:]
+			s = s[i:]
 			break
 		}
 	}
-	var out []int
-	for _, part := range strings.Split(s, ".") {
-		n, digits := 0, 0
-		for _, c := range part {
-			if c < '0' || c > '9' {
-				break
-			}
-			n, digits = n*10+int(c-'0'), digits+1
-		}
-		if digits == 0 {
-			break
-		}
-		out = append(out, n)
+	if v, err := version.ParseSemantic(s); err == nil {
+		return v
 	}
-	return out
+	v, err := version.ParseGeneric(s)
+	if err != nil {
+		return nil
+	}
+	return v
 }

@@ -24,7 +24,8 @@ func TestToolsPickTheNewestByNumber(t *testing.T) {
 }
 
 func TestSortVersions(t *testing.T) {
-	vs := []string{"v1.37.10", "v1.37.2-rc.1", "v1.4", "v1.37.2", "v1.37"}
+	vs := []string{"v1.37.10", "v1.37.2-rc.1", "v1.4", "v1.37.2", "v1.37", "kine-v0.9.0", "kine-v0.17.5", "latest"}
 	SortVersions(vs)
-	assert.Equal(t, []string{"v1.4", "v1.37", "v1.37.2", "v1.37.2-rc.1", "v1.37.10"}, vs)
+	assert.Equal(t, []string{"latest", "kine-v0.9.0", "kine-v0.17.5", "v1.4", "v1.37", "v1.37.2-rc.1", "v1.37.2", "v1.37.10"}, vs,
+		"by number, a release candidate before its release")
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chartutil"
 	"sigs.k8s.io/yaml"
 )
 
@@ -140,29 +141,26 @@ func yamlError(err error) error {
 	return errors.New(msg)
 }
 
-// mergeValues returns base with over merged into it: mappings are merged key by key, anything
-// else (lists included, as Helm does) is replaced. Neither argument is modified.
+// mergeValues returns base with over merged into it, as Helm merges values files
+// (chartutil.MergeTables): mappings key by key, anything else (lists included) replaced, a null
+// kept so that Helm drops the chart's default under it. Neither argument is modified.
 func mergeValues(base, over map[string]any) map[string]any {
-	out := make(map[string]any, len(base)+len(over))
-	for k, v := range base {
-		out[k] = copyValue(v)
+	dst, _ := copyValue(over).(map[string]any)
+	src, _ := copyValue(base).(map[string]any)
+	if dst == nil {
+		dst = map[string]any{}
 	}
-	for k, v := range over {
-		bm, bok := out[k].(map[string]any)
-		om, ook := v.(map[string]any)
-		if bok && ook {
-			out[k] = mergeValues(bm, om)
-			continue
-		}
-		out[k] = copyValue(v)
-	}
-	return out
+	return chartutil.MergeTables(dst, src)
 }
 
 func copyValue(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
-		return mergeValues(t, nil)
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[k] = copyValue(x)
+		}
+		return out
 	case []any:
 		out := make([]any, len(t))
 		for i, x := range t {

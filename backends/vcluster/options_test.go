@@ -53,6 +53,12 @@ func TestValuesMergeInOrder(t *testing.T) {
 	got := mergeValues(base, over)
 	assert.Equal(t, map[string]any{"a": map[string]any{"x": 1, "y": 3, "z": 4}, "list": []any{9}}, got)
 	assert.Equal(t, 2, base["a"].(map[string]any)["y"], "the base is not modified")
+	assert.Equal(t, map[string]any{"y": 3, "z": 4}, over["a"], "nor what is merged over it")
+
+	// A null is kept, so that Helm drops the chart's default under it (as `--set x=null`).
+	got = mergeValues(base, map[string]any{"a": map[string]any{"x": nil}})
+	assert.Equal(t, map[string]any{"a": map[string]any{"x": nil, "y": 2}, "list": []any{1, 2}}, got)
+	assert.Equal(t, base, mergeValues(base, nil))
 
 	b := &Backend{cfg: Config{Values: map[string]any{"telemetry": map[string]any{"enabled": true}, "controlPlane": map[string]any{"statefulSet": map[string]any{"image": map[string]any{"tag": "op"}}}}}}
 	o, err := ParseOptions(json.RawMessage(`{"values":"controlPlane:\n  statefulSet:\n    image:\n      tag: pool\n"}`))

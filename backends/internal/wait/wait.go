@@ -1,5 +1,5 @@
 // Package wait is the wait for readiness shared by the backends that read it from their own
-// Status (capi, vcluster, and the hosted k3s and k0s).
+// Status (capi, vcluster, and the hosted k3s and k0s), on apimachinery's poll loop.
 package wait
 
 import (
@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	k8swait "k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kunobi-ninja/kobe/backends"
 )
@@ -20,26 +22,31 @@ import (
 func Ready(ctx context.Context, id string, interval time.Duration,
 	status func(ctx context.Context, id string) (backends.InstanceStatus, error),
 	progress func(backends.InstanceStatus)) (backends.InstanceStatus, error) {
-	for {
-		st, err := status(ctx, id)
+	var st backends.InstanceStatus
+	var lastErr error
+	err := k8swait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		st, lastErr = status(ctx, id)
 		switch {
-		case err != nil && (errors.Is(err, backends.ErrNotFound) || ctx.Err() != nil):
-			return st, err
-		case err == nil && st.Phase == backends.PhaseReady:
-			return st, nil
-		case err == nil && st.Phase == backends.PhaseFailed:
-			return st, fmt.Errorf("instance %s failed: %s", id, st.Message)
+		case lastErr != nil && (errors.Is(lastErr, backends.ErrNotFound) || ctx.Err() != nil):
+			return false, lastErr
+		case lastErr == nil && st.Phase == backends.PhaseReady:
+			return true, nil
+		case lastErr == nil && st.Phase == backends.PhaseFailed:
+			return false, fmt.Errorf("instance %s failed: %s", id, st.Message)
 		}
-		if err == nil && progress != nil {
+		if lastErr == nil && progress != nil {
 			progress(st)
 		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = fmt.Errorf("instance %s not ready: %s: %w", id, st.Message, ctx.Err())
-			}
-			return st, err
-		case <-time.After(interval):
-		}
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return st, nil
+	case ctx.Err() != nil && lastErr != nil:
+		// The context ended while the backend's API did not answer: say what it said.
+		return st, lastErr
+	case ctx.Err() != nil:
+		return st, fmt.Errorf("instance %s not ready: %s: %w", id, st.Message, ctx.Err())
 	}
+	return st, err
 }

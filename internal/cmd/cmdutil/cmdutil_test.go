@@ -68,7 +68,8 @@ func TestHints(t *testing.T) {
 func TestTimeFormatting(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	for d, want := range map[time.Duration]string{
-		12 * time.Second: "12s", 42 * time.Minute: "42m", 65 * time.Minute: "1h5m", 2 * time.Hour: "2h", 72 * time.Hour: "3d",
+		12 * time.Second: "12s", 42 * time.Minute: "42m", 65 * time.Minute: "65m", 310 * time.Minute: "5h10m", 72 * time.Hour: "3d",
+		-42 * time.Minute: "42m",
 	} {
 		assert.Equal(t, want, HumanDuration(d))
 	}

@@ -8,28 +8,18 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/kunobi-ninja/kobe/internal/cmd/cliconfig"
 )
 
-// HumanDuration is a short duration for people: 12s, 42m, 1h5m, 3d.
+// HumanDuration is a short duration for people, as kubectl's AGE column writes it (12s, 42m,
+// 65m, 5h10m, 3d), so that kobe's tables read like kubectl's.
 func HumanDuration(d time.Duration) string {
 	if d < 0 {
 		d = -d
 	}
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		h := int(d.Hours())
-		if m := int(d.Minutes()) - 60*h; m > 0 {
-			return fmt.Sprintf("%dh%dm", h, m)
-		}
-		return fmt.Sprintf("%dh", h)
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return duration.HumanDuration(d)
 }
 
 // FormatTime shows a time relative to now for a terminal ("in 42m", "3m ago") and as RFC 3339

@@ -2,17 +2,19 @@
 package pool
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kunobi-ninja/kobe/api"
@@ -81,27 +83,33 @@ nothing is sent. --dry-run stops after that check and prints the resolved settin
 	return cmd
 }
 
-var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
-
-// documents splits a YAML stream on --- lines, dropping empty documents.
-func documents(data []byte) [][]byte {
+// documents splits a YAML stream into its documents (apimachinery's reader, as kubectl's),
+// dropping those with nothing but comments and blank lines.
+func documents(data []byte) ([][]byte, error) {
 	var docs [][]byte
-	for _, d := range docSeparator.Split(string(data), -1) {
-		if strings.TrimSpace(stripComments(d)) != "" {
-			docs = append(docs, []byte(d))
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		d, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !onlyComments(d) {
+			docs = append(docs, d)
 		}
 	}
-	return docs
 }
 
-func stripComments(s string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
-			b.WriteString(line + "\n")
+func onlyComments(doc []byte) bool {
+	for _, line := range strings.Split(string(doc), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			return false
 		}
 	}
-	return b.String()
+	return true
 }
 
 func applyRun(ctx context.Context, opts *ApplyOptions) error {
@@ -118,7 +126,10 @@ func applyRun(ctx context.Context, opts *ApplyOptions) error {
 	if err != nil {
 		return fmt.Errorf("-f: %w", err)
 	}
-	docs := documents(data)
+	docs, err := documents(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	if len(docs) == 0 {
 		return fmt.Errorf("%s: no manifest in it", name)
 	}
