@@ -86,23 +86,11 @@ func (b *Backend) probeAPI(ctx context.Context, ca *corev1.Secret, endpoint, ser
 // kobe:leases), valid for req.TTL, bound to cluster-admin in the instance by a
 // ClusterRoleBinding that RevokeCredentials deletes.
 func (b *Backend) Credentials(ctx context.Context, id string, req backends.CredentialRequest) (backends.Credential, error) {
-	if err := b.available(); err != nil {
-		return backends.Credential{}, err
-	}
-	ca, err := b.findCA(ctx, id)
+	in, err := b.reach(ctx, id)
 	if err != nil {
 		return backends.Credential{}, err
 	}
-	var shape instanceShape
-	_ = jsonUnmarshal(ca.Annotations[shapeAnnotation], &shape)
-	endpoint, err := b.endpoint(ctx, ca, shape)
-	if err != nil {
-		return backends.Credential{}, fmt.Errorf("instance %s: %w", id, err)
-	}
-	c, err := b.instanceCA(ca)
-	if err != nil {
-		return backends.Credential{}, err
-	}
+	ca, shape, endpoint, c := in.ca, in.shape, in.endpoint, in.authority
 	if req.User == "" {
 		cred, err := c.IssueClient(AdminUser, []string{"system:masters"}, adminValidity)
 		if err != nil {
@@ -132,35 +120,51 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 // leasecred.Prepare), authorized by every server of an HA instance, and a token of it. The
 // instance's CA stays in its Secret in the host cluster.
 func (b *Backend) PrepareLeaseCredentials(ctx context.Context, id string) (backends.PreparedCredential, error) {
-	if err := b.available(); err != nil {
-		return backends.PreparedCredential{}, err
-	}
-	ca, err := b.findCA(ctx, id)
+	in, err := b.reach(ctx, id)
 	if err != nil {
 		return backends.PreparedCredential{}, err
 	}
-	var shape instanceShape
-	_ = jsonUnmarshal(ca.Annotations[shapeAnnotation], &shape)
-	endpoint, err := b.endpoint(ctx, ca, shape)
-	if err != nil {
-		return backends.PreparedCredential{}, fmt.Errorf("instance %s: %w", id, err)
-	}
-	c, err := b.instanceCA(ca)
+	admin, err := b.instanceClient(in.ca, in.endpoint)
 	if err != nil {
 		return backends.PreparedCredential{}, err
 	}
-	admin, err := b.instanceClient(ca, endpoint)
+	prepared, err := leasecred.Prepare(ctx, leasecred.Instance{ID: id, Server: in.endpoint, ServerCA: in.authority.CertPEM, Admin: admin})
 	if err != nil {
 		return backends.PreparedCredential{}, err
 	}
-	prepared, err := leasecred.Prepare(ctx, leasecred.Instance{ID: id, Server: endpoint, ServerCA: c.CertPEM, Admin: admin})
-	if err != nil {
-		return backends.PreparedCredential{}, err
-	}
-	if err := b.untilEveryServer(ctx, ca, shape, leasecred.HolderUser, leasecred.HolderGroups, true); err != nil {
+	if err := b.untilEveryServer(ctx, in.ca, in.shape, leasecred.HolderUser, leasecred.HolderGroups, true); err != nil {
 		return backends.PreparedCredential{}, err
 	}
 	return prepared, nil
+}
+
+// reached is what kobe needs to reach an instance's API as its admin: the Secret of its CA
+// (which names the instance and its shape), its address, and the CA itself.
+type reached struct {
+	ca        *corev1.Secret
+	shape     instanceShape
+	endpoint  string
+	authority *pki.CA
+}
+
+// reach finds instance id's CA and address.
+func (b *Backend) reach(ctx context.Context, id string) (reached, error) {
+	if err := b.available(); err != nil {
+		return reached{}, err
+	}
+	ca, err := b.findCA(ctx, id)
+	if err != nil {
+		return reached{}, err
+	}
+	r := reached{ca: ca}
+	_ = jsonUnmarshal(ca.Annotations[shapeAnnotation], &r.shape)
+	if r.endpoint, err = b.endpoint(ctx, ca, r.shape); err != nil {
+		return reached{}, fmt.Errorf("instance %s: %w", id, err)
+	}
+	if r.authority, err = b.instanceCA(ca); err != nil {
+		return reached{}, err
+	}
+	return r, nil
 }
 
 func (b *Backend) instanceClient(ca *corev1.Secret, endpoint string) (*kubernetes.Clientset, error) {
@@ -175,20 +179,12 @@ func (b *Backend) instanceClient(ca *corev1.Secret, endpoint string) (*kubernete
 // certificate (still valid until it expires) is refused with 403, and so does the instance's
 // holder, whose tokens are refused with 401.
 func (b *Backend) RevokeCredentials(ctx context.Context, id, user string) error {
-	if err := b.available(); err != nil {
-		return err
-	}
-	ca, err := b.findCA(ctx, id)
+	in, err := b.reach(ctx, id)
 	if err != nil {
 		return err
 	}
-	var shape instanceShape
-	_ = jsonUnmarshal(ca.Annotations[shapeAnnotation], &shape)
-	endpoint, err := b.endpoint(ctx, ca, shape)
-	if err != nil {
-		return fmt.Errorf("instance %s: %w", id, err)
-	}
-	admin, err := b.instanceClient(ca, endpoint)
+	ca, shape := in.ca, in.shape
+	admin, err := b.instanceClient(ca, in.endpoint)
 	if err != nil {
 		return err
 	}
