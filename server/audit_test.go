@@ -84,8 +84,8 @@ func TestMutationsFailWhenTheirAuditEventCannotBeWritten(t *testing.T) {
 				h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
 				return rec
 			}
-			manifest, err := json.Marshal(DefaultDevPool("v1.31.0"))
-			require.NoError(t, err)
+			manifest := []byte(`{"apiVersion":"kobe.kunobi.ninja/v1alpha1","kind":"ClusterPool","metadata":{"name":"dev"},` +
+				`"spec":{"size":2,"ttl":"1h","backend":{"type":"local"},"cluster":{"version":"v1.31.0"}}}`)
 			require.NoError(t, st.UpsertPool(ctx, store.Pool{Name: "dev", Backend: "local", Spec: manifest}))
 			_, err = st.CreateToken(ctx, store.Token{ID: "tok-old", Name: "old", Role: "admin", Principal: "ci", Hash: "h-old"})
 			require.NoError(t, err)

@@ -95,7 +95,7 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 
 	const id = "lease-can"
 	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "can", Principal: "anonymous", Phase: api.LeasePending, TTL: time.Hour}))
-	_, err = server.StartLease(ctx, tmp.Client, "can", lease.Input{LeaseID: id, Pool: "can", Principal: "anonymous",
+	_, err = lease.Start(ctx, tmp.Client, "can", lease.Input{LeaseID: id, Pool: "can", Principal: "anonymous",
 		TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute, ContinueAsNewAfter: 60}, true)
 	require.NoError(t, err)
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", pool.SignalAssigned, pool.Assignment{InstanceID: "i1",

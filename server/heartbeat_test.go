@@ -36,7 +36,7 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 	h := s.Handler()
 	for id, idle := range map[string]time.Duration{"lease-idle": 10 * time.Minute, "lease-plain": 0} {
 		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: api.LeasePending, TTL: time.Hour}))
-		_, err := server.StartLease(ctx, tmp.Client, "hb", lease.Input{LeaseID: id, Pool: "hb", Principal: "anonymous",
+		_, err := lease.Start(ctx, tmp.Client, "hb", lease.Input{LeaseID: id, Pool: "hb", Principal: "anonymous",
 			TTL: time.Hour, MaxTTL: 2 * time.Hour, IdleTimeout: idle}, false)
 		require.NoError(t, err)
 	}

@@ -280,7 +280,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	in := lease.Input{LeaseID: admitted.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
 		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
 		AfterInactivity:    pol.Sleep.InactivityFor(p.Name, req.Alias, req.Metadata),
-		ContinueAsNewAfter: ContinueAsNewAfterForTests()}
+		ContinueAsNewAfter: s.ContinueAsNewAfter}
 	if replayed {
 		w.Header().Set(api.HeaderIdempotentReplay, "true")
 		if admitted.Phase == api.LeasePending && !s.leaseRuns(ctx, admitted.ID) {

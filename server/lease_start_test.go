@@ -57,7 +57,7 @@ func TestARequestToABoundLeaseWaitsForItsWorkflowOrSaysTryAgain(t *testing.T) {
 func releaseOnceStarted(t *testing.T, tmp *testsuite.Temporal, s *server.Server, poolName, id string) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := server.StartLease(ctx, tmp.Client, poolName, lease.Input{LeaseID: id, Pool: poolName, Principal: "anonymous",
+	_, err := lease.Start(ctx, tmp.Client, poolName, lease.Input{LeaseID: id, Pool: poolName, Principal: "anonymous",
 		TTL: time.Hour, MaxTTL: 2 * time.Hour}, false)
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()

@@ -3,37 +3,12 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/kunobi-ninja/kobe/lease"
-	"github.com/kunobi-ninja/kobe/pool"
-
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-)
 
-// StartLease starts a lease's workflow (id = lease id) on the task queue. With searchable set
-// (kobe's search attributes are registered, see EnsureSearchAttributes) the lease is tagged
-// with its pool, owner and phase for the Temporal Web UI's filters.
-func StartLease(ctx context.Context, c client.Client, taskQueue string, in lease.Input, searchable bool) (client.WorkflowRun, error) {
-	opts := client.StartWorkflowOptions{
-		ID:        pool.LeaseWorkflowID(in.LeaseID),
-		TaskQueue: taskQueue,
-		// A lease id is never reused, not even after the lease ended.
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}
-	in.SearchAttributes = searchable
-	if searchable {
-		opts.TypedSearchAttributes = lease.SearchAttributes(in)
-	}
-	run, err := c.ExecuteWorkflow(ctx, opts, lease.WorkflowName, in)
-	if err != nil {
-		return nil, fmt.Errorf("starting lease %s: %w", in.LeaseID, err)
-	}
-	return run, nil
-}
+	"github.com/kunobi-ninja/kobe/lease"
+)
 
 // Bounds of startLeaseSurely.
 const (
@@ -56,7 +31,7 @@ func (s *Server) startLeaseSurely(ctx context.Context, in lease.Input) error {
 	var err error
 	for attempt := 1; attempt <= startLeaseAttempts; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, startLeaseAttemptFor)
-		_, err = StartLease(actx, s.Temporal, s.TaskQueue, in, s.SearchAttributes)
+		_, err = lease.Start(actx, s.Temporal, s.TaskQueue, in, s.SearchAttributes)
 		cancel()
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		switch {

@@ -234,7 +234,7 @@ func (s *Server) handlePoolPut(w http.ResponseWriter, r *http.Request) {
 		s.auditFailed(w, r, "applying the pool", err)
 		return
 	}
-	if err := EnsurePool(r.Context(), s.Temporal, s.Store, s.TaskQueue, m); err != nil {
+	if err := pool.Apply(r.Context(), s.Temporal, s.Store, m, pool.ApplyOptions{TaskQueue: s.TaskQueue, ContinueAsNewAfter: s.ContinueAsNewAfter}); err != nil {
 		s.auditOutcome(r, "pool.apply", name, name, "failed", map[string]any{"error": err.Error()})
 		s.unavailable(w, r, "applying the pool", err)
 		return

@@ -64,6 +64,10 @@ type Server struct {
 	// before it answers 503 and the client tries again (0 = 10 s).
 	LeaseStartGrace time.Duration
 
+	// ContinueAsNewAfter is the history length past which the pools and leases this API starts
+	// continue as new (0: the workflows' defaults); the soak sets it low (--continue-as-new-after).
+	ContinueAsNewAfter int
+
 	// TemporalUI is the Temporal Web UI's address: the portal links each lease to its
 	// workflow there (empty = no links).
 	TemporalUI string

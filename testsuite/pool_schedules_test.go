@@ -21,7 +21,6 @@ import (
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/pools"
-	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 )
 
@@ -105,7 +104,7 @@ func TestPoolSchedulesFollowThePool(t *testing.T) {
     timezone: Europe/Berlin
     exclude: [{owner: "ci-*"}]
 `
-	require.NoError(t, server.EnsurePool(ctx, c, st, "schedules", schedulesManifest(t, sleep, warm)))
+	require.NoError(t, pool.Apply(ctx, c, st, schedulesManifest(t, sleep, warm), pool.ApplyOptions{TaskQueue: "schedules"}))
 	prefix := pool.ScheduleIDPrefix("office")
 	all := []string{prefix + "sleep", prefix + "wake", prefix + "warm-0"}
 	require.Eventually(t, func() bool { return slices.Equal(poolSchedules(t, ctx, c, "office"), all) }, time.Minute, 200*time.Millisecond)
@@ -149,7 +148,7 @@ func TestPoolSchedulesFollowThePool(t *testing.T) {
     schedule: "30 19 * * 1-5"
     timezone: Europe/Berlin
 `
-	require.NoError(t, server.EnsurePool(ctx, c, st, "schedules", schedulesManifest(t, sleep, "")))
+	require.NoError(t, pool.Apply(ctx, c, st, schedulesManifest(t, sleep, ""), pool.ApplyOptions{TaskQueue: "schedules"}))
 	require.Eventually(t, func() bool {
 		return slices.Equal(poolSchedules(t, ctx, c, "office"), []string{prefix + "sleep"})
 	}, time.Minute, 200*time.Millisecond)
@@ -223,7 +222,7 @@ spec:
     exclude: [{owner: "ci-*"}]
 `))
 	require.NoError(t, err)
-	require.NoError(t, server.EnsurePool(ctx, c, st, "sleepsched", m))
+	require.NoError(t, pool.Apply(ctx, c, st, m, pool.ApplyOptions{TaskQueue: "sleepsched"}))
 	prefix := pool.ScheduleIDPrefix("nightly")
 	require.Eventually(t, func() bool { return len(poolSchedules(t, ctx, c, "nightly")) == 2 }, time.Minute, 200*time.Millisecond)
 	require.Eventually(t, func() bool { return poolStatus(t, c, "nightly").Ready == 2 }, 4*time.Minute, 200*time.Millisecond)
@@ -306,7 +305,7 @@ func TestPoolScheduleCalendarAcrossDST(t *testing.T) {
     wakeSchedule: "30 2 * * *"
     timezone: Europe/Berlin
 `
-	require.NoError(t, server.EnsurePool(ctx, c, st, "dst", schedulesManifest(t, sleep, "")))
+	require.NoError(t, pool.Apply(ctx, c, st, schedulesManifest(t, sleep, ""), pool.ApplyOptions{TaskQueue: "dst"}))
 	prefix := pool.ScheduleIDPrefix("office")
 	require.Eventually(t, func() bool { return len(poolSchedules(t, ctx, c, "office")) == 2 }, time.Minute, 200*time.Millisecond)
 

@@ -89,6 +89,10 @@ type Config struct {
 	Policy string
 	// InsecureNoAuth serves every API request as an admin, without a token (demos only).
 	InsecureNoAuth bool
+	// ContinueAsNewAfter (dev and server; a hidden flag, for tests) is the history length past
+	// which the pools and leases the API starts continue as new; 0 = the workflows' defaults.
+	// The soak sets it low so that it crosses many continues-as-new.
+	ContinueAsNewAfter int
 	// AdminTokenFile holds an admin token: created (0600) with a new token if missing,
 	// registered in the store if the store does not know it. Dev: <state-dir>/admin-token.
 	AdminTokenFile string
@@ -193,6 +197,8 @@ func (c *Config) addHostFlags(fs *pflag.FlagSet) {
 }
 
 func (c *Config) addAccessFlags(fs *pflag.FlagSet, adminTokenHelp string) {
+	fs.IntVar(&c.ContinueAsNewAfter, "continue-as-new-after", c.ContinueAsNewAfter, "history length past which new pools and leases continue as new (tests; 0 = the workflows' defaults)")
+	_ = fs.MarkHidden("continue-as-new-after")
 	fs.StringVar(&c.Policy, "policy", c.Policy, "access policy file (YAML: roles, permissions, pools, quotas); default: built-in roles admin, ci, dev, auditor")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "serve every API request as an admin without a token (demos only; never on a shared network)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, adminTokenHelp)
@@ -258,6 +264,9 @@ func (c *Config) Validate(mode Mode) error {
 		if _, err := os.Stat(c.HostKubeconfig); err != nil {
 			return fmt.Errorf("--host-kubeconfig: %v", err)
 		}
+	}
+	if c.ContinueAsNewAfter < 0 {
+		return fmt.Errorf("--continue-as-new-after %d: must be 0 (the workflows' defaults) or a positive history length", c.ContinueAsNewAfter)
 	}
 	if mode != ModeServer && c.OrphanGrace < MinOrphanGrace {
 		return fmt.Errorf("--orphan-grace %s: must be at least %s (the API's longest wait between admitting a lease and starting it is about 55 s)", c.OrphanGrace, MinOrphanGrace)

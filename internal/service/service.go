@@ -27,6 +27,8 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/pools"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/worker"
 	"go.temporal.io/api/serviceerror"
@@ -190,7 +192,8 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		// Starting the pool needs no worker: its workflow waits in Temporal until one polls
 		// (with --no-worker, the separate kobe worker).
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := server.EnsurePool(pctx, c, st, taskQueue, server.DefaultDevPool(defaultPoolVersion()))
+		err := pool.Apply(pctx, c, st, DefaultDevPool(defaultPoolVersion()),
+			pool.ApplyOptions{TaskQueue: taskQueue, ContinueAsNewAfter: cfg.ContinueAsNewAfter})
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("default pool: %w", err)
@@ -259,6 +262,8 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		Backends:         backends.Names(),
 		InstanceName:     fmt.Sprintf("%s-%d", host, os.Getpid()),
 		TemporalUI:       cmp.Or(p.UIURL, cfg.TemporalUIURL),
+
+		ContinueAsNewAfter: cfg.ContinueAsNewAfter,
 	}
 	var handler http.Handler = apiServer.Handler()
 	if mode == config.ModeWorker {
@@ -482,4 +487,20 @@ func (p *Process) serveProfiles(addr string) error {
 	p.stops = append(p.stops, func() { _ = srv.Close() })
 	p.ProfileURL = "http://" + ln.Addr().String()
 	return nil
+}
+
+// DefaultDevPool is the pool `kobe dev` starts unless --no-default-pool: two warm local clusters.
+func DefaultDevPool(kubernetesVersion string) *pools.ClusterPool {
+	size := 2
+	return &pools.ClusterPool{
+		APIVersion: pools.APIVersion,
+		Kind:       pools.Kind,
+		Metadata:   pools.Metadata{Name: "dev"},
+		Spec: pools.Spec{
+			Size:    &size,
+			TTL:     "1h",
+			Backend: pools.Backend{Type: "local"},
+			Cluster: pools.Cluster{Version: kubernetesVersion},
+		},
+	}
 }

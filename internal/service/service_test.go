@@ -28,7 +28,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/devserver"
 	"github.com/kunobi-ninja/kobe/internal/service"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
@@ -438,7 +437,7 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	require.True(t, p.SearchAttributes, "kobe dev registers its search attributes")
 	in := lease.Input{LeaseID: "lease-metrics", Pool: "dev", Principal: "alice", TTL: 10 * time.Minute,
 		MaxTTL: time.Hour, MaxExtensions: 1}
-	_, err = server.StartLease(ctx, p.Temporal, "kobe", in, true)
+	_, err = lease.Start(ctx, p.Temporal, "kobe", in, true)
 	require.NoError(t, err)
 	var lv lease.View
 	require.Eventually(t, func() bool {

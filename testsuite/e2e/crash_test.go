@@ -28,7 +28,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pools"
-	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
@@ -76,7 +75,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 	}{
 		{"provision", func(t *testing.T) {
 			// Pool members are Creating: their processes exist and their rows say Creating.
-			require.NoError(t, server.EnsurePool(ctx, e.c, e.s, "kobe", e.manifest(crashWarm)))
+			require.NoError(t, pool.Apply(ctx, e.c, e.s, e.manifest(crashWarm), pool.ApplyOptions{TaskQueue: "kobe"}))
 			var creating string
 			e.waitFor(t, "a member with processes and a Creating row", 3*time.Minute, 10*time.Millisecond, func() bool {
 				l := e.count(t)
@@ -206,7 +205,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 	}
 
 	// Scale the pool to zero: every member torn down, nothing left anywhere.
-	require.NoError(t, server.EnsurePool(ctx, e.c, e.s, "kobe", e.manifest(0)))
+	require.NoError(t, pool.Apply(ctx, e.c, e.s, e.manifest(0), pool.ApplyOptions{TaskQueue: "kobe"}))
 	t0 := time.Now()
 	e.settle(t, 0, 0, crashSettle)
 	l := e.count(t)

@@ -48,7 +48,7 @@ var (
 	flagFaultEvery    = flag.Duration("soak.fault-every", 7*time.Second, "mean pause between faults (after the previous one recovered)")
 	flagInvalid       = flag.Float64("soak.invalid-rate", 3, "invalid requests per second, from their own client")
 	flagSeed          = flag.Int64("soak.seed", 0, "random seed (0: from the clock; the summary prints it)")
-	flagContinueAsNew = flag.Int("soak.continue-as-new-after", 300, "history length past which pools and leases continue as new (KOBE_TEST_CONTINUE_AS_NEW_AFTER)")
+	flagContinueAsNew = flag.Int("soak.continue-as-new-after", 300, "history length past which pools and leases continue as new (KOBE_CONTINUE_AS_NEW_AFTER)")
 	flagReport        = flag.String("soak.report", "", "also write the summary as JSON to this file")
 )
 
@@ -185,7 +185,7 @@ func newEnv(t *testing.T, cfg config) *env {
 	// The store DSN holds a password: it goes through the environment, as a user would pass it,
 	// and the secrets scan looks for the password everywhere.
 	// A low continue-as-new threshold, so the pool and the leases cross many runs under faults.
-	storeEnv := []string{"KOBE_STORE=" + e.dsn, "KOBE_TEST_CONTINUE_AS_NEW_AFTER=" + fmt.Sprint(*flagContinueAsNew)}
+	storeEnv := []string{"KOBE_STORE=" + e.dsn, "KOBE_CONTINUE_AS_NEW_AFTER=" + fmt.Sprint(*flagContinueAsNew)}
 	secretKey := filepath.Join(e.state, "secret.key")
 	adminTokenFile := filepath.Join(e.state, "admin-token")
 	temporalAddr := fmt.Sprintf("127.0.0.1:%d", temporalPort)
