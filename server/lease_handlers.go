@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -41,66 +39,6 @@ const (
 )
 
 var aliasRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-
-// decodeBody reads a JSON body strictly: unknown fields, trailing data and oversized bodies are
-// invalid requests. Field names are matched exactly: encoding/json alone would take
-// "EXTENDTTL" for extendTtl, and a client that misspells a field deserves to be told.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		msg := err.Error()
-		if errors.Is(err, io.EOF) {
-			msg = "empty body; expected a JSON object"
-		}
-		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: "+msg)
-		return false
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: trailing data after the JSON object")
-		return false
-	}
-	if err := exactFieldNames(raw, v); err != nil {
-		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
-		return false
-	}
-	strict := json.NewDecoder(bytes.NewReader(raw))
-	strict.DisallowUnknownFields()
-	if err := strict.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", "body: "+err.Error())
-		return false
-	}
-	return true
-}
-
-// exactFieldNames refuses a top-level key of a JSON object that names a field of v's struct in
-// another case; keys that name no field at all are left to DisallowUnknownFields.
-func exactFieldNames(raw json.RawMessage, v any) error {
-	t := reflect.TypeOf(v)
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || t.Kind() != reflect.Struct {
-		return nil
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
-		return nil // not an object: the strict decode says why
-	}
-	fields := jsonFields(t)
-	for key := range obj {
-		for _, f := range fields {
-			if key != f.name && strings.EqualFold(key, f.name) {
-				return fmt.Errorf("unknown field %q (field names are case-sensitive: %q)", key, f.name)
-			}
-		}
-	}
-	return nil
-}
-
-func badRequest(w http.ResponseWriter, detail string) {
-	writeError(w, http.StatusBadRequest, api.ReasonInvalidRequest, "Invalid request", detail)
-}
 
 // leaseCreate is a validated POST /v1/leases.
 type leaseCreate struct {
@@ -254,27 +192,8 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 			map[string]any{"ttl": ttl.String(), "alias": req.Alias}))
 		return err
 	})
-	var qe *store.QuotaError
-	switch {
-	case errors.As(err, &qe):
-		if err := s.audit(r, "lease.create", "", c.pool, "refused", map[string]any{"reason": api.ReasonQuotaExhausted, "scope": qe.Scope, "used": qe.Used, "limit": qe.Limit}); err != nil {
-			s.auditFailed(w, r, "recording the refusal of the lease", err)
-			return
-		}
-		writeError(w, http.StatusTooManyRequests, api.ReasonQuotaExhausted, "Quota exhausted", quotaDetail(qe))
-		return
-	case errors.Is(err, store.ErrIdempotencyConflict):
-		writeError(w, http.StatusConflict, api.ReasonIdempotencyConflict, "Idempotency conflict",
-			"idempotencyKey "+req.IdempotencyKey+" was used with a different request")
-		return
-	case errors.Is(err, store.ErrAliasTaken):
-		writeError(w, http.StatusConflict, api.ReasonAliasTaken, "Alias taken", fmt.Sprintf("you hold an active lease named %q", req.Alias))
-		return
-	case errors.Is(err, store.ErrAuditWrite):
-		s.auditFailed(w, r, "admitting the lease", err)
-		return
-	case err != nil:
-		s.unavailable(w, r, "admitting the lease", err)
+	if err != nil {
+		s.refuseAdmission(w, r, c.pool, req, err)
 		return
 	}
 	in := lease.Input{LeaseID: admitted.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
@@ -282,27 +201,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		AfterInactivity:    pol.Sleep.InactivityFor(p.Name, req.Alias, req.Metadata),
 		ContinueAsNewAfter: s.ContinueAsNewAfter}
 	if replayed {
-		w.Header().Set(api.HeaderIdempotentReplay, "true")
-		if admitted.Phase == api.LeasePending && !s.leaseRuns(ctx, admitted.ID) {
-			// The first request stopped between its admission and the lease's start (a crash,
-			// a lost answer): this one finishes the job, with the same ids, so it can start
-			// nothing twice (the Update's id and the workflow's id are the lease id).
-			in.TTL = admitted.TTL
-			if view, status, ok := s.warmBind(ctx, r, admitted, in); ok {
-				writeJSON(w, status, view)
-				return
-			}
-			if err := s.startLeaseSurely(ctx, in); err != nil {
-				s.unavailable(w, r, "starting the lease", err)
-				return
-			}
-		}
-		view, err := s.leaseView(ctx, admitted, true)
-		if err != nil {
-			s.unavailable(w, r, "reading the lease", err)
-			return
-		}
-		writeJSON(w, http.StatusOK, view)
+		s.answerReplayed(w, r, admitted, in)
 		return
 	}
 	if view, status, ok := s.warmBind(ctx, r, admitted, in); ok {
@@ -310,25 +209,78 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.startLeaseSurely(ctx, in); err != nil {
-		// Nothing runs for this lease: record it Failed so that it does not hold quota.
-		admitted.Phase, admitted.Reason = api.LeaseFailed, api.ReasonBackendError
-		wctx := context.WithoutCancel(ctx)
-		if ferr := s.Store.InTx(wctx, func(tx store.Store) error {
-			if err := tx.UpsertLease(wctx, admitted); err != nil {
-				return err
-			}
-			_, err := tx.AppendEvent(wctx, s.auditEvent(r, "lease.create", admitted.ID, c.pool, "failed", map[string]any{"reason": api.ReasonBackendError}))
-			return err
-		}); ferr != nil && s.Logger != nil {
-			s.Logger.Error("a lease whose workflow did not start stays Pending: recording it Failed failed",
-				zap.String("lease", admitted.ID), zap.Error(ferr), zap.String("requestId", requestID(r)))
-		}
+		s.failUnstartedLease(r, admitted)
 		s.unavailable(w, r, "starting the lease", err)
 		return
 	}
 	view := s.storeView(admitted)
 	view.QueuePosition = s.queuePosition(ctx, c.pool, admitted.ID)
 	writeJSON(w, http.StatusAccepted, view)
+}
+
+// refuseAdmission answers a lease the store did not admit, err saying why.
+func (s *Server) refuseAdmission(w http.ResponseWriter, r *http.Request, pool string, req api.LeaseRequest, err error) {
+	var qe *store.QuotaError
+	switch {
+	case errors.As(err, &qe):
+		if err := s.audit(r, "lease.create", "", pool, "refused", map[string]any{"reason": api.ReasonQuotaExhausted, "scope": qe.Scope, "used": qe.Used, "limit": qe.Limit}); err != nil {
+			s.auditFailed(w, r, "recording the refusal of the lease", err)
+			return
+		}
+		writeError(w, http.StatusTooManyRequests, api.ReasonQuotaExhausted, "Quota exhausted", quotaDetail(qe))
+	case errors.Is(err, store.ErrIdempotencyConflict):
+		writeError(w, http.StatusConflict, api.ReasonIdempotencyConflict, "Idempotency conflict",
+			"idempotencyKey "+req.IdempotencyKey+" was used with a different request")
+	case errors.Is(err, store.ErrAliasTaken):
+		writeError(w, http.StatusConflict, api.ReasonAliasTaken, "Alias taken", fmt.Sprintf("you hold an active lease named %q", req.Alias))
+	case errors.Is(err, store.ErrAuditWrite):
+		s.auditFailed(w, r, "admitting the lease", err)
+	default:
+		s.unavailable(w, r, "admitting the lease", err)
+	}
+}
+
+// answerReplayed answers a create retried with its idempotency key: the lease it admitted
+// first. If that request stopped between the lease's admission and its start (a crash, a lost
+// answer), this one finishes the job with the same ids, so it can start nothing twice (the
+// Update's id and the workflow's id are the lease id).
+func (s *Server) answerReplayed(w http.ResponseWriter, r *http.Request, admitted store.Lease, in lease.Input) {
+	ctx := r.Context()
+	w.Header().Set(api.HeaderIdempotentReplay, "true")
+	if admitted.Phase == api.LeasePending && !s.leaseRuns(ctx, admitted.ID) {
+		in.TTL = admitted.TTL
+		if view, status, ok := s.warmBind(ctx, r, admitted, in); ok {
+			writeJSON(w, status, view)
+			return
+		}
+		if err := s.startLeaseSurely(ctx, in); err != nil {
+			s.unavailable(w, r, "starting the lease", err)
+			return
+		}
+	}
+	view, err := s.leaseView(ctx, admitted, true)
+	if err != nil {
+		s.unavailable(w, r, "reading the lease", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, view)
+}
+
+// failUnstartedLease records Failed a lease whose workflow did not start, so that it holds no
+// quota; if that write fails too, the orphan reaper fails it later.
+func (s *Server) failUnstartedLease(r *http.Request, admitted store.Lease) {
+	admitted.Phase, admitted.Reason = api.LeaseFailed, api.ReasonBackendError
+	wctx := context.WithoutCancel(r.Context())
+	if ferr := s.Store.InTx(wctx, func(tx store.Store) error {
+		if err := tx.UpsertLease(wctx, admitted); err != nil {
+			return err
+		}
+		_, err := tx.AppendEvent(wctx, s.auditEvent(r, "lease.create", admitted.ID, admitted.Pool, "failed", map[string]any{"reason": api.ReasonBackendError}))
+		return err
+	}); ferr != nil && s.Logger != nil {
+		s.Logger.Error("a lease whose workflow did not start stays Pending: recording it Failed failed",
+			zap.String("lease", admitted.ID), zap.Error(ferr), zap.String("requestId", requestID(r)))
+	}
 }
 
 // defaultLeaseStartGrace bounds how long a request to a warm-bound lease waits for its workflow.
@@ -778,46 +730,4 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// auditEvent is the audit event of a request.
-func (s *Server) auditEvent(r *http.Request, action, target, pool, result string, detail map[string]any) store.Event {
-	var raw json.RawMessage
-	if detail != nil {
-		raw, _ = json.Marshal(detail)
-	}
-	return store.Event{Actor: principalOf(r).Name, Action: action, Target: target, Pool: pool, Result: result,
-		RequestID: requestID(r), Detail: raw}
-}
-
-// audit appends a request's event on its own. A mutation that only the store makes writes its
-// event in the same transaction instead (InTx); audit is for what a transaction cannot hold: a
-// refusal, and the request for a change only a workflow makes (a signal or an update cannot be
-// taken back, so its event is written first, and a failure to write it means nothing is sent).
-// The caller fails the request when audit fails (auditFailed).
-func (s *Server) audit(r *http.Request, action, target, pool, result string, detail map[string]any) error {
-	_, err := s.Store.AppendEvent(context.WithoutCancel(r.Context()), s.auditEvent(r, action, target, pool, result, detail))
-	return err
-}
-
-// auditFailed answers a mutation that was not made because its audit event (or the change with
-// it) could not be written: 503 degraded with the cause, so that the caller retries.
-func (s *Server) auditFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
-	if s.Logger != nil {
-		s.Logger.Error(what+": nothing was changed", zap.Error(err), zap.String("requestId", requestID(r)))
-	}
-	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, api.ReasonDegraded, "Service unavailable",
-		what+" failed, nothing was changed: "+err.Error())
-}
-
-// auditOutcome appends the event of the outcome of a change already made (whose request event
-// was written first): the answer must report what happened, so a failure here is logged with
-// everything the event held.
-func (s *Server) auditOutcome(r *http.Request, action, target, pool, result string, detail map[string]any) {
-	if err := s.audit(r, action, target, pool, result, detail); err != nil && s.Logger != nil {
-		s.Logger.Error("audit event of an outcome lost (its request event was written)", zap.String("action", action),
-			zap.String("target", target), zap.String("result", result), zap.Any("detail", detail),
-			zap.String("requestId", requestID(r)), zap.Error(err))
-	}
 }
