@@ -25,7 +25,7 @@ import (
 
 // A warm bind on `kobe dev` with real local clusters (issue 15): once the pool has a Ready
 // member, POST /v1/leases answers 200 Bound with a kubeconfig in the body, at once; the
-// kubeconfig works and is the lease's own identity (kobe:lease:<id>); the lease has its own
+// kubeconfig works and is the instance's holder, kube-system/kobe-lease-holder; the lease has its own
 // workflow history; a retried POST replays the same lease and kubeconfig; release revokes it.
 func TestWarmBindOnDev(t *testing.T) {
 	if testing.Short() {
@@ -70,9 +70,12 @@ func TestWarmBindOnDev(t *testing.T) {
 	require.NoError(t, err, "the warm-bound kubeconfig works on its first request")
 	who, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "kobe:lease:"+l.ID, who.Status.UserInfo.Username, "the lease's own identity in the cluster")
+	// The instance's one holder, prepared before any lease claimed it: bound by RBAC (so the
+	// release takes it back), never system:masters.
+	assert.Equal(t, "system:serviceaccount:kube-system:kobe-lease-holder", who.Status.UserInfo.Username, "the instance's holder")
+	assert.NotContains(t, who.Status.UserInfo.Groups, "system:masters")
 
-	// Its certificate lives no longer than the lease can (bind + maxTtl).
+	// Its credential says it lives no longer than the lease can (bind + maxTtl).
 	cred, err := p.Store.GetLeaseCredential(ctx, l.ID)
 	require.NoError(t, err)
 	pol := leaseCeiling(t, p.Store, "dev")
