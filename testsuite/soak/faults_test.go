@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
@@ -54,16 +55,18 @@ const recoveryBound = 3 * time.Minute
 
 // injectFaults applies faults until stop is closed, one at a time: the next one only after the
 // system has recovered from the previous one and a random pause (mean cfg.FaultEvery).
-func (e *env) injectFaults(rng *rand.Rand, stop <-chan struct{}) []fault {
+func (e *env) injectFaults(tr *traffic, rng *rand.Rand, stop <-chan struct{}) []fault {
 	var out []fault
 	var cycle []string
+	schedShape := 0
 	for {
 		pause := time.Duration((0.5 + rng.Float64()) * float64(e.cfg.FaultEvery))
 		if !sleepOrStop(pause, stop) {
 			return out
 		}
 		if len(cycle) == 0 {
-			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot, faultRecreatePool}
+			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot, faultRecreatePool,
+				faultThaw, faultOrphan, faultRecreateSchedPool}
 			rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
 		}
 		kind := cycle[0]
@@ -78,6 +81,12 @@ func (e *env) injectFaults(rng *rand.Rand, stop <-chan struct{}) []fault {
 			f = e.reboot(rng)
 		case faultRecreatePool:
 			f = e.recreatePool(rng)
+		case faultThaw:
+			f = e.thawFault(rng, stop)
+		case faultOrphan:
+			f = e.orphanLease(tr, rng)
+		case faultRecreateSchedPool:
+			f = e.recreateSchedPool(rng, &schedShape)
 		default:
 			p := map[string]*kobeProc{faultKillWorker: e.worker, faultKillAPI: e.server, faultKillTemporal: e.dev}[kind]
 			f.At = time.Now()
@@ -199,7 +208,19 @@ func (e *env) instancePhase(id string) string {
 // Ready (its row turns Unhealthy, Deleting, or goes): that must happen within deadMemberBound.
 func (e *env) killAMember(rng *rand.Rand) fault {
 	f := fault{Kind: faultKillMember, At: time.Now()}
-	ready := e.instancesIn("Ready")
+	// A frozen member is left to the thaw fault: its processes act on no signal until it thaws.
+	frozen := map[string]bool{}
+	for _, st := range []pool.FreezeState{pool.Frozen, pool.Freezing, pool.Thawing} {
+		for _, id := range e.membersInFreeze(st) {
+			frozen[id] = true
+		}
+	}
+	var ready []string
+	for _, id := range e.instancesIn("Ready") {
+		if !frozen[id] {
+			ready = append(ready, id)
+		}
+	}
 	if len(ready) == 0 {
 		f.Detail = "skipped: no Ready member"
 		return f
@@ -244,7 +265,7 @@ func (e *env) reboot(rng *rand.Rand) fault {
 	f := fault{Kind: faultReboot, At: time.Now()}
 	dead := e.instancesIn("Ready")
 	e.worker.kill()
-	killed := leaks.KillNaming(leaks.InstancesDir(e.state) + "/")
+	killed := thawAndKill(leaks.InstancesDir(e.state) + "/")
 	f.Detail = fmt.Sprintf("%d instance processes killed, %d Ready members", len(killed), len(dead))
 	time.Sleep(time.Duration(rng.Intn(1000)) * time.Millisecond)
 	if err := e.worker.start(); err != nil {

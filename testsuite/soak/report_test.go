@@ -49,7 +49,18 @@ type Report struct {
 	WorstRecovery     time.Duration  `json:"worstRecovery"`
 	WorstRecoveryKind string         `json:"worstRecoveryKind"`
 	Secrets           secretsSummary `json:"secrets"`
-	Violations        []string       `json:"violations"`
+	// Watch: the store watcher's figures (admission, orphans, teardown).
+	Watch watchSummary `json:"watch"`
+	Sleep struct {
+		Slept          int            `json:"slept"`
+		ReleasedAsleep int            `json:"releasedAsleep"`
+		BySchedule     int            `json:"sleptBySchedule"`
+		SchedLeases    int            `json:"scheduleLeases"`
+		Answers        map[string]int `json:"answers"`
+	} `json:"sleep"`
+	SignIn     signInSummary `json:"signIn"`
+	Notes      []string      `json:"notes"`
+	Violations []string      `json:"violations"`
 }
 
 type quotaSummary struct {
@@ -112,6 +123,20 @@ func (r *Report) String() string {
 		row(f.At.Format("15:04:05")+" "+f.Kind, rec)
 	}
 	row("worst time to serve again", fmt.Sprintf("%s (%s)", r.WorstRecovery.Round(time.Millisecond), r.WorstRecoveryKind))
+	fmt.Fprintf(&b, "issue 39 item 13\n")
+	w := r.Watch
+	row("admission → Bound or ended", fmt.Sprintf("worst %s (bound %s), %d store samples", w.WorstAdmission.Round(time.Second), admissionBound, w.Samples))
+	row("API killed after admission", fmt.Sprintf("%d (workflow had started: %d; failed orphaned: %d, worst %s, bound %s)",
+		w.Orphans, w.OrphanStarted, w.Orphaned, w.WorstOrphan.Round(time.Second), orphanBound))
+	row("ended lease → instance gone", fmt.Sprintf("worst %s over %d leases (bound %s)", w.WorstTeardown.Round(time.Second), w.Ended, teardownBound))
+	row("slept (asleep when released)", fmt.Sprintf("%d (%d); schedule pool: %d leases, %d slept by its schedule", r.Sleep.Slept, r.Sleep.ReleasedAsleep, r.Sleep.SchedLeases, r.Sleep.BySchedule))
+	row("sleep/wake answers", sortedCounts(r.Sleep.Answers))
+	si := r.SignIn
+	row("hostile sign-ins", fmt.Sprintf("%d from %d addresses, answers %v", si.Sent, si.Addresses, si.Answers))
+	row("… unauthenticated events", fmt.Sprintf("+%d (%d bytes); bound %d (%d bytes), %d checks", si.Events, si.Bytes, si.MaxEvents, si.MaxBytes, si.Checks))
+	for _, n := range r.Notes {
+		row("note", n)
+	}
 	fmt.Fprintf(&b, "secrets\n")
 	row("scanned", fmt.Sprintf("%d log files (%d KiB), %d workflow histories (%d events), %d needles",
 		r.Secrets.LogFiles, r.Secrets.LogBytes/1024, r.Secrets.Workflows, r.Secrets.Events, r.Secrets.Needles))
