@@ -54,7 +54,9 @@ func TestLeftTerminalFindsAPhaseAfterAnEnd(t *testing.T) {
 
 func TestSchedMismatchWantsExactlyTheShapesSchedules(t *testing.T) {
 	p := pool.ScheduleIDPrefix(schedPool)
-	note := func(c string) string { return `kobe pool soak-sched: puts the Bound leases to sleep at "` + c + `" in UTC` }
+	note := func(c string) string {
+		return `kobe pool soak-sched: puts the Bound leases to sleep at "` + c + `" in UTC`
+	}
 	s0, w0 := schedCrons(0)
 	shape0 := map[string]string{p + "sleep": note(s0), p + "wake": note(w0), p + "warm-0": "window"}
 	if m := schedMismatch(shape0, 0); m != "" {
