@@ -58,7 +58,7 @@ func (e *env) runSchedClient(tr *traffic, rng *rand.Rand, stop <-chan struct{}) 
 		hold := time.Now().Add(time.Duration(60+rng.Intn(90)) * time.Second)
 		var asleepSince time.Time
 		ended := false
-		for time.Now().Before(hold) && !ended {
+		for time.Now().Before(hold) && !ended && !stopped(stop) {
 			var v api.Lease
 			a := e.call(tr, true, "get (schedule pool)", me.token, "GET", path, nil, &v)
 			if a.Status == 200 {
@@ -93,6 +93,15 @@ func (e *env) runSchedClient(tr *traffic, rng *rand.Rand, stop <-chan struct{}) 
 			e.release(tr, me, path)
 			e.waitTerminal(tr, me, rec, 3*time.Minute)
 		}
+	}
+}
+
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"syscall"
 	"time"
 
@@ -65,9 +66,16 @@ func (e *env) injectFaults(tr *traffic, rng *rand.Rand, stop <-chan struct{}) []
 			return out
 		}
 		if len(cycle) == 0 {
+			first := cycle == nil
 			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot, faultRecreatePool,
 				faultThaw, faultOrphan, faultRecreateSchedPool}
 			rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
+			if first {
+				// The orphan's reaping takes up to two minutes: first, it overlaps the load
+				// even in the short run.
+				i := slices.Index(cycle, faultOrphan)
+				cycle[0], cycle[i] = cycle[i], cycle[0]
+			}
 		}
 		kind := cycle[0]
 		cycle = cycle[1:]

@@ -46,7 +46,7 @@ var (
 	flagPrincipals    = flag.Int("soak.principals", 2, "principals (tokens of role ci) the clients share")
 	flagWarm          = flag.Int("soak.warm", 3, "the pool's warm target (minReady)")
 	flagMaxClusters   = flag.Int("soak.max-clusters", 5, "the pool's maxClusters")
-	flagFaultEvery    = flag.Duration("soak.fault-every", 7*time.Second, "mean pause between faults (after the previous one recovered)")
+	flagFaultEvery    = flag.Duration("soak.fault-every", 5*time.Second, "mean pause between faults (after the previous one recovered)")
 	flagInvalid       = flag.Float64("soak.invalid-rate", 3, "invalid requests per second, from their own client")
 	flagSeed          = flag.Int64("soak.seed", 0, "random seed (0: from the clock; the summary prints it)")
 	flagContinueAsNew = flag.Int("soak.continue-as-new-after", 300, "history length past which pools and leases continue as new (KOBE_TEST_CONTINUE_AS_NEW_AFTER)")
