@@ -26,7 +26,7 @@ func (e *env) runSchedClient(tr *traffic, rng *rand.Rand, stop <-chan struct{}) 
 			return
 		default:
 		}
-		body, _ := json.Marshal(api.LeaseRequest{Pool: schedPool, TTL: "5m", IdempotencyKey: fmt.Sprintf("soak-sched-%x", rng.Int63())})
+		body, _ := json.Marshal(api.LeaseRequest{Pool: schedPool, TTL: "3m", IdempotencyKey: fmt.Sprintf("soak-sched-%x", rng.Int63())})
 		var l api.Lease
 		created := time.Now()
 		a := e.call(tr, true, "create (schedule pool)", me.token, "POST", "/v1/leases", body, &l)

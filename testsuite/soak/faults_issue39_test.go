@@ -87,7 +87,7 @@ func (e *env) thawFault(rng *rand.Rand, stop <-chan struct{}) fault {
 	f := fault{Kind: faultThaw, At: time.Now()}
 	switch rng.Intn(3) {
 	case 0:
-		return e.killFrozenMember(rng)
+		return e.killFrozenMember(rng, stop)
 	case 1, 2:
 		stopOnly := rng.Intn(2) == 0
 		var id string
@@ -155,9 +155,9 @@ func orRunning(s pool.FreezeState) string {
 // killFrozenMember kills -9 the kube-apiserver of a frozen member: the process cannot act on
 // the signal until its cgroup thaws, and then dies. The thaw's check (GET /readyz) must fail it
 // (thaw_failed): no lease may be granted that member. The fault waits up to two minutes for a
-// thaw to find the member dead (its row leaves Ready); none coming is not a failure (no claim
-// needed the member), the check of the grants still holds.
-func (e *env) killFrozenMember(rng *rand.Rand) fault {
+// thaw to find the member dead (its row leaves Ready), or for the load to stop; none coming is
+// not a failure (no claim needed the member), the check of the grants still holds.
+func (e *env) killFrozenMember(rng *rand.Rand, stop <-chan struct{}) fault {
 	f := fault{Kind: faultThaw, At: time.Now()}
 	frozen := e.membersInFreeze(pool.Frozen)
 	if len(frozen) == 0 {
@@ -179,7 +179,7 @@ func (e *env) killFrozenMember(rng *rand.Rand) fault {
 	}
 	f.At = time.Now()
 	f.Detail = "killed kube-apiserver of frozen member " + id
-	for time.Since(f.At) < 2*time.Minute {
+	for time.Since(f.At) < 2*time.Minute && !stopped(stop) {
 		if e.instancePhase(id) != "Ready" {
 			f.Recovered = time.Now()
 			f.Recovery = f.Recovered.Sub(f.At)
@@ -188,7 +188,7 @@ func (e *env) killFrozenMember(rng *rand.Rand) fault {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	f.Detail += ": still frozen and Ready 2m later (no thaw came)"
+	f.Detail += fmt.Sprintf(": still Ready %s later (no thaw came)", time.Since(f.At).Round(time.Second))
 	return f
 }
 
