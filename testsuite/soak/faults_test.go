@@ -54,6 +54,9 @@ type fault struct {
 
 const recoveryBound = 3 * time.Minute
 
+// orphanCycleFrom: a load at least this long has the orphan fault in its cycle too.
+const orphanCycleFrom = 3 * time.Minute
+
 // injectFaults applies faults until stop is closed, one at a time: the next one only after the
 // system has recovered from the previous one and a random pause (mean cfg.FaultEvery).
 func (e *env) injectFaults(tr *traffic, rng *rand.Rand, stop <-chan struct{}) []fault {
@@ -66,15 +69,13 @@ func (e *env) injectFaults(tr *traffic, rng *rand.Rand, stop <-chan struct{}) []
 			return out
 		}
 		if len(cycle) == 0 {
-			first := cycle == nil
 			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot, faultRecreatePool,
 				faultThaw, faultOrphan, faultRecreateSchedPool}
 			rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
-			if first {
-				// The orphan's reaping takes up to two minutes: first, it overlaps the load
-				// even in the short run.
-				i := slices.Index(cycle, faultOrphan)
-				cycle[0], cycle[i] = cycle[i], cycle[0]
+			if e.cfg.Duration < orphanCycleFrom {
+				// The orphan's reaping takes up to three minutes: a short run has only the one
+				// before its load (run), which the warm-up and the load overlap.
+				cycle = slices.DeleteFunc(cycle, func(k string) bool { return k == faultOrphan })
 			}
 		}
 		kind := cycle[0]

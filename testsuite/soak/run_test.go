@@ -23,14 +23,24 @@ import (
 func (e *env) run() *Report {
 	r := &Report{Config: e.cfg}
 	rng := rand.New(rand.NewSource(e.cfg.Seed))
+	tr := newTraffic()
+	watch := e.startWatcher()
+	// An API killed between a lease's admission and its start, before anything else: the orphan
+	// reaper's minute of grace and minute of interval then pass during the warm-up and the load.
+	f := e.orphanLease(tr, rand.New(rand.NewSource(rng.Int63())))
+	e.t.Logf("fault %s at %s: recovery %s %s %s", f.Kind, f.At.Format("15:04:05.000"), f.Recovery.Round(time.Millisecond), f.Detail, f.Failed)
+	r.Faults = append(r.Faults, f)
+	if f.Failed != "" {
+		r.violate("%s at %s: %s", f.Kind, f.At.Format("15:04:05"), f.Failed)
+		watch.stop()
+		return r
+	}
 	if err := e.waitPool(func(ready, members int) bool { return ready >= e.cfg.Warm }, 5*time.Minute); err != nil {
 		r.violate("the pool never had %d Ready members: %v", e.cfg.Warm, err)
 		return r
 	}
 
 	smp := e.startSampler()
-	watch := e.startWatcher()
-	tr := newTraffic()
 	stop := make(chan struct{})
 	faultsDone := make(chan []fault, 1)
 	faultRng := rand.New(rand.NewSource(rng.Int63()))
@@ -69,7 +79,7 @@ func (e *env) run() *Report {
 	case <-allDone: // the lifecycle budget is spent
 	}
 	close(stop)
-	r.Faults = <-faultsDone
+	r.Faults = append(r.Faults, <-faultsDone...)
 	e.t.Logf("load stopped after %s; waiting for the clients' leases to end", time.Since(start).Round(time.Second))
 	<-allDone
 	<-invalidDone
