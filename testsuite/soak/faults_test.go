@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -358,6 +359,12 @@ func (e *env) recreatePool(rng *rand.Rand) fault {
 	return f
 }
 
+// ofSoakPool says whether an instance id is of the soak pool (ids start with the pool's name
+// and a dash; the other pools' names start with the soak pool's).
+func ofSoakPool(id string) bool {
+	return strings.HasPrefix(id, soakPool+"-") && !strings.HasPrefix(id, schedPool+"-") && !strings.HasPrefix(id, forbiddenPool+"-")
+}
+
 // membersOutliving lists what is left of the soak pool's members once the pool is gone: store
 // rows and local processes or data directories, other than Quarantined members (which stay, for
 // an operator). It looks for 5 s, so that a process being reaped is not counted.
@@ -383,12 +390,12 @@ func (e *env) membersOutliving() []string {
 		cancel()
 		if l, err := leaks.CountLocalInstances(context.Background(), e.state, nil, ""); err == nil {
 			for _, id := range l.ProcessIDs() {
-				if !quarantined[id] {
+				if !quarantined[id] && ofSoakPool(id) {
 					left = append(left, id+" (processes)")
 				}
 			}
 			for _, id := range l.DirIDs() {
-				if !quarantined[id] {
+				if !quarantined[id] && ofSoakPool(id) {
 					left = append(left, id+" (data dir)")
 				}
 			}
