@@ -84,3 +84,11 @@ func TestFrozenKilledNamesTheMember(t *testing.T) {
 		t.Errorf("a worker kill named %q", got)
 	}
 }
+
+func TestOfSoakPoolLeavesTheOtherPoolsOut(t *testing.T) {
+	for id, want := range map[string]bool{"soak-71de630b-1": true, "soak-sched-71de630b-1": false, "soak-forbidden-ab-1": false, "other-1": false} {
+		if got := ofSoakPool(id); got != want {
+			t.Errorf("ofSoakPool(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
