@@ -29,6 +29,7 @@ type answer struct {
 	Reason   api.ReasonCode
 	Err      string
 	Instance string // the lease's instance, for a sleep or wake
+	Detail   string // a refusal's detail
 }
 
 // leaseRecord is what the harness knows of one lease it asked for.
@@ -177,7 +178,7 @@ func (e *env) callOn(tr *traffic, instance string, valid bool, op, token, method
 	if resp.StatusCode >= 400 {
 		var eb api.ErrorBody
 		_ = json.Unmarshal(data, &eb)
-		a.Reason = eb.Reason
+		a.Reason, a.Detail = eb.Reason, eb.Detail
 	} else if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
 			a.Err = "decode: " + err.Error()
@@ -356,6 +357,16 @@ func (e *env) sleepAndWake(tr *traffic, rng *rand.Rand, me principal, rec *lease
 		return a, l
 	}
 	a, l := sleepOrWake("sleep")
+	if a.Status == 409 && a.Reason == api.ReasonNotReady {
+		// Which phase the refusal names, next to the one the client saw last.
+		tr.mu.Lock()
+		last := api.LeasePhase("")
+		if n := len(rec.seen); n > 0 {
+			last = rec.seen[n-1].Phase
+		}
+		tr.sleeps[fmt.Sprintf("sleep 409 not_ready after the API said %s: %.60s", last, a.Detail)]++
+		tr.mu.Unlock()
+	}
 	if a.Status != 200 {
 		// A lease whose cluster a fault broke, or that ended, is refused (409 with a reason).
 		if a.Status != 409 || a.Reason == "" {

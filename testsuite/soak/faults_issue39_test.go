@@ -53,24 +53,31 @@ const (
 	asleepBound = 4 * time.Minute
 )
 
-// memberInFreeze lists the soak pool's members in a freeze state (Ready ones).
-func (e *env) membersInFreeze(state pool.FreezeState) []string {
-	st, err := e.poolStatus(3 * time.Second)
-	if err != nil {
-		return nil
-	}
+// membersInFreeze lists the members of the given pools in a freeze state (Ready ones when
+// Frozen).
+func (e *env) membersInFreeze(state pool.FreezeState, pools ...string) []string {
 	var ids []string
-	for _, m := range st.Members {
-		if m.Freeze == state && (state != pool.Frozen || m.Phase == pool.MemberPhase("Ready")) {
-			ids = append(ids, m.ID)
+	for _, name := range pools {
+		st, err := e.poolStatusOf(name, 3*time.Second)
+		if err != nil {
+			continue
+		}
+		for _, m := range st.Members {
+			if m.Freeze == state && (state != pool.Frozen || m.Phase == pool.MemberPhase("Ready")) {
+				ids = append(ids, m.ID)
+			}
 		}
 	}
 	return ids
 }
 
-// memberFreeze is a member's freeze state and whether the pool still has it.
+// memberFreeze is a member's freeze state and whether its pool still has it.
 func (e *env) memberFreeze(id string) (pool.FreezeState, bool, error) {
-	st, err := e.poolStatus(3 * time.Second)
+	name := soakPool
+	if strings.HasPrefix(id, schedPool+"-") {
+		name = schedPool
+	}
+	st, err := e.poolStatusOf(name, 3*time.Second)
 	if err != nil {
 		return "", false, err
 	}
@@ -91,17 +98,17 @@ func (e *env) thawFault(rng *rand.Rand, stop <-chan struct{}) fault {
 	case 1, 2:
 		stopOnly := rng.Intn(2) == 0
 		var id string
-		for deadline := time.Now().Add(30 * time.Second); id == "" && time.Now().Before(deadline); {
-			if ids := e.membersInFreeze(pool.Thawing); len(ids) > 0 {
+		for deadline := time.Now().Add(90 * time.Second); id == "" && time.Now().Before(deadline); {
+			if ids := e.membersInFreeze(pool.Thawing, soakPool, schedPool); len(ids) > 0 {
 				id = ids[0]
 				break
 			}
-			if !sleepOrStop(30*time.Millisecond, stop) {
+			if !sleepOrStop(100*time.Millisecond, stop) {
 				break
 			}
 		}
 		if id == "" {
-			f.Detail = "skipped: no thaw seen in 30 s"
+			f.Detail = "skipped: no thaw seen in 90 s"
 			return f
 		}
 		f.At = time.Now()
@@ -159,7 +166,7 @@ func orRunning(s pool.FreezeState) string {
 // not a failure (no claim needed the member), the check of the grants still holds.
 func (e *env) killFrozenMember(rng *rand.Rand, stop <-chan struct{}) fault {
 	f := fault{Kind: faultThaw, At: time.Now()}
-	frozen := e.membersInFreeze(pool.Frozen)
+	frozen := e.membersInFreeze(pool.Frozen, soakPool, schedPool)
 	if len(frozen) == 0 {
 		f.Detail = "skipped: no frozen member"
 		return f

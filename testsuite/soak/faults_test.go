@@ -221,7 +221,7 @@ func (e *env) killAMember(rng *rand.Rand) fault {
 	// A frozen member is left to the thaw fault: its processes act on no signal until it thaws.
 	frozen := map[string]bool{}
 	for _, st := range []pool.FreezeState{pool.Frozen, pool.Freezing, pool.Thawing} {
-		for _, id := range e.membersInFreeze(st) {
+		for _, id := range e.membersInFreeze(st, soakPool) {
 			frozen[id] = true
 		}
 	}

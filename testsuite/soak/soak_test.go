@@ -313,6 +313,9 @@ func (e *env) applySchedPool(shape int) error {
 	spec := m["spec"].(map[string]any)
 	sleep, wake := schedCrons(shape)
 	spec["sleep"] = map[string]any{"schedule": sleep, "wakeSchedule": wake}
+	// Every spare of it is frozen: each bind of its client thaws its member (the thaw fault's
+	// surest target; under load the soak pool rarely has a spare to freeze).
+	spec["scaling"].(map[string]any)["thawedSpares"] = 0
 	if shape == 0 {
 		// A window that does not change the warm target (minReady 1 either way): it is there to
 		// have a schedule the other shape lacks.
