@@ -35,7 +35,10 @@ type Report struct {
 	DoubleGrants int          `json:"doubleGrants"`
 	Quota        quotaSummary `json:"quota"`
 	MaxMembers   int          `json:"maxMembers"`
-	Requests     struct {
+	// MaxFrozen, MaxFrozenSched: the most frozen members seen in the soak and schedule pools.
+	MaxFrozen      int `json:"maxFrozen"`
+	MaxFrozenSched int `json:"maxFrozenSched"`
+	Requests       struct {
 		Total               int            `json:"total"`
 		Valid               int            `json:"valid"`
 		Invalid             map[string]int `json:"invalidByKind"`
@@ -103,6 +106,7 @@ func (r *Report) String() string {
 	row("max active per principal", fmt.Sprintf("%d (limit %d)", r.Quota.MaxPerPrincipal, r.Quota.PerPrincipalLimit))
 	row("max active in role ci", fmt.Sprintf("%d (quota %d, %d samples)", r.Quota.MaxRole, r.Quota.RoleQuota, r.Quota.Samples))
 	row("max pool members", fmt.Sprintf("%d (maxClusters %d)", r.MaxMembers, c.MaxClusters))
+	row("max frozen members (soak / schedule)", fmt.Sprintf("%d / %d", r.MaxFrozen, r.MaxFrozenSched))
 	fmt.Fprintf(&b, "requests\n")
 	row("total / valid", fmt.Sprintf("%d / %d", r.Requests.Total, r.Requests.Valid))
 	row("invalid, by kind", sortedCounts(r.Requests.Invalid))

@@ -213,7 +213,9 @@ type samples struct {
 	MaxPerPrincipal int
 	MaxRole         int
 	MaxMembers      int
-	Violations      []string
+	// MaxFrozen and MaxFrozenSched: the most frozen members the soak and schedule pools had.
+	MaxFrozen, MaxFrozenSched int
+	Violations                []string
 }
 
 func (e *env) startSampler() *sampler {
@@ -254,7 +256,13 @@ func (e *env) startSampler() *sampler {
 				}
 			}
 			cancel()
+			if out.N%4 == 0 {
+				if st, err := e.poolStatusOf(schedPool, 2*time.Second); err == nil {
+					out.MaxFrozenSched = max(out.MaxFrozenSched, st.Frozen)
+				}
+			}
 			if st, err := e.poolStatus(2 * time.Second); err == nil {
+				out.MaxFrozen = max(out.MaxFrozen, st.Frozen)
 				// Quarantined members do not count against maxClusters (docs/architecture.md).
 				members := len(st.Members) - st.Quarantined
 				out.MaxMembers = max(out.MaxMembers, members)
@@ -349,6 +357,7 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 	r.Leases.Extensions = tr.extendRef
 	r.Quota = quotaSummary{MaxPerPrincipal: smp.MaxPerPrincipal, PerPrincipalLimit: perPrincipal, MaxRole: smp.MaxRole, RoleQuota: e.cfg.Quota, Samples: smp.N}
 	r.MaxMembers = smp.MaxMembers
+	r.MaxFrozen, r.MaxFrozenSched = smp.MaxFrozen, smp.MaxFrozenSched
 	for _, v := range smp.Violations {
 		r.violate("%s", v)
 	}
