@@ -130,8 +130,8 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "issue 39 item 13\n")
 	w := r.Watch
 	row("admission → Bound or ended", fmt.Sprintf("worst %s (bound %s), %d store samples", w.WorstAdmission.Round(time.Second), admissionBound, w.Samples))
-	row("API killed after admission", fmt.Sprintf("%d (workflow had started: %d; failed orphaned: %d, worst %s, bound %s)",
-		w.Orphans, w.OrphanStarted, w.Orphaned, w.WorstOrphan.Round(time.Second), orphanBound))
+	row("API killed after admission", fmt.Sprintf("%d (workflow seen once served again: %d; failed orphaned: %d, worst %s, bound %s; ended %s)",
+		w.Orphans, w.OrphanStarted, w.Orphaned, w.WorstOrphan.Round(time.Second), orphanBound, sortedCounts(w.OrphanEnds)))
 	row("ended lease → instance gone", fmt.Sprintf("worst %s over %d leases (bound %s)", w.WorstTeardown.Round(time.Second), w.Ended, teardownBound))
 	row("slept (asleep when released)", fmt.Sprintf("%d (%d); schedule pool: %d leases, %d slept by its schedule", r.Sleep.Slept, r.Sleep.ReleasedAsleep, r.Sleep.SchedLeases, r.Sleep.BySchedule))
 	row("sleep/wake answers", sortedCounts(r.Sleep.Answers))

@@ -133,6 +133,8 @@ type watchSummary struct {
 	Orphans       int           `json:"orphanFaults"`
 	Orphaned      int           `json:"failedOrphaned"`
 	OrphanStarted int           `json:"orphanWorkflowStarted"`
+	// OrphanEnds: how the leases of the orphan faults ended (phase and reason).
+	OrphanEnds map[string]int `json:"orphanEnds"`
 }
 
 // check computes the invariants of the watcher's samples and the orphan records.
@@ -173,6 +175,12 @@ func (w *watcher) check(r *Report, orphans []orphanRecord) {
 		if took > bound {
 			r.violate("lease %s (%s) admitted at %s was still Pending %s later (bound %s; now %s %s)", id, t.Pool,
 				t.Created.Format("15:04:05"), took.Round(time.Second), bound, t.Phase, t.Reason)
+		}
+		if isOrphan[id] {
+			if s.OrphanEnds == nil {
+				s.OrphanEnds = map[string]int{}
+			}
+			s.OrphanEnds[strings.TrimSpace(t.Phase+" "+t.Reason)]++
 		}
 		if isOrphan[id] && t.Reason != "orphaned" && !storeTerminal[t.Phase] {
 			r.violate("lease %s, whose API was killed after its admission, ended %s", id, t.Phase)
