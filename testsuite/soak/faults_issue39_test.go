@@ -258,7 +258,7 @@ func (e *env) orphanLease(tr *traffic, rng *rand.Rand) fault {
 	cancel()
 	var nf *serviceerror.NotFound
 	rec := orphanRecord{ID: id, Admitted: created, Workflow: !errors.As(err, &nf)}
-	f.Detail = fmt.Sprintf("lease %s, killed %s after its admission; workflow started: %v", id, f.At.Sub(created).Round(time.Millisecond), rec.Workflow)
+	f.Detail = fmt.Sprintf("lease %s, killed %s after its admission; a workflow when the API served again: %v", id, f.At.Sub(created).Round(time.Millisecond), rec.Workflow)
 	tr.mu.Lock()
 	tr.orphans = append(tr.orphans, rec)
 	tr.mu.Unlock()
