@@ -357,9 +357,10 @@ func (e *env) sleepAndWake(tr *traffic, rng *rand.Rand, me principal, rec *lease
 		return a, l
 	}
 	a, l := sleepOrWake("sleep")
-	// Right after a warm bind the API refuses a sleep 409 not_ready ("the lease is Pending")
-	// while its GET says Bound: the handler reads the store's row, which lags the workflow
-	// (reported in docs/reliability.md). A client tries again while GET says Bound.
+	// Right after a bind the API refused a sleep 409 not_ready ("the lease is Pending") while
+	// its GET said Bound: the handler read the store's row, which lags the workflow (fixed:
+	// the workflow decides; docs/reliability.md). A refusal while GET says Bound is still
+	// counted (the workflow refuses a lease that does not hold its member yet) and tried again.
 	for i := 0; i < 30 && a.Status == 409 && a.Reason == api.ReasonNotReady; i++ {
 		var v api.Lease
 		if g := e.call(tr, true, "get", me.token, "GET", path, nil, &v); g.Status != 200 || v.Phase != api.LeaseBound {
