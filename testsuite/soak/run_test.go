@@ -547,13 +547,9 @@ func killedClusters(faults []fault, t time.Time) bool {
 
 func (e *env) faultsSoFar(r *Report) []fault { return r.Faults }
 
-// poolRecreated says whether [from, to] overlaps the window of a pool delete and re-apply
-// (from the delete until the pool served again, plus a second for the answers in flight).
-func poolRecreated(faults []fault, from, to time.Time) bool {
-	return poolRecreatedOf(faults, false, from, to)
-}
-
-// poolRecreatedOf is poolRecreated of the soak pool, or of the schedule pool when sched.
+// poolRecreatedOf says whether [from, to] overlaps the window of a delete and re-apply of the
+// soak pool, or of the schedule pool when sched (from the delete until the pool served again,
+// plus a second for the answers in flight).
 func poolRecreatedOf(faults []fault, sched bool, from, to time.Time) bool {
 	kind := faultRecreatePool
 	if sched {
