@@ -36,6 +36,14 @@ func (s *Server) leaseSleepChange(w http.ResponseWriter, r *http.Request, asleep
 		}
 		arg = req
 	}
+	if l.Phase == api.LeasePending {
+		// Right after a bind the row may still say Pending (its projection lags the workflow,
+		// whose view GET answers): the workflow decides then (its validator refuses a lease
+		// that does not hold its member yet).
+		if lv := s.queryLease(r.Context(), l.ID); lv != nil && lv.Phase == api.LeaseBound {
+			l.Phase = api.LeaseBound
+		}
+	}
 	if l.Phase != api.LeaseBound {
 		writeError(w, http.StatusConflict, api.ReasonNotReady, title, "the lease is "+string(l.Phase)+": only a Bound lease sleeps and wakes")
 		return

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
@@ -52,19 +55,29 @@ type fault struct {
 
 const recoveryBound = 3 * time.Minute
 
+// orphanCycleFrom: a load at least this long has the orphan fault in its cycle too.
+const orphanCycleFrom = 3 * time.Minute
+
 // injectFaults applies faults until stop is closed, one at a time: the next one only after the
 // system has recovered from the previous one and a random pause (mean cfg.FaultEvery).
-func (e *env) injectFaults(rng *rand.Rand, stop <-chan struct{}) []fault {
+func (e *env) injectFaults(tr *traffic, rng *rand.Rand, stop <-chan struct{}) []fault {
 	var out []fault
 	var cycle []string
+	schedShape := 0
 	for {
 		pause := time.Duration((0.5 + rng.Float64()) * float64(e.cfg.FaultEvery))
 		if !sleepOrStop(pause, stop) {
 			return out
 		}
 		if len(cycle) == 0 {
-			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot, faultRecreatePool}
+			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot, faultRecreatePool,
+				faultThaw, faultOrphan, faultRecreateSchedPool}
 			rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
+			if e.cfg.Duration < orphanCycleFrom {
+				// The orphan's reaping takes up to three minutes: a short run has only the one
+				// before its load (run), which the warm-up and the load overlap.
+				cycle = slices.DeleteFunc(cycle, func(k string) bool { return k == faultOrphan })
+			}
 		}
 		kind := cycle[0]
 		cycle = cycle[1:]
@@ -78,6 +91,12 @@ func (e *env) injectFaults(rng *rand.Rand, stop <-chan struct{}) []fault {
 			f = e.reboot(rng)
 		case faultRecreatePool:
 			f = e.recreatePool(rng)
+		case faultThaw:
+			f = e.thawFault(rng, stop)
+		case faultOrphan:
+			f = e.orphanLease(tr, rng)
+		case faultRecreateSchedPool:
+			f = e.recreateSchedPool(rng, &schedShape)
 		default:
 			p := map[string]*kobeProc{faultKillWorker: e.worker, faultKillAPI: e.server, faultKillTemporal: e.dev}[kind]
 			f.At = time.Now()
@@ -199,7 +218,19 @@ func (e *env) instancePhase(id string) string {
 // Ready (its row turns Unhealthy, Deleting, or goes): that must happen within deadMemberBound.
 func (e *env) killAMember(rng *rand.Rand) fault {
 	f := fault{Kind: faultKillMember, At: time.Now()}
-	ready := e.instancesIn("Ready")
+	// A frozen member is left to the thaw fault: its processes act on no signal until it thaws.
+	frozen := map[string]bool{}
+	for _, st := range []pool.FreezeState{pool.Frozen, pool.Freezing, pool.Thawing} {
+		for _, id := range e.membersInFreeze(st, soakPool) {
+			frozen[id] = true
+		}
+	}
+	var ready []string
+	for _, id := range e.instancesIn("Ready") {
+		if !frozen[id] {
+			ready = append(ready, id)
+		}
+	}
 	if len(ready) == 0 {
 		f.Detail = "skipped: no Ready member"
 		return f
@@ -244,7 +275,7 @@ func (e *env) reboot(rng *rand.Rand) fault {
 	f := fault{Kind: faultReboot, At: time.Now()}
 	dead := e.instancesIn("Ready")
 	e.worker.kill()
-	killed := leaks.KillNaming(leaks.InstancesDir(e.state) + "/")
+	killed := thawAndKill(leaks.InstancesDir(e.state) + "/")
 	f.Detail = fmt.Sprintf("%d instance processes killed, %d Ready members", len(killed), len(dead))
 	time.Sleep(time.Duration(rng.Intn(1000)) * time.Millisecond)
 	if err := e.worker.start(); err != nil {
@@ -328,6 +359,12 @@ func (e *env) recreatePool(rng *rand.Rand) fault {
 	return f
 }
 
+// ofSoakPool says whether an instance id is of the soak pool (ids start with the pool's name
+// and a dash; the other pools' names start with the soak pool's).
+func ofSoakPool(id string) bool {
+	return strings.HasPrefix(id, soakPool+"-") && !strings.HasPrefix(id, schedPool+"-") && !strings.HasPrefix(id, forbiddenPool+"-")
+}
+
 // membersOutliving lists what is left of the soak pool's members once the pool is gone: store
 // rows and local processes or data directories, other than Quarantined members (which stay, for
 // an operator). It looks for 5 s, so that a process being reaped is not counted.
@@ -353,12 +390,12 @@ func (e *env) membersOutliving() []string {
 		cancel()
 		if l, err := leaks.CountLocalInstances(context.Background(), e.state, nil, ""); err == nil {
 			for _, id := range l.ProcessIDs() {
-				if !quarantined[id] {
+				if !quarantined[id] && ofSoakPool(id) {
 					left = append(left, id+" (processes)")
 				}
 			}
 			for _, id := range l.DirIDs() {
-				if !quarantined[id] {
+				if !quarantined[id] && ofSoakPool(id) {
 					left = append(left, id+" (data dir)")
 				}
 			}

@@ -27,6 +27,8 @@ type kobeProc struct {
 	done chan struct{}
 	logs []string
 	runs int
+	// started is when each run started.
+	started []time.Time
 }
 
 // start runs the process (again). It returns an error rather than failing a test: the fault
@@ -59,6 +61,7 @@ func (p *kobeProc) start() error {
 		close(done)
 	}()
 	p.cmd, p.done = cmd, done
+	p.started = append(p.started, time.Now())
 	return nil
 }
 
@@ -72,6 +75,23 @@ func (p *kobeProc) kill() {
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	<-done
+}
+
+// signal sends sig to the running process (SIGSTOP, SIGCONT).
+func (p *kobeProc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
+// starts are the times of every start of the process.
+func (p *kobeProc) startTimes() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time{}, p.started...)
 }
 
 // stop asks the process to stop (SIGTERM) and kills it if it has not after timeout.

@@ -35,7 +35,10 @@ type Report struct {
 	DoubleGrants int          `json:"doubleGrants"`
 	Quota        quotaSummary `json:"quota"`
 	MaxMembers   int          `json:"maxMembers"`
-	Requests     struct {
+	// MaxFrozen, MaxFrozenSched: the most frozen members seen in the soak and schedule pools.
+	MaxFrozen      int `json:"maxFrozen"`
+	MaxFrozenSched int `json:"maxFrozenSched"`
+	Requests       struct {
 		Total               int            `json:"total"`
 		Valid               int            `json:"valid"`
 		Invalid             map[string]int `json:"invalidByKind"`
@@ -49,7 +52,18 @@ type Report struct {
 	WorstRecovery     time.Duration  `json:"worstRecovery"`
 	WorstRecoveryKind string         `json:"worstRecoveryKind"`
 	Secrets           secretsSummary `json:"secrets"`
-	Violations        []string       `json:"violations"`
+	// Watch: the store watcher's figures (admission, orphans, teardown).
+	Watch watchSummary `json:"watch"`
+	Sleep struct {
+		Slept          int            `json:"slept"`
+		ReleasedAsleep int            `json:"releasedAsleep"`
+		BySchedule     int            `json:"sleptBySchedule"`
+		SchedLeases    int            `json:"scheduleLeases"`
+		Answers        map[string]int `json:"answers"`
+	} `json:"sleep"`
+	SignIn     signInSummary `json:"signIn"`
+	Notes      []string      `json:"notes"`
+	Violations []string      `json:"violations"`
 }
 
 type quotaSummary struct {
@@ -92,6 +106,7 @@ func (r *Report) String() string {
 	row("max active per principal", fmt.Sprintf("%d (limit %d)", r.Quota.MaxPerPrincipal, r.Quota.PerPrincipalLimit))
 	row("max active in role ci", fmt.Sprintf("%d (quota %d, %d samples)", r.Quota.MaxRole, r.Quota.RoleQuota, r.Quota.Samples))
 	row("max pool members", fmt.Sprintf("%d (maxClusters %d)", r.MaxMembers, c.MaxClusters))
+	row("max frozen members (soak / schedule)", fmt.Sprintf("%d / %d", r.MaxFrozen, r.MaxFrozenSched))
 	fmt.Fprintf(&b, "requests\n")
 	row("total / valid", fmt.Sprintf("%d / %d", r.Requests.Total, r.Requests.Valid))
 	row("invalid, by kind", sortedCounts(r.Requests.Invalid))
@@ -112,6 +127,20 @@ func (r *Report) String() string {
 		row(f.At.Format("15:04:05")+" "+f.Kind, rec)
 	}
 	row("worst time to serve again", fmt.Sprintf("%s (%s)", r.WorstRecovery.Round(time.Millisecond), r.WorstRecoveryKind))
+	fmt.Fprintf(&b, "issue 39 item 13\n")
+	w := r.Watch
+	row("admission → Bound or ended", fmt.Sprintf("worst %s (bound %s), %d store samples", w.WorstAdmission.Round(time.Second), admissionBound, w.Samples))
+	row("API killed after admission", fmt.Sprintf("%d (workflow seen once served again: %d; failed orphaned: %d, worst %s, bound %s; ended %s)",
+		w.Orphans, w.OrphanStarted, w.Orphaned, w.WorstOrphan.Round(time.Second), orphanBound, sortedCounts(w.OrphanEnds)))
+	row("ended lease → instance gone", fmt.Sprintf("worst %s over %d leases (bound %s)", w.WorstTeardown.Round(time.Second), w.Ended, teardownBound))
+	row("slept (asleep when released)", fmt.Sprintf("%d (%d); schedule pool: %d leases, %d slept by its schedule", r.Sleep.Slept, r.Sleep.ReleasedAsleep, r.Sleep.SchedLeases, r.Sleep.BySchedule))
+	row("sleep/wake answers", sortedCounts(r.Sleep.Answers))
+	si := r.SignIn
+	row("hostile sign-ins", fmt.Sprintf("%d from %d addresses, answers %v", si.Sent, si.Addresses, si.Answers))
+	row("… unauthenticated events", fmt.Sprintf("+%d (%d bytes); bound %d (%d bytes), %d checks", si.Events, si.Bytes, si.MaxEvents, si.MaxBytes, si.Checks))
+	for _, n := range r.Notes {
+		row("note", n)
+	}
 	fmt.Fprintf(&b, "secrets\n")
 	row("scanned", fmt.Sprintf("%d log files (%d KiB), %d workflow histories (%d events), %d needles",
 		r.Secrets.LogFiles, r.Secrets.LogBytes/1024, r.Secrets.Workflows, r.Secrets.Events, r.Secrets.Needles))

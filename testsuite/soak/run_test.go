@@ -23,17 +23,28 @@ import (
 func (e *env) run() *Report {
 	r := &Report{Config: e.cfg}
 	rng := rand.New(rand.NewSource(e.cfg.Seed))
+	tr := newTraffic()
+	watch := e.startWatcher()
+	// An API killed between a lease's admission and its start, before anything else: the orphan
+	// reaper's minute of grace and minute of interval then pass during the warm-up and the load.
+	f := e.orphanLease(tr, rand.New(rand.NewSource(rng.Int63())))
+	e.t.Logf("fault %s at %s: recovery %s %s %s", f.Kind, f.At.Format("15:04:05.000"), f.Recovery.Round(time.Millisecond), f.Detail, f.Failed)
+	r.Faults = append(r.Faults, f)
+	if f.Failed != "" {
+		r.violate("%s at %s: %s", f.Kind, f.At.Format("15:04:05"), f.Failed)
+		watch.stop()
+		return r
+	}
 	if err := e.waitPool(func(ready, members int) bool { return ready >= e.cfg.Warm }, 5*time.Minute); err != nil {
 		r.violate("the pool never had %d Ready members: %v", e.cfg.Warm, err)
 		return r
 	}
 
 	smp := e.startSampler()
-	tr := newTraffic()
 	stop := make(chan struct{})
 	faultsDone := make(chan []fault, 1)
 	faultRng := rand.New(rand.NewSource(rng.Int63()))
-	go func() { faultsDone <- e.injectFaults(faultRng, stop) }()
+	go func() { faultsDone <- e.injectFaults(tr, faultRng, stop) }()
 	var clients sync.WaitGroup
 	for i := 0; i < e.cfg.Clients; i++ {
 		clients.Add(1)
@@ -49,6 +60,17 @@ func (e *env) run() *Report {
 		defer close(invalidDone)
 		e.runInvalidClient(tr, invalidRng, stop)
 	}()
+	var others sync.WaitGroup
+	schedRng, signInRng := rand.New(rand.NewSource(rng.Int63())), rand.New(rand.NewSource(rng.Int63()))
+	others.Add(2)
+	go func() {
+		defer others.Done()
+		e.runSchedClient(tr, schedRng, stop)
+	}()
+	go func() {
+		defer others.Done()
+		e.runSignInClient(tr, signInRng, stop)
+	}()
 	allDone := make(chan struct{})
 	go func() { clients.Wait(); close(allDone) }()
 	start := time.Now()
@@ -57,10 +79,11 @@ func (e *env) run() *Report {
 	case <-allDone: // the lifecycle budget is spent
 	}
 	close(stop)
-	r.Faults = <-faultsDone
+	r.Faults = append(r.Faults, <-faultsDone...)
 	e.t.Logf("load stopped after %s; waiting for the clients' leases to end", time.Since(start).Round(time.Second))
 	<-allDone
 	<-invalidDone
+	others.Wait()
 	r.LoadTime = time.Since(start)
 
 	// Every lease the store holds must end (leases whose answer was lost expire by TTL).
@@ -73,6 +96,11 @@ func (e *env) run() *Report {
 	// Drain: deleting the pools tears every member down.
 	e.drainPools(r)
 	e.checkAudit(r)
+	watch.stop()
+	tr.mu.Lock()
+	orphans := append([]orphanRecord{}, tr.orphans...)
+	tr.mu.Unlock()
+	watch.check(r, orphans)
 
 	e.check(r, tr, samples)
 	return r
@@ -131,7 +159,7 @@ func (e *env) waitNoActiveLeases(timeout time.Duration) error {
 // drainPools deletes the soak's pools and waits until nothing of their instances remains.
 func (e *env) drainPools(r *Report) {
 	admin := e.client(e.adminToken)
-	for _, name := range []string{soakPool, forbiddenPool} {
+	for _, name := range []string{soakPool, forbiddenPool, schedPool} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, err := admin.DeletePool(ctx, name)
 		cancel()
@@ -185,7 +213,9 @@ type samples struct {
 	MaxPerPrincipal int
 	MaxRole         int
 	MaxMembers      int
-	Violations      []string
+	// MaxFrozen and MaxFrozenSched: the most frozen members the soak and schedule pools had.
+	MaxFrozen, MaxFrozenSched int
+	Violations                []string
 }
 
 func (e *env) startSampler() *sampler {
@@ -226,7 +256,13 @@ func (e *env) startSampler() *sampler {
 				}
 			}
 			cancel()
+			if out.N%4 == 0 {
+				if st, err := e.poolStatusOf(schedPool, 2*time.Second); err == nil {
+					out.MaxFrozenSched = max(out.MaxFrozenSched, st.Frozen)
+				}
+			}
 			if st, err := e.poolStatus(2 * time.Second); err == nil {
+				out.MaxFrozen = max(out.MaxFrozen, st.Frozen)
 				// Quarantined members do not count against maxClusters (docs/architecture.md).
 				members := len(st.Members) - st.Quarantined
 				out.MaxMembers = max(out.MaxMembers, members)
@@ -275,7 +311,7 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 			if l.Reason == "" {
 				r.violate("lease %s failed without a reason", l.ID)
 			}
-			if (l.Reason == "pool_deleted" || l.Reason == "not_found") && !poolRecreated(r.Faults, l.Created, l.Ended) {
+			if (l.Reason == "pool_deleted" || l.Reason == "not_found") && !poolRecreatedOf(r.Faults, l.Kind == "sched", l.Created, l.Ended) {
 				r.violate("lease %s failed %s (created %s, ended %s) outside any pool delete", l.ID, l.Reason,
 					l.Created.Format("15:04:05.000"), l.Ended.Format("15:04:05.000"))
 			}
@@ -285,11 +321,43 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 		if l.Kind == "expire" && l.Bound && l.Final != "Expired" {
 			r.violate("lease %s was left to expire but ended %s", l.ID, l.Final)
 		}
+		// No lease leaves a terminal phase: what the API answered, in order.
+		if how := leftTerminal(l.seen); how != "" {
+			r.violate("lease %s left its terminal phase in the API's answers: %s", l.ID, how)
+		}
+		// A member that died frozen must fail its thaw, never be granted.
+		for _, f := range r.Faults {
+			if id := frozenKilled(f); id != "" && l.Bound && l.Instance == id && l.BoundAt.After(f.At) {
+				r.violate("lease %s was granted %s at %s, whose kube-apiserver was killed while it was frozen (at %s)", l.ID, id,
+					l.BoundAt.Format("15:04:05.000"), f.At.Format("15:04:05.000"))
+			}
+		}
+		if l.Slept {
+			r.Sleep.Slept++
+			if l.ReleasedAsleep {
+				r.Sleep.ReleasedAsleep++
+			}
+			if l.Kind == "sched" {
+				r.Sleep.BySchedule++
+			}
+		}
 	}
+	r.Sleep.Answers = tr.sleeps
+	r.Sleep.SchedLeases = 0
+	for _, l := range tr.leases {
+		if l.Kind == "sched" {
+			r.Sleep.SchedLeases++
+		}
+	}
+	for _, x := range tr.asleepTooLong {
+		r.violate("%s", x)
+	}
+	r.SignIn = tr.signIn
 	r.Leases.RefusedQuota = tr.refused[api.ReasonQuotaExhausted]
 	r.Leases.Extensions = tr.extendRef
 	r.Quota = quotaSummary{MaxPerPrincipal: smp.MaxPerPrincipal, PerPrincipalLimit: perPrincipal, MaxRole: smp.MaxRole, RoleQuota: e.cfg.Quota, Samples: smp.N}
 	r.MaxMembers = smp.MaxMembers
+	r.MaxFrozen, r.MaxFrozenSched = smp.MaxFrozen, smp.MaxFrozenSched
 	for _, v := range smp.Violations {
 		r.violate("%s", v)
 	}
@@ -395,7 +463,7 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 	r.Requests.Invalid = tr.invalid
 	r.Requests.PoolMissing = len(tr.poolMissing)
 	for _, a := range tr.poolMissing {
-		if !poolRecreated(r.Faults, a.Sent, a.Answered) {
+		if !poolRecreatedOf(r.Faults, a.Op == "create (schedule pool)", a.Sent, a.Answered) {
 			r.violate("%s (sent %s) found no pool (404) outside any pool delete", a.Op, a.Sent.Format("15:04:05.000"))
 		}
 	}
@@ -415,6 +483,9 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 		}
 		if faultAt := during(r.Faults, a); faultAt != "" {
 			continue
+		}
+		if a.Status == 502 && a.Reason == api.ReasonWakeFailed && brokeInstance(r.Faults, a.Instance, a.Answered) {
+			continue // the wake of a cluster a fault killed
 		}
 		r.Requests.FailedOutsideFaults++
 		r.violate("%s (sent %s) got %d %q %s outside any fault window", a.Op, a.Sent.Format("15:04:05.000"), a.Status, a.Reason, a.Err)
@@ -476,11 +547,16 @@ func killedClusters(faults []fault, t time.Time) bool {
 
 func (e *env) faultsSoFar(r *Report) []fault { return r.Faults }
 
-// poolRecreated says whether [from, to] overlaps the window of a pool delete and re-apply
-// (from the delete until the pool served again, plus a second for the answers in flight).
-func poolRecreated(faults []fault, from, to time.Time) bool {
+// poolRecreatedOf says whether [from, to] overlaps the window of a delete and re-apply of the
+// soak pool, or of the schedule pool when sched (from the delete until the pool served again,
+// plus a second for the answers in flight).
+func poolRecreatedOf(faults []fault, sched bool, from, to time.Time) bool {
+	kind := faultRecreatePool
+	if sched {
+		kind = faultRecreateSchedPool
+	}
 	for _, f := range faults {
-		if f.Kind != faultRecreatePool {
+		if f.Kind != kind {
 			continue
 		}
 		end := f.Recovered
@@ -511,7 +587,8 @@ func brokeInstance(faults []fault, instance string, at time.Time) bool {
 // (an unrecovered fault lasts to the end). Backend faults have no window: the API must not 5xx.
 func during(faults []fault, a answer) string {
 	for _, f := range faults {
-		if f.Kind == faultBackend || f.Kind == faultKillMember || f.Kind == faultRecreatePool {
+		if f.Kind == faultBackend || f.Kind == faultKillMember || f.Kind == faultRecreatePool ||
+			f.Kind == faultRecreateSchedPool || frozenKilled(f) != "" || strings.HasPrefix(f.Detail, "skipped") {
 			continue // the API itself keeps serving: no 5xx excused
 		}
 		end := f.Recovered

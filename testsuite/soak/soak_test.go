@@ -36,6 +36,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
+	"github.com/kunobi-ninja/kobe/testsuite/oidcprovider"
 )
 
 var (
@@ -45,11 +46,12 @@ var (
 	flagPrincipals    = flag.Int("soak.principals", 2, "principals (tokens of role ci) the clients share")
 	flagWarm          = flag.Int("soak.warm", 3, "the pool's warm target (minReady)")
 	flagMaxClusters   = flag.Int("soak.max-clusters", 5, "the pool's maxClusters")
-	flagFaultEvery    = flag.Duration("soak.fault-every", 7*time.Second, "mean pause between faults (after the previous one recovered)")
+	flagFaultEvery    = flag.Duration("soak.fault-every", 5*time.Second, "mean pause between faults (after the previous one recovered)")
 	flagInvalid       = flag.Float64("soak.invalid-rate", 3, "invalid requests per second, from their own client")
 	flagSeed          = flag.Int64("soak.seed", 0, "random seed (0: from the clock; the summary prints it)")
 	flagContinueAsNew = flag.Int("soak.continue-as-new-after", 300, "history length past which pools and leases continue as new (KOBE_CONTINUE_AS_NEW_AFTER)")
 	flagReport        = flag.String("soak.report", "", "also write the summary as JSON to this file")
+	flagSignIn        = flag.Float64("soak.signin-rate", 8, "hostile sign-in callbacks per second, from their own client (many source addresses)")
 )
 
 var kobeBin string
@@ -61,7 +63,15 @@ func TestMain(m *testing.M) {
 const (
 	soakPool      = "soak"
 	forbiddenPool = "soak-forbidden" // exists, but role ci may not lease from it
-	perPrincipal  = 2                // maxConcurrentLeases of role ci
+	// schedPool has a sleep and a wake schedule (every other minute each); a fault deletes and
+	// applies it again, alternating two shapes of its schedules.
+	schedPool    = "soak-sched"
+	perPrincipal = 2 // maxConcurrentLeases of role ci
+	// orphanGrace is the worker's --orphan-grace (its minimum); the reaper runs every minute.
+	orphanGrace    = time.Minute
+	reaperInterval = time.Minute
+	// queueTimeout is the soak pool's spec.scaling.queueTimeout.
+	queueTimeout = 90 * time.Second
 )
 
 // env is the running kobe under test and what the harness needs to check it.
@@ -81,6 +91,8 @@ type env struct {
 
 	adminToken string
 	principals []principal
+	// oidc is the OpenID provider the policy's oidc.login names (the hostile sign-ins' target).
+	oidc *oidcprovider.Provider
 }
 
 type principal struct {
@@ -99,11 +111,12 @@ type config struct {
 	Invalid     float64       `json:"invalidPerSecond"`
 	Seed        int64         `json:"seed"`
 	Quota       int           `json:"roleQuota"`
+	SignIn      float64       `json:"signInPerSecond"`
 }
 
 func configFromFlags(t *testing.T) config {
 	c := config{Duration: *flagDuration, Lifecycles: *flagLifecycles, Clients: *flagClients, Principals: *flagPrincipals,
-		Warm: *flagWarm, MaxClusters: *flagMaxClusters, FaultEvery: *flagFaultEvery, Invalid: *flagInvalid, Seed: *flagSeed}
+		Warm: *flagWarm, MaxClusters: *flagMaxClusters, FaultEvery: *flagFaultEvery, Invalid: *flagInvalid, Seed: *flagSeed, SignIn: *flagSignIn}
 	switch {
 	case c.Duration <= 0 || c.Lifecycles <= 0:
 		t.Fatalf("-soak.duration and -soak.lifecycles must be positive")
@@ -111,8 +124,8 @@ func configFromFlags(t *testing.T) config {
 		t.Fatalf("-soak.clients must be ≥ 1 and -soak.principals between 1 and the clients")
 	case c.Warm < 1 || c.MaxClusters < c.Warm:
 		t.Fatalf("-soak.warm must be ≥ 1 and ≤ -soak.max-clusters")
-	case c.Invalid < 0:
-		t.Fatalf("-soak.invalid-rate must be ≥ 0")
+	case c.Invalid < 0 || c.SignIn < 0:
+		t.Fatalf("-soak.invalid-rate and -soak.signin-rate must be ≥ 0")
 	case c.FaultEvery <= 0:
 		t.Fatalf("-soak.fault-every must be positive")
 	}
@@ -162,6 +175,9 @@ func newEnv(t *testing.T, cfg config) *env {
 		}
 	})
 	e.dsn, e.dbPass = storeWithPassword(t)
+	// A real OpenID provider, so that the portal's sign-in is configured and its callback
+	// reaches the refusals the hostile sign-ins aim at (abuse.go).
+	e.oidc = oidcprovider.Start(t)
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
 	require.NoError(t, os.WriteFile(policy, []byte(fmt.Sprintf(`roles:
   admin:
@@ -174,7 +190,18 @@ func newEnv(t *testing.T, cfg config) *env {
     maxConcurrentLeases: %d
     quota: %d
     rateLimit: {requestsPerSecond: 200, burst: 400}
-`, soakPool, perPrincipal, cfg.Quota)), 0o600))
+  dev:
+    permissions: [lease, pool.read]
+oidc:
+  issuers:
+  - issuer: %s
+    audiences: [kobe-portal]
+    rules: [{match: {email: "*@example.com"}, role: dev}]
+  login:
+    issuer: %s
+    clientId: kobe-portal
+    redirectUrl: http://kobe.test/ui/callback
+`, soakPool, perPrincipal, cfg.Quota, e.oidc.Issuer, e.oidc.Issuer)), 0o600))
 
 	free := func() int {
 		p, err := devserver.FreePort("127.0.0.1")
@@ -200,7 +227,8 @@ func newEnv(t *testing.T, cfg config) *env {
 	e.worker = &kobeProc{name: "worker", logDir: e.logDir, env: storeEnv,
 		healthz: fmt.Sprintf("http://127.0.0.1:%d/healthz", metrics),
 		args: []string{"worker", "--temporal-address", temporalAddr, "--state-dir", e.state,
-			"--secret-key-file", secretKey, "--metrics-address", fmt.Sprintf("127.0.0.1:%d", metrics)}}
+			"--secret-key-file", secretKey, "--metrics-address", fmt.Sprintf("127.0.0.1:%d", metrics),
+			"--orphan-grace", orphanGrace.String()}}
 	e.apiURL = fmt.Sprintf("http://127.0.0.1:%d", serverAPI)
 	t.Cleanup(func() {
 		// Reverse order of start; SIGTERM so a clean stop is tried before the kill.
@@ -245,6 +273,7 @@ func newEnv(t *testing.T, cfg config) *env {
 	}
 	e.applyPool(t, soakPool, cfg.Warm, cfg.MaxClusters)
 	e.applyPool(t, forbiddenPool, 0, 1)
+	require.NoError(t, e.applySchedPool(0), "apply pool %s", schedPool)
 	return e
 }
 
@@ -272,7 +301,49 @@ func (e *env) applyPool(t *testing.T, name string, warm, maxClusters int) {
 }
 
 func (e *env) applyPoolErr(name string, warm, maxClusters int) error {
-	manifest := map[string]any{
+	return e.applyManifest(e.poolManifest(name, warm, maxClusters))
+}
+
+// applySchedPool applies the schedule pool in one of its two shapes: shape 0 sleeps its Bound
+// leases at even minutes, wakes them at odd ones and has a warm window; shape 1 swaps the
+// minutes and has no window. A pool re-created in the other shape must end with exactly its
+// own schedules (ids and crons), none of the old one's.
+func (e *env) applySchedPool(shape int) error {
+	m := e.poolManifest(schedPool, 1, 2)
+	spec := m["spec"].(map[string]any)
+	sleep, wake := schedCrons(shape)
+	spec["sleep"] = map[string]any{"schedule": sleep, "wakeSchedule": wake}
+	// Every spare of it is frozen: each bind of its client thaws its member (the thaw fault's
+	// surest target; under load the soak pool rarely has a spare to freeze).
+	spec["scaling"].(map[string]any)["thawedSpares"] = 0
+	if shape == 0 {
+		// A window that does not change the warm target (minReady 1 either way): it is there to
+		// have a schedule the other shape lacks.
+		spec["scaling"].(map[string]any)["schedule"] = []any{map[string]any{"cron": "0 3 * * *", "duration": "1h", "minReady": 1}}
+	}
+	return e.applyManifest(m)
+}
+
+// schedCrons are the sleep and wake crons of the schedule pool's shape.
+func schedCrons(shape int) (sleep, wake string) {
+	if shape == 0 {
+		return "*/2 * * * *", "1-59/2 * * * *"
+	}
+	return "1-59/2 * * * *", "*/2 * * * *"
+}
+
+// schedIDs are the Temporal schedule ids the schedule pool's shape must have.
+func schedIDs(shape int) []string {
+	p := pool.ScheduleIDPrefix(schedPool)
+	ids := []string{p + "sleep", p + "wake"}
+	if shape == 0 {
+		ids = append(ids, p+"warm-0")
+	}
+	return ids
+}
+
+func (e *env) poolManifest(name string, warm, maxClusters int) map[string]any {
+	return map[string]any{
 		"apiVersion": "kobe.kunobi.ninja/v1alpha1", "kind": "ClusterPool",
 		"metadata": map[string]any{"name": name},
 		"spec": map[string]any{
@@ -283,11 +354,16 @@ func (e *env) applyPoolErr(name string, warm, maxClusters int) error {
 			"maxExtensions":           2,
 			"maxConcurrentProvisions": 2,
 			"healthCheck":             map[string]any{"intervalSeconds": int(healthInterval / time.Second), "failureThreshold": healthThreshold},
-			"scaling": map[string]any{"minReady": warm, "maxClusters": maxClusters, "queueTimeout": "90s",
-				"scaleDownAfter": "30s", "creatingTimeout": "3m",
+			// thawedSpares 1: the spares beyond one are frozen, so warm binds thaw members (and
+			// the thaw fault has thaws to break).
+			"scaling": map[string]any{"minReady": warm, "maxClusters": maxClusters, "queueTimeout": queueTimeout.String(),
+				"scaleDownAfter": "30s", "creatingTimeout": "3m", "thawedSpares": 1,
 				"failureBackoff": map[string]any{"base": "1s", "multiplier": 2, "max": "8s"}},
 		},
 	}
+}
+
+func (e *env) applyManifest(manifest map[string]any) error {
 	data, err := json.Marshal(manifest)
 	if err != nil {
 		return err
@@ -300,10 +376,14 @@ func (e *env) applyPoolErr(name string, warm, maxClusters int) error {
 
 // poolStatus asks the pool workflow (through Temporal, so it needs the server and a worker).
 func (e *env) poolStatus(timeout time.Duration) (pool.Status, error) {
+	return e.poolStatusOf(soakPool, timeout)
+}
+
+func (e *env) poolStatusOf(name string, timeout time.Duration) (pool.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var st pool.Status
-	v, err := e.temporal.QueryWorkflow(ctx, pool.WorkflowID(soakPool), "", pool.QueryPoolStatus)
+	v, err := e.temporal.QueryWorkflow(ctx, pool.WorkflowID(name), "", pool.QueryPoolStatus)
 	if err != nil {
 		return st, err
 	}
