@@ -251,6 +251,12 @@ type Store interface {
 	// SchemaVersion is the highest migration applied.
 	SchemaVersion(ctx context.Context) (int, error)
 
+	// Release is the release of kobe that last started on the store (ErrNotFound: none did
+	// since v0.1.0, which introduced it: the store is older, or new); StampRelease records
+	// release as that (and as the store's first release, when there was none). See CheckRelease.
+	Release(ctx context.Context) (ReleaseStamp, error)
+	StampRelease(ctx context.Context, release string, at time.Time) error
+
 	Close() error
 }
 
