@@ -13,7 +13,8 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
 
-// TestCheckRelease, on real SQLite and PostgreSQL stores: a new store is accepted and stamped;
+// TestCheckRelease, on real SQLite and PostgreSQL stores: a new store is stamped by Open and
+// accepted;
 // a store from before v0.1.0 (the schema of v8, without kobe_release) that holds a lease, a pool
 // and a cluster is refused, naming them, until they are drained, when it is accepted and
 // stamped; a stamped store is accepted with what it holds; one stamped by a release older than
@@ -26,10 +27,12 @@ func TestCheckRelease(t *testing.T) {
 			dsn := d.dsn(t)
 			s, err := store.Open(ctx, dsn)
 			require.NoError(t, err)
-			_, err = s.Release(ctx)
-			require.ErrorIs(t, err, store.ErrNotFound, "a new store has no release")
-			require.NoError(t, store.CheckRelease(ctx, s, "v0.1.0", "v0.1.0", t0), "a new store is accepted")
 			stamp, err := s.Release(ctx)
+			require.NoError(t, err, "a store Open creates is of this release")
+			assert.Equal(t, "v0.1.0", stamp.Created)
+			assert.Equal(t, "v0.1.0", stamp.Release)
+			require.NoError(t, store.CheckRelease(ctx, s, "v0.1.0", "v0.1.0", t0), "a new store is accepted")
+			stamp, err = s.Release(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, store.ReleaseStamp{Created: "v0.1.0", Release: "v0.1.0", OpenedAt: t0}, stamp)
 
