@@ -3,7 +3,7 @@
 
 SHELL := /bin/bash
 GO ?= go
-VERSION ?= v0.1.0-dev
+VERSION ?= v0.1.0
 COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/kunobi-ninja/kobe/internal/buildinfo.Version=$(VERSION) \
            -X github.com/kunobi-ninja/kobe/internal/buildinfo.Commit=$(COMMIT)

@@ -3,7 +3,8 @@
 //
 // Like every kobe workflow (doctor, instance, pool, lease), it is deterministic: no I/O, no
 // wall clock, no randomness — all of that happens in activities. Every change to a workflow
-// that alters its commands goes through workflow.GetVersion and keeps the replay tests
+// that alters its commands goes through a version marker named after the release that adds it
+// (docs/architecture.md, "Releases and workflow versions") and keeps the replay tests
 // (worker/replay_test.go) green.
 package doctor
 

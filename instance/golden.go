@@ -150,14 +150,10 @@ func goldenOptions(queue string, creatingTimeout time.Duration) workflow.Activit
 }
 
 // golden makes sure the template of the member's pool exists and returns the generation the
-// member is created from ("" for a pool without golden templates: nothing is run, and such
-// runs carry no marker). (Added after recorded histories: versioned.)
+// member is created from ("" for a pool without golden templates: nothing is run).
 func golden(ctx workflow.Context, in ProvisionInput, placement HostAssignment) (string, error) {
 	//workflowcheck:ignore decoding bytes of the input into a struct is deterministic
 	if !backends.WantsGoldenTemplates(in.Spec.Options) {
-		return "", nil
-	}
-	if workflow.GetVersion(ctx, provisionVersionGolden, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return "", nil
 	}
 	var a *Activities

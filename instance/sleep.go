@@ -118,7 +118,7 @@ func Wake(ctx workflow.Context, in SleepInput) (WakeResult, error) {
 	req := BackendRequest{Backend: in.Backend, Spec: in.Spec}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, resumeOptions(in.Placement.TaskQueue, timeout)),
 		a.BackendResume, req).Get(ctx, nil)
-	if err == nil && workflow.GetVersion(ctx, wakeVersionReissuesCertificates, workflow.DefaultVersion, 1) == 1 {
+	if err == nil {
 		err = wakeCertificates(ctx, in, left)
 	}
 	if err == nil {

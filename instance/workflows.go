@@ -78,13 +78,13 @@ func Provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 	return res, err
 }
 
+// HostClusterWait bounds how long a Provision waits for a worker of its pool's host cluster to
+// take the placement.
+const HostClusterWait = time.Minute
+
 // notifyPool tells the pool entity how a member workflow ended. It goes through a disconnected
-// context so that a cancelled member still reports. (Added after the first recorded histories,
-// hence the version marker.)
+// context so that a cancelled member still reports.
 func notifyPool(ctx workflow.Context, poolWorkflowID, signal string, report MemberReport) {
-	if workflow.GetVersion(ctx, "notify-pool", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return
-	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	_ = workflow.SignalExternalWorkflow(dctx, poolWorkflowID, "", signal, report).Get(dctx, nil)
 }
@@ -97,9 +97,6 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 	short := workflow.WithActivityOptions(ctx, StoreWriteOptions())
 	var res ProvisionResult
 	if in.HostCluster != "" {
-		// Only runs that name a host cluster take this path (and carry the marker): none did
-		// before it existed.
-		workflow.GetVersion(ctx, provisionVersionHostCluster, workflow.DefaultVersion, 1)
 		opts := StoreWriteOptions()
 		opts.TaskQueue = HostQueue(workflow.GetInfo(ctx).TaskQueueName, HostClusterID(in.HostCluster))
 		// No worker of that host cluster polls: fail, rather than wait for one forever.
@@ -161,12 +158,8 @@ func provision(ctx workflow.Context, in ProvisionInput) (ProvisionResult, error)
 
 // addonsAndGates applies the pool's addons, then waits until the instance passes its readiness
 // gates; an error fails the provision, whose cleanup deletes the instance, so a member that
-// fails its gates never joins the pool. (Added after the first recorded histories, hence the
-// version marker.)
+// fails its gates never joins the pool.
 func addonsAndGates(ctx workflow.Context, in ProvisionInput, placement HostAssignment) error {
-	if workflow.GetVersion(ctx, provisionVersionAddonsGates, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return nil
-	}
 	var a *Activities
 	if len(in.Addons) > 0 {
 		actx := workflow.WithActivityOptions(ctx, addonsOptions(placement.TaskQueue, in.CreatingTimeout))
@@ -193,11 +186,8 @@ func addonsAndGates(ctx workflow.Context, in ProvisionInput, placement HostAssig
 
 // prepareLeaseCredentials readies the lease credential of an instance about to be Ready, so
 // that its lease binds without a call to it. A failure only costs that speed: the lease gets
-// its credential from the backend when it binds. (Added after recorded histories: versioned.)
+// its credential from the backend when it binds.
 func prepareLeaseCredentials(ctx workflow.Context, req BackendRequest, placement HostAssignment) bool {
-	if workflow.GetVersion(ctx, provisionVersionPreparesCredentials, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return false
-	}
 	var a *Activities
 	pctx := workflow.WithActivityOptions(ctx, prepareCredentialsOptions(placement.TaskQueue))
 	var prepared bool
@@ -229,11 +219,9 @@ func Teardown(ctx workflow.Context, in TeardownInput) error {
 		notifyPool(ctx, in.NotifyPool, SignalMemberGone, MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement})
 		return nil
 	}
-	// From this version on the pool hears of a teardown that gave up, and keeps the member as
-	// Quarantined instead of waiting for member-gone forever.
-	if workflow.GetVersion(ctx, teardownVersionReportsQuarantine, workflow.DefaultVersion, 1) >= 1 {
-		notifyPool(ctx, in.NotifyPool, SignalMemberQuarantined, MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement, Reason: err.Error()})
-	}
+	// The pool hears of a teardown that gave up, and keeps the member as Quarantined instead of
+	// waiting for member-gone forever.
+	notifyPool(ctx, in.NotifyPool, SignalMemberQuarantined, MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement, Reason: err.Error()})
 	return err
 }
 

@@ -103,7 +103,6 @@ func (s *autoSleep) check(b *boundLease) {
 	if inactive, _ := inactiveFor(workflow.Now(ctx), s.after, *b.lastSeen, *s.lastActive); !inactive {
 		return // the timer is re-armed from the newer activity
 	}
-	workflow.GetVersion(ctx, leaseVersionAutoSleep, workflow.DefaultVersion, 1)
 	var a *Activities
 	actx := workflow.WithActivityOptions(ctx, activityCheckOptions(b.sleeps.asg.Placement.TaskQueue))
 	var seen ObservedActivity

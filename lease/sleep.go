@@ -67,7 +67,7 @@ type sleeper struct {
 	// lastActive is the inactivity check's activity that does not move lastSeen: a schedule's
 	// wake moves it, so that a woken lease has another afterInactivity before it sleeps again.
 	lastActive *time.Time
-	// holding is set once the lease is held by a version that can sleep (boundLease); the
+	// holding is set once the lease is held (boundLease); the
 	// updates are refused before it.
 	holding bool
 	// busy is true while a sleep or a wake runs: they go one at a time, and the lease does not
@@ -78,24 +78,22 @@ type sleeper struct {
 func (s *sleeper) register(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSleep,
 		func(ctx workflow.Context, req SleepRequest) (View, error) {
-			return s.change(ctx, true, WakeRequest{}, causeOf(ctx, req.Cause))
+			return s.change(ctx, true, WakeRequest{}, causeOf(req.Cause))
 		},
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, SleepRequest) error { return s.refusal() }}); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateWake,
 		func(ctx workflow.Context, req WakeRequest) (View, error) {
-			return s.change(ctx, false, req, causeOf(ctx, req.Cause))
+			return s.change(ctx, false, req, causeOf(req.Cause))
 		},
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return s.refusal() }})
 }
 
-// causeOf is the cause of a sleep or wake request: sleepCauseSchedule for a schedule's (from
-// version leaseVersionScheduleCause on; only runs that get one carry the marker), else
+// causeOf is the cause of a sleep or wake request: sleepCauseSchedule for a schedule's, else
 // sleepCauseRequest.
-func causeOf(ctx workflow.Context, cause string) string {
-	if cause == SleepCauseSchedule &&
-		workflow.GetVersion(ctx, leaseVersionScheduleCause, workflow.DefaultVersion, 1) >= 1 {
+func causeOf(cause string) string {
+	if cause == SleepCauseSchedule {
 		return sleepCauseSchedule
 	}
 	return sleepCauseRequest
@@ -127,7 +125,6 @@ func (s *sleeper) change(ctx workflow.Context, asleep bool, wake WakeRequest, ca
 	if s.view.Sleeping == asleep {
 		return *s.view, nil
 	}
-	workflow.GetVersion(ctx, leaseVersionSleeps, workflow.DefaultVersion, 1)
 	s.busy = true
 	defer func() { s.busy = false }()
 	s.view.Sleeps++

@@ -75,7 +75,7 @@ type Resume struct {
 	LastSeen time.Time `json:"lastSeen"`
 	// LastActive is the newest activity that does not count for the idle timeout (AfterInactivity).
 	LastActive time.Time `json:"lastActive,omitempty"`
-	// IssueFor is how long a credential issuance may retry (the version the lease bound with).
+	// IssueFor is how long a credential issuance may retry.
 	IssueFor time.Duration `json:"issueFor"`
 }
 
@@ -130,9 +130,7 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	var a *Activities
 	view := View{ID: in.LeaseID, Pool: in.Pool, Phase: api.LeasePending, IdleTimeout: in.IdleTimeout, AfterInactivity: in.AfterInactivity}
 	resumed := in.Resume != nil
-	// A lease the pool bound is new in this version: every behaviour below is its latest, with
-	// no version marker (no recorded history has one), so that its start writes no markers nor
-	// the TemporalChangeVersion search attribute they bring.
+	// A lease the pool bound (a warm bind) starts Bound.
 	warm := in.Bound != nil && !resumed
 	var asg pool.Assignment
 	var lastSeen, lastActive time.Time
@@ -170,21 +168,15 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	project := func() { _ = projectAsync().Get(ctx, nil) }
 	var pendingRecorded workflow.Future
 	if !resumed && !warm {
-		// From this version on the claim goes out at once and the Pending row is written
-		// meanwhile: the projection is not on the bind path.
-		claimFirst := workflow.GetVersion(ctx, leaseVersionClaimFirst, workflow.DefaultVersion, 1) >= 1
-		if claimFirst {
-			pendingRecorded = projectAsync()
-		} else {
-			project()
-		}
+		// The claim goes out at once and the Pending row is written meanwhile: the projection
+		// is not on the bind path.
+		pendingRecorded = projectAsync()
 	}
 	metrics := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": in.Pool})
 	claimEvent := func(event string) {
 		metrics.WithTags(map[string]string{"event": event}).Counter(MetricClaims).Inc(1)
 	}
-	searchable := in.SearchAttributes && (in.Bound != nil ||
-		workflow.GetVersion(ctx, leaseVersionChange, workflow.DefaultVersion, leaseVersionSearchAttributes) >= leaseVersionSearchAttributes)
+	searchable := in.SearchAttributes
 	setPhase := func(phase api.LeasePhase) {
 		view.Phase = phase
 		if searchable {
@@ -232,26 +224,13 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	// The extend handler exists from the start (its validator refuses until Bound): a client
 	// that sees Bound — by query or by the wait-bound update — can extend at once.
 	// extending is true while an extension issues its credential: extensions go one at a time,
-	// and the lease does not continue as new under one. From version
-	// lease-sleeping-refuses-extend it does expire (and end) under one: abandonExtension cancels
-	// the issuance, and abandoned tells the extension why.
+	// and the lease does not continue as new under one. It does expire (and end) under one:
+	// abandonExtension cancels the issuance, and abandoned tells the extension why.
 	extending := false
 	var abandonExtension workflow.CancelFunc
 	abandoned := false
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend,
 		func(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
-			if in.Bound == nil && workflow.GetVersion(ctx, leaseVersionAtomicExtend, workflow.DefaultVersion, 1) < 1 {
-				// Before this version the extension was committed before its credential was
-				// issued: a failed issuance left the lease extended, its budget spent and its
-				// kubeconfig expiring before it.
-				view.ExpiresAt = view.ExpiresAt.Add(req.By)
-				view.Extensions++
-				if err := issueUntil(ctx, view.ExpiresAt); err != nil {
-					return ExtendResult{}, err
-				}
-				claimEvent("extended")
-				return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
-			}
 			if err := workflow.Await(ctx, func() bool { return !extending }); err != nil {
 				return ExtendResult{}, err
 			}
@@ -261,12 +240,12 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 			}
 			// The lease may have fallen asleep while this extension waited for another one (the
 			// validator refused it only if it was asleep when it came).
-			if asleep() && workflow.GetVersion(ctx, leaseVersionSleepingRefusesExtend, workflow.DefaultVersion, 1) >= 1 {
+			if asleep() {
 				return ExtendResult{}, sleepingRefusal()
 			}
 			extending = true
 			// The issuance runs in a context the lease cancels when it ends under it (it is not
-			// cancelled otherwise: a run before lease-sleeping-refuses-extend never is).
+			// cancelled otherwise).
 			ictx, abandon := workflow.WithCancel(ctx)
 			abandonExtension = abandon
 			defer func() { extending, abandonExtension = false, nil }()
@@ -298,7 +277,7 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 				return err
 			}
 			// A sleeping lease's cluster cannot issue the extension's credential: refused at
-			// once (validators do not run on replay: no version needed), whatever its kind of
+			// once (validators do not run on replay), whatever its kind of
 			// credential, so that the holder learns it must wake the lease first.
 			if asleep() {
 				return sleepingRefusal()
@@ -309,7 +288,7 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	}
 
 	// The sleep and wake updates exist from the start too; they are refused until the lease is
-	// held by a version that can sleep.
+	// held.
 	if err := sleeps.register(ctx); err != nil {
 		return view, err
 	}
@@ -397,11 +376,9 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 		view.ExpiresAt = view.BoundAt.Add(in.TTL)
 		// Issuing credentials is a few milliseconds of work against a Ready instance; when it takes
 		// minutes the host is overloaded, not broken (the 50-client bench on 2 cores: a lease failed
-		// with backend_error after 2 minutes while its instance was fine). From this version on the
-		// lease waits longer, so an overloaded host slows binds down instead of failing them.
-		if workflow.GetVersion(ctx, leaseVersionPatientCredentials, workflow.DefaultVersion, 1) >= 1 {
-			issueFor = 10 * time.Minute
-		}
+		// with backend_error after 2 minutes while its instance was fine). The lease waits
+		// longer, so an overloaded host slows binds down instead of failing them.
+		issueFor = 10 * time.Minute
 		if err := issueUntil(ctx, view.ExpiresAt); err != nil {
 			setPhase(api.LeaseFailed)
 			view.Reason = "backend_error"
@@ -425,87 +402,38 @@ func Lease(ctx workflow.Context, in Input) (View, error) {
 	}
 
 	heartbeatCh := workflow.GetSignalChannel(ctx, SignalHeartbeat)
-	if in.Bound == nil && workflow.GetVersion(ctx, leaseVersionBoundRuns, workflow.DefaultVersion, 1) < 1 {
-		// Before this version a Bound lease never continued as new, and every heartbeat re-armed
-		// its timers.
-		for view.Phase == api.LeaseBound {
-			timerCtx, cancel := workflow.WithCancel(ctx)
-			expiresAt := view.ExpiresAt
-			timer := workflow.NewTimer(timerCtx, expiresAt.Sub(workflow.Now(ctx)))
-			sel := workflow.NewSelector(ctx)
-			if in.IdleTimeout > 0 {
-				idle := workflow.NewTimer(timerCtx, lastSeen.Add(in.IdleTimeout).Sub(workflow.Now(ctx)))
-				sel.AddFuture(idle, func(workflow.Future) {
-					if !workflow.Now(ctx).Before(lastSeen.Add(in.IdleTimeout)) {
-						view.Phase, view.Reason = api.LeaseExpired, api.ReasonIdleTimeout
-					}
-				})
-				sel.AddReceive(heartbeatCh, func(c workflow.ReceiveChannel, _ bool) {
-					c.Receive(ctx, nil)
-					for c.ReceiveAsync(nil) {
-					}
-					lastSeen = workflow.Now(ctx)
-				})
-			}
-			sel.AddFuture(timer, func(workflow.Future) {
-				if !workflow.Now(ctx).Before(view.ExpiresAt) {
-					view.Phase = api.LeaseExpired
-				}
-			})
-			sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				view.Phase = api.LeaseReleased
-			})
-			// An extension changes ExpiresAt: wake up to re-arm the timer.
-			sel.AddFuture(waitChanged(timerCtx, func() bool { return !view.ExpiresAt.Equal(expiresAt) }), func(workflow.Future) {
-				project()
-			})
-			sel.Select(ctx)
-			cancel()
-		}
-	} else {
-		b := &boundLease{ctx: ctx, in: in, view: &view, lastSeen: &lastSeen, extending: &extending, metrics: metrics,
-			release: releaseCh, heartbeat: heartbeatCh, unhealthy: workflow.GetSignalChannel(ctx, pool.SignalInstanceUnhealthy),
-			assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh}, project: project, sleeps: sleeps}
-		if in.AfterInactivity > 0 {
-			b.auto = &autoSleep{after: in.AfterInactivity, lastActive: &lastActive, signals: workflow.GetSignalChannel(ctx, SignalActivity)}
-		}
-		if in.Bound != nil || workflow.GetVersion(ctx, leaseVersionConditionsAudited, workflow.DefaultVersion, 1) >= 1 {
-			b.synced = workflow.GetSignalChannel(ctx, pool.SignalInstanceSync)
-		}
-		// A warm-bound lease writes no version marker on its hot path (no search-attribute
-		// write): it was started by a kobe that already has the certificate signal.
-		if in.Bound != nil || workflow.GetVersion(ctx, leaseVersionCertificates, workflow.DefaultVersion, 1) >= 1 {
-			b.certs = workflow.GetSignalChannel(ctx, pool.SignalInstanceCertificates)
-		}
-		sleeps.holding = true
-		if b.hold() {
-			next := in
-			next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, LastActive: lastActive, IssueFor: issueFor}
-			return view, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
-		}
-		// An extension still issuing when the lease ended: from version
-		// lease-sleeping-refuses-extend it is abandoned (its issuance cancelled), so that the
-		// lease ends now, not when the issuance gives up; before it the lease waited for it.
-		if extending && abandonExtension != nil &&
-			workflow.GetVersion(ctx, leaseVersionSleepingRefusesExtend, workflow.DefaultVersion, 1) >= 1 {
-			abandoned = true
-			abandonExtension()
-		}
-		// An extension that was issuing when the lease ended has stored its credential by now
-		// (or was abandoned): the revocation below is the last word. A sleep or wake under way
-		// finishes first.
-		if err := workflow.Await(ctx, func() bool { return !extending && !sleeps.busy }); err != nil {
-			return view, err
-		}
-		if abandoned {
-			// The abandoned issuance's attempt may still be running on the instance's host:
-			// the lease's end is recorded before the revocation, so that the store refuses a
-			// credential it stores after (ErrLeaseEnded) and the revocation deletes one it
-			// stored before.
-			setPhase(view.Phase)
-			project()
-		}
+	b := &boundLease{ctx: ctx, in: in, view: &view, lastSeen: &lastSeen, extending: &extending, metrics: metrics,
+		release: releaseCh, heartbeat: heartbeatCh, unhealthy: workflow.GetSignalChannel(ctx, pool.SignalInstanceUnhealthy),
+		assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh}, project: project, sleeps: sleeps,
+		synced: workflow.GetSignalChannel(ctx, pool.SignalInstanceSync), certs: workflow.GetSignalChannel(ctx, pool.SignalInstanceCertificates)}
+	if in.AfterInactivity > 0 {
+		b.auto = &autoSleep{after: in.AfterInactivity, lastActive: &lastActive, signals: workflow.GetSignalChannel(ctx, SignalActivity)}
+	}
+	sleeps.holding = true
+	if b.hold() {
+		next := in
+		next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, LastActive: lastActive, IssueFor: issueFor}
+		return view, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
+	}
+	// An extension still issuing when the lease ended is abandoned (its issuance cancelled),
+	// so that the lease ends now, not when the issuance gives up.
+	if extending && abandonExtension != nil {
+		abandoned = true
+		abandonExtension()
+	}
+	// An extension that was issuing when the lease ended has stored its credential by now
+	// (or was abandoned): the revocation below is the last word. A sleep or wake under way
+	// finishes first.
+	if err := workflow.Await(ctx, func() bool { return !extending && !sleeps.busy }); err != nil {
+		return view, err
+	}
+	if abandoned {
+		// The abandoned issuance's attempt may still be running on the instance's host:
+		// the lease's end is recorded before the revocation, so that the store refuses a
+		// credential it stores after (ErrLeaseEnded) and the revocation deletes one it
+		// stored before.
+		setPhase(view.Phase)
+		project()
 	}
 
 	// Revoke first so the credential dies at once, then hand the instance back for teardown.
@@ -540,10 +468,9 @@ type boundLease struct {
 	release   workflow.ReceiveChannel
 	heartbeat workflow.ReceiveChannel
 	unhealthy workflow.ReceiveChannel
-	// synced receives the pool's sync reports (version lease-conditions-audited: nil before
-	// it, when conditions are not audited either).
+	// synced receives the pool's sync reports.
 	synced workflow.ReceiveChannel
-	// certs receives SignalInstanceCertificates (nil in runs before lease-certificates).
+	// certs receives SignalInstanceCertificates.
 	certs     workflow.ReceiveChannel
 	assigned  workflow.ReceiveChannel
 	leftovers []workflow.ReceiveChannel
@@ -570,7 +497,7 @@ func (b *boundLease) hold() bool {
 		now := workflow.Now(ctx)
 		expired := !now.Before(view.ExpiresAt)
 		idle := b.in.IdleTimeout > 0 && !now.Before(b.lastSeen.Add(b.in.IdleTimeout))
-		if (expired || idle) && (!*b.extending || b.endsUnderExtension()) {
+		if expired || idle {
 			view.Phase = api.LeaseExpired
 			if !expired {
 				view.Reason = api.ReasonIdleTimeout
@@ -618,12 +545,8 @@ func (b *boundLease) hold() bool {
 		sel.AddReceive(b.release, func(c workflow.ReceiveChannel, _ bool) { b.takeRelease(c) })
 		sel.AddReceive(b.heartbeat, func(c workflow.ReceiveChannel, _ bool) { b.takeHeartbeats(c) })
 		sel.AddReceive(b.unhealthy, func(c workflow.ReceiveChannel, _ bool) { b.takeUnhealthy(c) })
-		if b.synced != nil {
-			sel.AddReceive(b.synced, func(c workflow.ReceiveChannel, _ bool) { b.takeSynced(c) })
-		}
-		if b.certs != nil {
-			sel.AddReceive(b.certs, func(c workflow.ReceiveChannel, _ bool) { b.takeCertificates(c) })
-		}
+		sel.AddReceive(b.synced, func(c workflow.ReceiveChannel, _ bool) { b.takeSynced(c) })
+		sel.AddReceive(b.certs, func(c workflow.ReceiveChannel, _ bool) { b.takeCertificates(c) })
 		sel.AddReceive(b.assigned, func(c workflow.ReceiveChannel, _ bool) { b.takeAssigned(c) })
 		for _, ch := range b.leftovers {
 			sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { b.takeLeftover(c) })
@@ -647,14 +570,6 @@ func (b *boundLease) hold() bool {
 	return false
 }
 
-// endsUnderExtension says whether the lease ends when its expiry (or idle timeout) comes while
-// an extension issues its credential: from version lease-sleeping-refuses-extend it does (the
-// extension is abandoned); before it, the lease waited for the extension. Asked only then, so
-// that only runs where it happens carry the marker.
-func (b *boundLease) endsUnderExtension() bool {
-	return workflow.GetVersion(b.ctx, leaseVersionSleepingRefusesExtend, workflow.DefaultVersion, 1) >= 1
-}
-
 func (b *boundLease) continueAsNew(threshold int) bool {
 	info := workflow.GetInfo(b.ctx)
 	return info.GetContinueAsNewSuggested() || max(info.GetCurrentHistoryLength(), b.events) >= threshold
@@ -664,13 +579,7 @@ func (b *boundLease) continueAsNew(threshold int) bool {
 // whether there was any.
 func (b *boundLease) drain() bool {
 	got := false
-	channels := []workflow.ReceiveChannel{b.release, b.heartbeat, b.unhealthy, b.assigned}
-	if b.synced != nil {
-		channels = append(channels, b.synced)
-	}
-	if b.certs != nil {
-		channels = append(channels, b.certs)
-	}
+	channels := []workflow.ReceiveChannel{b.release, b.heartbeat, b.unhealthy, b.assigned, b.synced, b.certs}
 	if b.auto != nil {
 		channels = append(channels, b.auto.signals)
 	}
@@ -786,9 +695,8 @@ func (b *boundLease) about(instanceID string, at time.Time) (time.Time, bool) {
 	return at, true
 }
 
-// setCondition puts c in the view (see setCondition) and, from version
-// lease-conditions-audited, audits a change of its status or reason; it says whether the
-// status changed.
+// setCondition puts c in the view (see setCondition) and audits a change of its status or
+// reason; it says whether the status changed.
 func (b *boundLease) setCondition(c api.LeaseCondition) bool {
 	var before *api.LeaseCondition
 	for i := range b.view.Conditions {
@@ -798,7 +706,7 @@ func (b *boundLease) setCondition(c api.LeaseCondition) bool {
 		}
 	}
 	changed := setCondition(b.view, c)
-	if b.synced == nil || (before != nil && before.Status == c.Status && before.Reason == c.Reason) {
+	if before != nil && before.Status == c.Status && before.Reason == c.Reason {
 		return changed
 	}
 	var a *Activities

@@ -23,7 +23,7 @@ func TestCertificatesChecked(t *testing.T) {
 		m.LeaseID = "lease-" + id
 		return m
 	}
-	s := stateWith(latestVersions, pol, member("warm-soon", MemberReady, time.Hour), member("warm-fine", MemberReady, time.Hour),
+	s := stateWith(pol, member("warm-soon", MemberReady, time.Hour), member("warm-fine", MemberReady, time.Hour),
 		member("warm-unknown", MemberReady, time.Hour), leased("leased-reissue"), leased("leased-ca"), leased("leased-cannot"))
 	soon := backends.CertificateExpiry{CA: t0.Add(24 * time.Hour), Serving: t0.Add(time.Minute), Client: t0.Add(3 * time.Minute)}
 	fine := backends.CertificateExpiry{CA: t0.Add(24 * time.Hour), Serving: t0.Add(time.Hour), Client: t0.Add(time.Hour)}
@@ -75,7 +75,7 @@ func TestCertificatesChecked(t *testing.T) {
 func TestCertificateChecksDue(t *testing.T) {
 	other := member("b", MemberLeased, time.Hour)
 	other.Placement.TaskQueue = "q2"
-	s := stateWith(latestVersions, testPolicy(), member("a", MemberReady, time.Hour), other, member("c", MemberCreating, time.Minute))
+	s := stateWith(testPolicy(), member("a", MemberReady, time.Hour), other, member("c", MemberCreating, time.Minute))
 	assert.Empty(t, s.CertificateChecksDue(nil), "not asked for")
 	s.CertificateCheckRequested()
 	due := s.CertificateChecksDue(map[string]bool{"q2": true})
@@ -83,5 +83,5 @@ func TestCertificateChecksDue(t *testing.T) {
 	assert.Equal(t, []string{"a"}, due[0].Request.InstanceIDs)
 	assert.Equal(t, "p", due[0].Request.Pool)
 	assert.Empty(t, s.CertificateChecksDue(nil), "one request, one round")
-	assert.Equal(t, 30*24*time.Hour, stateWith(latestVersions, testPolicy()).recycleBefore(), "the default for policies without it")
+	assert.Equal(t, 30*24*time.Hour, stateWith(testPolicy()).recycleBefore(), "the default for policies without it")
 }

@@ -54,7 +54,7 @@ type FreezeResult struct {
 
 // freezes says whether this pool freezes its spares.
 func (s *State) freezes() bool {
-	return s.FreezesSpares && s.Policy.FreezesSpares && s.FreezeUnavailable == "" && !s.Draining
+	return s.Policy.FreezesSpares && s.FreezeUnavailable == "" && !s.Draining
 }
 
 // claimOrder is the order in which claims take the Ready members that may be handed out (no
@@ -191,18 +191,7 @@ func (s *State) ClaimThawed(leaseID, instanceID, thawErr string, fx Executor) bo
 	if !ok || m.LeaseID != leaseID {
 		return false
 	}
-	if s.KeepsClaimsOfFailedThaws {
-		return s.claimThawed(m, leaseID, thawErr, fx)
-	}
-	if thawErr == "" {
-		m.Freeze = Running
-		return true
-	}
-	delete(s.Assigned, leaseID)
-	delete(s.AssignedAt, leaseID)
-	m.HealthMessage = fmt.Sprintf("thawing it failed: %s", thawErr)
-	s.teardown(m, RecycleThawFailed, fx)
-	return false
+	return s.claimThawed(m, leaseID, thawErr, fx)
 }
 
 func (s *State) claimThawed(m *Member, leaseID, thawErr string, fx Executor) bool {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func frozenPool(t *testing.T, v Versions) *State {
+func frozenPool(t *testing.T) *State {
 	t.Helper()
 	pol := testPolicy()
 	pol.WarmTarget, pol.MaxClusters, pol.FreezesSpares, pol.ThawedSpares = 3, 5, true, 1
@@ -18,7 +18,7 @@ func frozenPool(t *testing.T, v Versions) *State {
 	for _, m := range []*Member{a, b, c} {
 		m.Prepared = true
 	}
-	return stateWith(v, pol, a, b, c)
+	return stateWith(pol, a, b, c)
 }
 
 func freezeIDs(fs []FreezeMember) (freeze, thaw []string) {
@@ -35,7 +35,7 @@ func freezeIDs(fs []FreezeMember) (freeze, thaw []string) {
 // The spares beyond thawedSpares are frozen, the last a claim would take first; a claim takes
 // the running member; after it the first frozen one in claim order is thawed.
 func TestSparesBeyondThawedSparesAreFrozenAndThawedAfterAClaim(t *testing.T) {
-	s := frozenPool(t, latestVersions)
+	s := frozenPool(t)
 	freeze, thaw := freezeIDs(s.FreezesDue())
 	assert.Equal(t, []string{"c", "b"}, freeze, "the newest first: claims take the oldest")
 	assert.Empty(t, thaw)
@@ -64,7 +64,7 @@ func TestSparesBeyondThawedSparesAreFrozenAndThawedAfterAClaim(t *testing.T) {
 // thaw that fails undoes the bind and tears the member down. A member whose freeze is under way
 // is never handed out.
 func TestAClaimLeftWithFrozenMembersThawsOne(t *testing.T) {
-	s := frozenPool(t, latestVersions)
+	s := frozenPool(t)
 	s.Policy.ThawedSpares = 0
 	s.FreezesDue()
 	_, _, ok := s.ClaimNow(ClaimRequest{LeaseID: "l0"}, t0)
@@ -96,7 +96,7 @@ func TestAClaimLeftWithFrozenMembersThawsOne(t *testing.T) {
 // A queued claim that only a frozen member can serve thaws it before the assignment goes out
 // (the lease issues its credential on the member's API).
 func TestAQueuedClaimThawsAFrozenMemberFirst(t *testing.T) {
-	s := frozenPool(t, latestVersions)
+	s := frozenPool(t)
 	s.Policy.ThawedSpares = 0
 	rec := &recorder{now: t0}
 	s.FreezesDue()
@@ -111,10 +111,9 @@ func TestAQueuedClaimThawsAFrozenMemberFirst(t *testing.T) {
 }
 
 // A backend that cannot freeze stops the pool trying; a freeze that failed leaves that member
-// running and never tried again. Runs recorded before the change, and policies resolved before
-// it, freeze nothing.
+// running and never tried again. Policies resolved before frozen spares freeze nothing.
 func TestFreezingStopsWhereItCannot(t *testing.T) {
-	s := frozenPool(t, latestVersions)
+	s := frozenPool(t)
 	s.FreezesDue()
 	rec := &recorder{now: t0}
 	s.FreezeDone(FreezeResult{MemberID: "c", Err: "boom"}, rec)
@@ -124,18 +123,15 @@ func TestFreezingStopsWhereItCannot(t *testing.T) {
 	assert.Equal(t, "no freezer", s.FreezeUnavailable)
 	assert.Empty(t, s.FreezesDue())
 
-	old := latestVersions
-	old.FreezesSpares = false
-	assert.Empty(t, frozenPool(t, old).FreezesDue(), "a run recorded before frozen spares")
-	unresolved := frozenPool(t, latestVersions)
+	unresolved := frozenPool(t)
 	unresolved.Policy.FreezesSpares = false
 	assert.Empty(t, unresolved.FreezesDue(), "a policy resolved before frozen spares")
 }
 
 // onlyFrozen is a pool whose every spare is frozen and prepared.
-func onlyFrozen(t *testing.T, v Versions) (*State, *recorder) {
+func onlyFrozen(t *testing.T) (*State, *recorder) {
 	t.Helper()
-	s := frozenPool(t, v)
+	s := frozenPool(t)
 	s.Policy.ThawedSpares = 0
 	rec := &recorder{now: t0}
 	s.FreezesDue()
@@ -150,7 +146,7 @@ func onlyFrozen(t *testing.T, v Versions) (*State, *recorder) {
 // must queue (before the fix Claim took it for a retry of the warm bind and dropped it, and
 // the lease stayed Pending in no queue, where queueTimeout never fires).
 func TestAClaimThatCameDuringAFailedThawIsQueued(t *testing.T) {
-	s, rec := onlyFrozen(t, latestVersions)
+	s, rec := onlyFrozen(t)
 	asg, _, ok := s.ClaimNow(ClaimRequest{LeaseID: "l1"}, t0)
 	require.True(t, ok)
 	_, mustThaw := s.ThawForClaim(asg)
@@ -167,7 +163,7 @@ func TestAClaimThatCameDuringAFailedThawIsQueued(t *testing.T) {
 
 	// A thaw that succeeds keeps the bind; the slow path's claim is then answered by the
 	// assignment the warm bind sends (the pool's start of the lease finds it running).
-	s, rec = onlyFrozen(t, latestVersions)
+	s, rec = onlyFrozen(t)
 	asg, _, _ = s.ClaimNow(ClaimRequest{LeaseID: "l2"}, t0)
 	s.ThawForClaim(asg)
 	s.Claim(ClaimRequest{LeaseID: "l2", At: t0}, t0)
@@ -182,7 +178,7 @@ func TestAClaimThatCameDuringAFailedThawIsQueued(t *testing.T) {
 // it succeeds, and its claim does not queue.
 func TestALeaseThatEndedDuringItsThawIsNotBoundNorTornDownTwice(t *testing.T) {
 	for _, thawErr := range []string{"", "boom"} {
-		s, rec := onlyFrozen(t, latestVersions)
+		s, rec := onlyFrozen(t)
 		asg, _, ok := s.ClaimNow(ClaimRequest{LeaseID: "l1"}, t0)
 		require.True(t, ok)
 		s.ThawForClaim(asg)
@@ -199,7 +195,7 @@ func TestALeaseThatEndedDuringItsThawIsNotBoundNorTornDownTwice(t *testing.T) {
 // Health checks leave a member alone while a warm bind thaws it: its lease has no answer yet,
 // so it cannot be told about the member, and a frozen process fails its checks.
 func TestAMemberThawingForAClaimIsNotHealthChecked(t *testing.T) {
-	s, rec := onlyFrozen(t, latestVersions)
+	s, rec := onlyFrozen(t)
 	asg, _, _ := s.ClaimNow(ClaimRequest{LeaseID: "l1"}, t0)
 	s.ThawForClaim(asg)
 	s.Policy.HealthFailureThreshold = 1

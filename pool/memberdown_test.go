@@ -15,9 +15,9 @@ func TestAReadyMemberReportedDownIsNotWarmBound(t *testing.T) {
 	pol.WarmTarget, pol.MaxClusters = 2, 4
 	a, b := member("a", MemberReady, 2*time.Minute), member("b", MemberReady, time.Minute)
 	a.Prepared, b.Prepared = true, true
-	s := stateWith(latestVersions, pol, a, b)
+	s := stateWith(pol, a, b)
 	rec := &recorder{now: t0}
-	first := s.nextPrepared()
+	first := pickForClaim(s.claimOrder(true))
 	require.NotNil(t, first)
 
 	s.MemberDown(MemberDown{InstanceID: first.ID, Message: "its kube-apiserver process ended: signal: killed", At: t0}, rec)
@@ -40,7 +40,7 @@ func TestALeasedMemberReportedDownIsReportedToItsLease(t *testing.T) {
 	pol := testPolicy()
 	a := member("a", MemberLeased, time.Minute)
 	a.LeaseID = "l1"
-	s := stateWith(latestVersions, pol, a)
+	s := stateWith(pol, a)
 	rec := &recorder{now: t0}
 	s.MemberDown(MemberDown{InstanceID: "a", Message: "its kine process ended: exit status 1"}, rec)
 	require.True(t, s.Members["a"].Broken)
@@ -51,7 +51,7 @@ func TestALeasedMemberReportedDownIsReportedToItsLease(t *testing.T) {
 	s.MemberDown(MemberDown{InstanceID: "gone"}, rec)
 	assert.Empty(t, withoutCounts(rec.log))
 
-	s, rec = onlyFrozen(t, latestVersions)
+	s, rec = onlyFrozen(t)
 	asg, _, _ := s.ClaimNow(ClaimRequest{LeaseID: "l2"}, t0)
 	s.ThawForClaim(asg)
 	rec.log = nil

@@ -134,9 +134,6 @@ func WantedSchedules(pol pools.Policy, draining bool) []PoolSchedule {
 
 // SchedulesDue says whether the pool's schedules must be synced now, and to what.
 func (s *State) SchedulesDue(now time.Time) ([]PoolSchedule, bool) {
-	if !s.SyncsSchedules {
-		return nil, false
-	}
 	want := WantedSchedules(s.Policy, s.Draining)
 	if schedulesEqual(want, s.Schedules) && s.SchedulesError == "" {
 		return nil, false
@@ -196,7 +193,7 @@ func (s *State) warmTarget() int {
 // policy pol whose windows started at the given times (the schedules' fire times, in order).
 // It is what the pool does with its SignalWarmWindow signals, for tests and documentation.
 func WarmTargetAt(pol pools.Policy, starts []WarmWindowStart, now time.Time) int {
-	s := NewState(Snapshot{Policy: pol}, latestVersions)
+	s := NewState(Snapshot{Policy: pol})
 	for _, w := range starts {
 		if w.Start.After(now) {
 			break
@@ -400,9 +397,6 @@ func (p *poolRun) schedulesSynced() {
 
 // schedulesSettled: nothing of the pool's schedules is left to do (a drained pool ends only then).
 func (p *poolRun) schedulesSettled() bool {
-	if !p.s.SyncsSchedules {
-		return true
-	}
 	_, due := p.s.SchedulesDue(p.Now())
 	return p.schedules == nil && !due && p.s.SchedulesError == ""
 }

@@ -27,58 +27,25 @@ import (
 // time its own workflow was started. Recorded histories must replay, so every command goes
 // out in the order, and every timestamp is taken at the moment, that the pool always used.
 
-// Versions are the behaviours of the pool a run has (workflow.GetVersion when the run started):
-// old histories replay through the decisions they were made with.
-type Versions struct {
-	// Rolling: see poolVersionRolling.
-	Rolling bool
-	// CancelReclaims: see poolVersionCancelReclaims.
-	CancelReclaims bool
-	// Hardened: see poolVersionHardened.
-	Hardened bool
-	// ForgetsUnchanged: see poolVersionForgetsUnchanged.
-	ForgetsUnchanged bool
-	// SyncReports: see poolVersionSyncReports.
-	SyncReports bool
-	// Certificates: see poolVersionCertificates.
-	Certificates bool
-	// FreezesSpares: see poolVersionFreezesSpares.
-	FreezesSpares bool
-	// SyncsSchedules: see poolVersionSyncsSchedules.
-	SyncsSchedules bool
-	// SettlesBeforeContinuing: see poolVersionSettlesBeforeContinuing.
-	SettlesBeforeContinuing bool
-	// KeepsClaimsOfFailedThaws: see poolVersionKeepsClaimsOfFailedThaws.
-	KeepsClaimsOfFailedThaws bool
-	// TakesMemberDown: see poolVersionTakesMemberDown.
-	TakesMemberDown bool
-}
-
-// latestVersions are the behaviours of a pool started by this kobe (what the tests play).
-var latestVersions = Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true, SyncReports: true,
-	Certificates: true, FreezesSpares: true, SyncsSchedules: true, SettlesBeforeContinuing: true, KeepsClaimsOfFailedThaws: true,
-	TakesMemberDown: true}
-
 // State is a pool's state as its decisions see it.
 type State struct {
 	Snapshot
-	Versions
 	// arrived holds the claims received since the last reconcile (served now = not queued).
 	arrived map[string]bool
 }
 
 // NewState is the state a run starts from: st as the previous run left it (or as applied).
-func NewState(st Snapshot, v Versions) *State {
+func NewState(st Snapshot) *State {
 	if st.Members == nil {
 		st.Members = map[string]*Member{}
 	}
 	if st.Assigned == nil {
 		st.Assigned = map[string]string{}
 	}
-	if v.Hardened && st.AssignedAt == nil {
+	if st.AssignedAt == nil {
 		st.AssignedAt = map[string]time.Time{}
 	}
-	return &State{Snapshot: st, Versions: v}
+	return &State{Snapshot: st}
 }
 
 // Executor carries the pool's actions out, in the order they are given.
@@ -352,7 +319,7 @@ func (s *State) Claim(r ClaimRequest, now time.Time) {
 	if id, done := s.Assigned[r.LeaseID]; done {
 		// A warm bind of this lease is thawing its member: the claim waits for the thaw's outcome
 		// (the bind stands, or the claim queues), instead of passing for a retry.
-		if m, ok := s.Members[id]; ok && s.KeepsClaimsOfFailedThaws && m.thawingFor(r.LeaseID) {
+		if m, ok := s.Members[id]; ok && m.thawingFor(r.LeaseID) {
 			if r.At.IsZero() {
 				r.At = now
 			}
@@ -390,9 +357,6 @@ func (s *State) CancelClaim(leaseID string, fx Executor) {
 		}
 	}
 	s.Queue = q
-	if !s.CancelReclaims {
-		return
-	}
 	for _, m := range s.sortedMembers() {
 		if m.Phase == MemberLeased && m.LeaseID == leaseID {
 			s.teardown(m, RecycleLeaseGone, fx)
@@ -426,7 +390,7 @@ func (s *State) MemberFailed(r instance.MemberReport, now time.Time) {
 	if !ok {
 		return
 	}
-	if m.CancelRequested && s.Rolling {
+	if m.CancelRequested {
 		r.Reason = fmt.Sprintf("creation took longer than creatingTimeout %s and was cancelled: %s", s.Policy.CreatingTimeout, r.Reason)
 	}
 	delete(s.Members, r.InstanceID)
@@ -448,14 +412,6 @@ func (s *State) MemberGone(r instance.MemberReport) {
 // Apply takes a new spec. A change of what a member is makes the members outdated (a new
 // generation); applying a deleted pool again keeps it.
 func (s *State) Apply(pol pools.Policy) {
-	if !s.Rolling {
-		//workflowcheck:ignore DeepEqual compares two values; nothing in it depends on the run
-		if !reflect.DeepEqual(pol, s.Policy) {
-			s.Policy = pol
-			s.Generation++
-		}
-		return
-	}
 	if templateChanged(pol, s.Policy) {
 		s.Generation++
 	}
@@ -531,7 +487,7 @@ func (s *State) Reconcile(fx Executor) {
 	now := fx.Now()
 	pol := s.Policy
 	s.endWarmWindow(now)
-	if s.Draining && s.Rolling {
+	if s.Draining {
 		s.Drain(fx)
 		return
 	}
@@ -544,33 +500,22 @@ func (s *State) Reconcile(fx Executor) {
 	}
 	var sent []sentAssignment
 	for len(s.Queue) > 0 {
-		m := s.nextReady()
-		if s.FreezesSpares {
-			m = pickForClaim(s.claimOrder(false))
-		}
+		m := pickForClaim(s.claimOrder(false))
 		if m == nil {
 			break
 		}
-		if s.FreezesSpares && !s.thawForAssignment(m, fx) {
+		if !s.thawForAssignment(m, fx) {
 			continue // torn down; the next one
 		}
 		claim := s.Queue[0]
 		s.Queue = s.Queue[1:]
 		m.Phase, m.LeaseID, m.Since = MemberLeased, claim.LeaseID, now
 		s.Assigned[claim.LeaseID] = m.ID
-		if s.Hardened {
-			s.AssignedAt[claim.LeaseID] = now
-		}
+		s.AssignedAt[claim.LeaseID] = now
 		s.AssignSeq++
 		asg := SignalLease{LeaseID: claim.LeaseID, Signal: SignalAssigned, Arg: Assignment{Seq: s.AssignSeq, InstanceID: m.ID,
 			Backend: pol.Backend, Placement: m.Placement, Endpoint: m.Endpoint, Queued: !s.arrived[claim.LeaseID]}}
-		if s.Rolling {
-			sent = append(sent, sentAssignment{m, fx.Send(asg)})
-			continue
-		}
-		if err := fx.Do(asg); err != nil {
-			s.teardown(m, RecycleLeaseGone, fx)
-		}
+		sent = append(sent, sentAssignment{m, fx.Send(asg)})
 	}
 	for _, a := range sent {
 		if err := a.wait(); err != nil {
@@ -586,11 +531,7 @@ func (s *State) Reconcile(fx Executor) {
 		if now.Sub(c.At) >= pol.QueueTimeout {
 			refusal := SignalLease{LeaseID: c.LeaseID, Signal: SignalClaimFailed, Arg: ClaimFailure{Reason: "pool_exhausted",
 				Detail: fmt.Sprintf("no cluster of pool %s became free within queueTimeout %s", pol.Name, pol.QueueTimeout)}}
-			if s.Rolling {
-				refusals = append(refusals, fx.Send(refusal))
-			} else {
-				_ = fx.Do(refusal)
-			}
+			refusals = append(refusals, fx.Send(refusal))
 			continue
 		}
 		keep = append(keep, c)
@@ -603,36 +544,9 @@ func (s *State) Reconcile(fx Executor) {
 
 	// Provision: warm target plus waiting claims, within maxClusters and the provision concurrency,
 	// unless backing off after failures.
-	if s.Hardened {
-		s.provisionHardened(now, fx)
-		s.scaleDown(now, fx)
-		s.rollOutdated(fx)
-		return
-	}
-	creating := s.count(MemberCreating)
-	total := len(s.Members)
-	ready := s.count(MemberReady)
-	if s.Rolling {
-		// Outdated members do not count toward the warm target: replacements are made first,
-		// and the outdated ones are rolled below.
-		ready -= s.outdatedReady()
-		s.recycleWedged(fx)
-	}
-	want := s.warmTarget() + len(s.Queue) - ready - creating
-	if now.Before(s.NextAttemptAt) {
-		want = 0
-	}
-	for want > 0 && creating < pol.MaxConcurrentProvisions && total < pol.MaxClusters {
-		s.provision(fx)
-		want--
-		creating++
-		total++
-	}
-
+	s.provisionHardened(now, fx)
 	s.scaleDown(now, fx)
-	if s.Rolling {
-		s.rollOutdated(fx)
-	}
+	s.rollOutdated(fx)
 }
 
 // provisionHardened makes members for the warm target and the waiting claims. Members that
@@ -717,11 +631,8 @@ func (s *State) Drain(fx Executor) {
 }
 
 // Drained says whether a deleted pool has nothing left to wait for: every member is gone, or
-// (from the hardened version on) Quarantined, which an operator handles after the pool is gone.
+// Quarantined, which an operator handles after the pool is gone.
 func (s *State) Drained() bool {
-	if !s.Hardened {
-		return len(s.Members) == 0
-	}
 	//workflowcheck:ignore all members must be Quarantined: the order does not matter
 	for _, m := range s.Members {
 		if m.Phase != MemberQuarantined {
@@ -765,12 +676,9 @@ func (s *State) rollOutdated(fx Executor) {
 	if s.WarmWindow != nil {
 		floor = min(floor, s.warmTarget()) // a window with a smaller target rolls down to it
 	}
-	noRoom := len(s.Members) >= pol.MaxClusters
-	if s.Hardened {
-		// No replacement can be made (maxClusters, or maxSurge used up): one below the floor,
-		// or the roll would never progress.
-		noRoom = s.capacityUsed() >= pol.MaxClusters || s.surgeRoom() <= 0
-	}
+	// No replacement can be made (maxClusters, or maxSurge used up): one below the floor,
+	// or the roll would never progress.
+	noRoom := s.capacityUsed() >= pol.MaxClusters || s.surgeRoom() <= 0
 	if noRoom && s.count(MemberCreating) == 0 {
 		floor = min(floor, max(s.warmTarget()-1, 0))
 	}
@@ -819,36 +727,6 @@ func (s *State) sortedMembers() []*Member {
 	return ms
 }
 
-func (s *State) oldestReady() *Member {
-	for _, m := range s.sortedMembers() {
-		if m.Phase == MemberReady {
-			return m
-		}
-	}
-	return nil
-}
-
-// nextReady is the member a claim gets: the oldest Ready one, preferring the current spec
-// (from the rolling version on).
-func (s *State) nextReady() *Member {
-	if !s.Rolling {
-		return s.oldestReady()
-	}
-	var stale *Member
-	for _, m := range s.sortedMembers() {
-		if m.Phase != MemberReady || (s.Hardened && m.HealthFailures > 0) {
-			continue
-		}
-		if !s.outdated(m) {
-			return m
-		}
-		if stale == nil {
-			stale = m
-		}
-	}
-	return stale
-}
-
 // Why a claim is not bound at once by ClaimNow.
 const (
 	NotBoundDraining  = "draining"
@@ -880,18 +758,13 @@ func (s *State) ClaimNow(r ClaimRequest, now time.Time) (Assignment, string, boo
 	case len(s.Queue) > 0:
 		return Assignment{}, NotBoundQueue, false
 	}
-	m := s.nextPrepared()
-	if s.FreezesSpares {
-		m = pickForClaim(s.claimOrder(true))
-	}
+	m := pickForClaim(s.claimOrder(true))
 	if m == nil {
 		return Assignment{}, NotBoundNoMember, false
 	}
 	m.Phase, m.LeaseID, m.Since = MemberLeased, r.LeaseID, now
 	s.Assigned[r.LeaseID] = m.ID
-	if s.Hardened {
-		s.AssignedAt[r.LeaseID] = now
-	}
+	s.AssignedAt[r.LeaseID] = now
 	s.AssignSeq++
 	return Assignment{Seq: s.AssignSeq, InstanceID: m.ID, Backend: s.Policy.Backend, Placement: m.Placement,
 		Endpoint: m.Endpoint, At: now, Prepared: true}, "", true
@@ -903,23 +776,6 @@ func (s *State) WarmBindLost(leaseID, instanceID string, fx Executor) {
 	if m, ok := s.Members[instanceID]; ok && m.Phase == MemberLeased && m.LeaseID == leaseID {
 		s.teardown(m, RecycleLeaseGone, fx)
 	}
-}
-
-// nextPrepared is the member ClaimNow binds: as nextReady, among the prepared members.
-func (s *State) nextPrepared() *Member {
-	var stale *Member
-	for _, m := range s.sortedMembers() {
-		if m.Phase != MemberReady || !m.Prepared || m.HealthFailures > 0 {
-			continue
-		}
-		if !s.outdated(m) {
-			return m
-		}
-		if stale == nil {
-			stale = m
-		}
-	}
-	return stale
 }
 
 // NextWake is the earliest moment Reconcile has something to do without a signal (zero:
@@ -946,12 +802,10 @@ func (s *State) NextWake(now time.Time) time.Time {
 			}
 		}
 	}
-	if s.Rolling {
-		//workflowcheck:ignore the earliest deadline: the order does not matter
-		for _, m := range s.Members {
-			if m.Phase == MemberCreating && !m.CancelRequested {
-				earliest(m.Since.Add(pol.CreatingTimeout + creatingGrace))
-			}
+	//workflowcheck:ignore the earliest deadline: the order does not matter
+	for _, m := range s.Members {
+		if m.Phase == MemberCreating && !m.CancelRequested {
+			earliest(m.Since.Add(pol.CreatingTimeout + creatingGrace))
 		}
 	}
 	if s.WarmWindow != nil {
@@ -960,13 +814,11 @@ func (s *State) NextWake(now time.Time) time.Time {
 	if s.SchedulesError != "" {
 		earliest(s.SchedulesRetryAt)
 	}
-	if s.Hardened {
-		//workflowcheck:ignore any checked member sets the same deadline: the order does not matter
-		for _, m := range s.Members {
-			if s.checked(m) {
-				earliest(s.NextHealthCheckAt)
-				break
-			}
+	//workflowcheck:ignore any checked member sets the same deadline: the order does not matter
+	for _, m := range s.Members {
+		if s.checked(m) {
+			earliest(s.NextHealthCheckAt)
+			break
 		}
 	}
 	return t
@@ -974,10 +826,7 @@ func (s *State) NextWake(now time.Time) time.Time {
 
 func (s *State) provision(fx Executor) {
 	s.Seq++
-	id := fmt.Sprintf("%s-%d", s.Policy.Name, s.Seq)
-	if s.Hardened {
-		id = fmt.Sprintf("%s-%s-%d", s.Policy.Name, s.Incarnation, s.Seq)
-	}
+	id := fmt.Sprintf("%s-%s-%d", s.Policy.Name, s.Incarnation, s.Seq)
 	s.Members[id] = &Member{ID: id, Phase: MemberCreating, Since: fx.Now(), Generation: s.Generation}
 	pol := s.Policy
 	in := instance.ProvisionInput{
@@ -990,7 +839,7 @@ func (s *State) provision(fx Executor) {
 		Gates:           pol.Gates,
 		HostCluster:     pol.HostCluster,
 	}
-	if err := fx.Do(StartProvision{MemberID: id, Input: in}); err != nil && s.Hardened {
+	if err := fx.Do(StartProvision{MemberID: id, Input: in}); err != nil {
 		// Nothing was created: the member is dropped and it counts as a failed creation.
 		s.MemberFailed(instance.MemberReport{InstanceID: id, Reason: fmt.Sprintf("its instance.Provision workflow did not start: %v", err)}, fx.Now())
 	}
@@ -999,15 +848,13 @@ func (s *State) provision(fx Executor) {
 func (s *State) teardown(m *Member, reason string, fx Executor) {
 	m.Phase, m.Since, m.Reason = MemberDeleting, fx.Now(), reason
 	id := "teardown-" + m.ID
-	if s.Hardened {
-		// Each attempt is a workflow of its own: a retry after a quarantine is never refused as
-		// a duplicate of the failed one.
-		m.TeardownAttempts++
-		if m.TeardownAttempts > 1 {
-			id = fmt.Sprintf("teardown-%s-%d", m.ID, m.TeardownAttempts)
-		}
+	// Each attempt is a workflow of its own: a retry after a quarantine is never refused as
+	// a duplicate of the failed one.
+	m.TeardownAttempts++
+	if m.TeardownAttempts > 1 {
+		id = fmt.Sprintf("teardown-%s-%d", m.ID, m.TeardownAttempts)
 	}
-	if s.Rolling && reason != RecycleCreatingTimeout {
+	if reason != RecycleCreatingTimeout {
 		_ = fx.Do(CountRecycle{Reason: reason})
 	}
 	pol := s.Policy
@@ -1017,7 +864,7 @@ func (s *State) teardown(m *Member, reason string, fx Executor) {
 		Placement:  m.Placement,
 		NotifyPool: WorkflowID(pol.Name),
 	}
-	if err := fx.Do(StartTeardown{MemberID: m.ID, WorkflowID: id, Reason: reason, Input: in}); err != nil && s.Hardened {
+	if err := fx.Do(StartTeardown{MemberID: m.ID, WorkflowID: id, Reason: reason, Input: in}); err != nil {
 		// Left Deleting it would wait forever for a report that cannot come.
 		m.Phase, m.Reason = MemberQuarantined, fmt.Sprintf("its instance.Teardown workflow did not start: %v", err)
 	}
@@ -1088,7 +935,7 @@ func (s *State) healthThreshold() int {
 // checked says whether a member's health is watched: Ready members, and Leased ones until they
 // are known broken (the lease was told; it holds the member until it ends).
 func (s *State) checked(m *Member) bool {
-	if s.KeepsClaimsOfFailedThaws && m.Phase == MemberLeased && m.Freeze == Thawing {
+	if m.Phase == MemberLeased && m.Freeze == Thawing {
 		// A warm bind is thawing it: its lease has no answer yet and a frozen process fails.
 		return false
 	}
@@ -1172,7 +1019,7 @@ func (s *State) HealthChecked(results []instance.HealthResult, fx Executor) {
 // changed: the first sync error, another reason, or every object synced again. A sync state
 // that is unknown (nil: the backend does not sync, or could not say) changes nothing.
 func (s *State) syncChecked(m *Member, st *instance.SyncState, fx Executor) {
-	if !s.SyncReports || st == nil || m.Phase != MemberLeased || st.Reason == m.SyncReason {
+	if st == nil || m.Phase != MemberLeased || st.Reason == m.SyncReason {
 		return
 	}
 	m.SyncReason = st.Reason

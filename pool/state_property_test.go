@@ -233,7 +233,7 @@ type world struct {
 	violation string
 }
 
-func newWorld(v Versions, events []event) *world {
+func newWorld(events []event) *world {
 	pol := testPolicy()
 	pol.WarmTarget, pol.MaxClusters = 1, 3
 	if len(events) > 0 && events[0].seed%4 == 0 {
@@ -241,7 +241,7 @@ func newWorld(v Versions, events []event) *world {
 		pol.FreezesSpares, pol.ThawedSpares = true, 0
 	}
 	return &world{freezeAll: pol.FreezesSpares,
-		s:   NewState(Snapshot{Policy: pol, Incarnation: "t"}, v),
+		s:   NewState(Snapshot{Policy: pol, Incarnation: "t"}),
 		now: t0, rng: rand.New(rand.NewPCG(1, 2)), byID: map[string]*leaseModel{}, prov: map[string]string{},
 		ready: map[string]bool{}, teardown: map[string]bool{}, alive: map[string]bool{}, granted: map[string]string{},
 		wfIDs: map[string]bool{}, frozen: map[string]bool{},
@@ -310,9 +310,6 @@ func (w *world) carryOut(a Action) error {
 	switch a := a.(type) {
 	case StartProvision:
 		used := s.capacityUsed()
-		if !s.Hardened {
-			used = len(s.Members)
-		}
 		if used > s.Policy.MaxClusters {
 			w.violate("maxClusters exceeded: provision %s makes %d members counted against maxClusters %d", a.MemberID, used, s.Policy.MaxClusters)
 		}
@@ -668,7 +665,7 @@ func (w *world) step(e event) {
 			w.violate("continue-as-new: %v", err)
 			return
 		}
-		w.s = NewState(next, s.Versions)
+		w.s = NewState(next)
 		w.checks = nil // checks in flight are dropped; the next run checks again
 	}
 	// Assignments sent in an earlier step reach their leases now, unless this event ended them.
@@ -851,7 +848,7 @@ func (w *world) check() string {
 // play runs a sequence from a fresh pool; it returns the index of the step after which an
 // invariant broke and what broke, or -1.
 func play(events []event, stats map[string]int) (int, string) {
-	w := newWorld(latestVersions, events)
+	w := newWorld(events)
 	w.stats = stats
 	if msg := w.check(); msg != "" {
 		return -1, "initial state: " + msg
@@ -957,7 +954,7 @@ func TestPoolDecisionsHoldTheirInvariants(t *testing.T) {
 // trace replays a sequence and writes each step with the actions it led to and the pool after it.
 func trace(events []event) string {
 	var b strings.Builder
-	w := newWorld(latestVersions, events)
+	w := newWorld(events)
 	rec := &tracer{w: w}
 	for i, e := range events {
 		rec.log = nil

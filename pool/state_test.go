@@ -121,8 +121,8 @@ func member(id string, phase MemberPhase, age time.Duration) *Member {
 	return &Member{ID: id, Phase: phase, Since: t0.Add(-age), Placement: instance.HostAssignment{HostID: "h", TaskQueue: "q"}}
 }
 
-func stateWith(v Versions, pol pools.Policy, ms ...*Member) *State {
-	s := NewState(Snapshot{Policy: pol, Incarnation: "t"}, v)
+func stateWith(pol pools.Policy, ms ...*Member) *State {
+	s := NewState(Snapshot{Policy: pol, Incarnation: "t"})
 	for _, m := range ms {
 		s.Members[m.ID] = m
 	}
@@ -146,14 +146,13 @@ func TestDecisions(t *testing.T) {
 		return nil
 	}
 	cases := []struct {
-		name     string
-		versions Versions
-		policy   func(*pools.Policy)
-		members  []*Member
-		fail     func(Action) error
-		event    func(s *State, fx *recorder)
-		want     []string
-		check    func(t *testing.T, s *State)
+		name    string
+		policy  func(*pools.Policy)
+		members []*Member
+		fail    func(Action) error
+		event   func(s *State, fx *recorder)
+		want    []string
+		check   func(t *testing.T, s *State)
 	}{{
 		name:    "a claim is served by the Ready member at once, and the warm target refilled",
 		members: []*Member{member("m1", MemberReady, time.Minute)},
@@ -191,17 +190,6 @@ func TestDecisions(t *testing.T) {
 		want: []string{"send signal lease-a assigned m2 (seq 1)", "send signal lease-b assigned m1 (seq 2)",
 			"wait signal lease-a assigned m2 (seq 1)", "wait signal lease-b assigned m1 (seq 2)"},
 	}, {
-		name:     "before the rolling version each assignment is awaited before the next",
-		versions: Versions{},
-		members:  []*Member{member("m1", MemberReady, time.Minute), member("m2", MemberReady, 2*time.Minute)},
-		policy:   func(p *pools.Policy) { p.WarmTarget = 0 },
-		event: func(s *State, fx *recorder) {
-			s.Claim(ClaimRequest{LeaseID: "lease-a", At: t0}, fx.Now())
-			s.Claim(ClaimRequest{LeaseID: "lease-b", At: t0}, fx.Now())
-			s.Reconcile(fx)
-		},
-		want: []string{"do signal lease-a assigned m2 (seq 1)", "do signal lease-b assigned m1 (seq 2)"},
-	}, {
 		name:    "higher priority is served first",
 		members: []*Member{member("m1", MemberReady, time.Minute)},
 		policy:  func(p *pools.Policy) { p.WarmTarget, p.MaxClusters = 0, 1 },
@@ -230,20 +218,6 @@ func TestDecisions(t *testing.T) {
 		policy:  func(p *pools.Policy) { p.WarmTarget = 0 },
 		event:   func(s *State, fx *recorder) { s.CancelClaim("lease-a", fx) },
 		want:    []string{"do teardown m1 (lease_gone) as teardown-m1"},
-	}, {
-		name:     "before cancel-reclaims a cancelled claim only leaves the queue",
-		versions: Versions{Rolling: true},
-		members:  []*Member{{ID: "m1", Phase: MemberLeased, LeaseID: "lease-a", Since: t0}},
-		event: func(s *State, fx *recorder) {
-			s.Queue = []ClaimRequest{{LeaseID: "lease-b"}}
-			s.CancelClaim("lease-a", fx)
-			s.CancelClaim("lease-b", fx)
-		},
-		want: []string{},
-		check: func(t *testing.T, s *State) {
-			require.Equal(t, MemberLeased, s.Members["m1"].Phase)
-			require.Empty(t, s.Queue)
-		},
 	}, {
 		name:    "a release tears the member down; a retried release does nothing",
 		members: []*Member{{ID: "m1", Phase: MemberLeased, LeaseID: "lease-a", Since: t0}},
@@ -435,14 +409,6 @@ func TestDecisions(t *testing.T) {
 			"do signal lease-a instance-sync m1 synced"},
 		check: func(t *testing.T, s *State) { require.Empty(t, s.Members["m1"].SyncReason) },
 	}, {
-		name:     "before pool-sync-reports a Leased member's sync errors are not reported",
-		versions: Versions{Rolling: true, CancelReclaims: true, Hardened: true, ForgetsUnchanged: true},
-		members:  []*Member{{ID: "m1", Phase: MemberLeased, LeaseID: "lease-a", Since: t0}},
-		event: func(s *State, fx *recorder) {
-			s.HealthChecked([]instance.HealthResult{{InstanceID: "m1", Healthy: true, Sync: &instance.SyncState{Reason: api.ReasonSyncDenied}}}, fx)
-		},
-		want: []string{},
-	}, {
 		name:    "health checks are grouped by host queue, skipping a queue still in flight",
 		members: []*Member{member("m1", MemberReady, time.Minute), member("m2", MemberReady, 2*time.Minute), {ID: "m3", Phase: MemberReady, Placement: instance.HostAssignment{TaskQueue: "other"}}},
 		event: func(s *State, fx *recorder) {
@@ -473,11 +439,7 @@ func TestDecisions(t *testing.T) {
 			if c.policy != nil {
 				c.policy(&pol)
 			}
-			v := c.versions
-			if c.versions == (Versions{}) && !strings.HasPrefix(c.name, "before ") {
-				v = latestVersions
-			}
-			s := stateWith(v, pol, c.members...)
+			s := stateWith(pol, c.members...)
 			fx := &recorder{now: t0, fail: c.fail}
 			c.event(s, fx)
 			require.Equal(t, c.want, withoutCounts(fx.log))
@@ -536,7 +498,7 @@ func TestClaimNow(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := stateWith(latestVersions, testPolicy(), c.members...)
+			s := stateWith(testPolicy(), c.members...)
 			if c.setup != nil {
 				c.setup(s)
 			}

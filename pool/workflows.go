@@ -38,21 +38,9 @@ const maxHistoryBeforeContinue = 5000
 // signal, so that continue-as-new never orphans them), and serves claims in order. What it
 // decides is in state.go; this function receives the messages and carries the actions out.
 func Pool(ctx workflow.Context, st Snapshot) error {
-	var v Versions
-	v.Rolling = workflow.GetVersion(ctx, poolVersionChange, workflow.DefaultVersion, poolVersionRolling) >= poolVersionRolling
-	v.CancelReclaims = workflow.GetVersion(ctx, poolVersionCancelChange, workflow.DefaultVersion, poolVersionCancelReclaims) >= poolVersionCancelReclaims
-	v.Hardened = workflow.GetVersion(ctx, poolVersionHardenChange, workflow.DefaultVersion, poolVersionHardened) >= poolVersionHardened
-	v.ForgetsUnchanged = workflow.GetVersion(ctx, poolVersionForgetChange, workflow.DefaultVersion, poolVersionForgetsUnchanged) >= poolVersionForgetsUnchanged
-	v.SyncReports = workflow.GetVersion(ctx, poolVersionSyncChange, workflow.DefaultVersion, poolVersionSyncReports) >= poolVersionSyncReports
-	v.Certificates = workflow.GetVersion(ctx, poolVersionCertificatesChange, workflow.DefaultVersion, poolVersionCertificates) >= poolVersionCertificates
-	v.FreezesSpares = workflow.GetVersion(ctx, poolVersionFreezeChange, workflow.DefaultVersion, poolVersionFreezesSpares) >= poolVersionFreezesSpares
-	v.SyncsSchedules = workflow.GetVersion(ctx, poolVersionSchedulesChange, workflow.DefaultVersion, poolVersionSyncsSchedules) >= poolVersionSyncsSchedules
-	v.SettlesBeforeContinuing = workflow.GetVersion(ctx, poolVersionSettleChange, workflow.DefaultVersion, poolVersionSettlesBeforeContinuing) >= poolVersionSettlesBeforeContinuing
-	v.KeepsClaimsOfFailedThaws = workflow.GetVersion(ctx, poolVersionKeepClaimsChange, workflow.DefaultVersion, poolVersionKeepsClaimsOfFailedThaws) >= poolVersionKeepsClaimsOfFailedThaws
-	v.TakesMemberDown = workflow.GetVersion(ctx, poolVersionMemberDownChange, workflow.DefaultVersion, poolVersionTakesMemberDown) >= poolVersionTakesMemberDown
-	s := NewState(st, v)
+	s := NewState(st)
 	p := &poolRun{ctx: ctx, s: s}
-	if s.Hardened && s.Incarnation == "" {
+	if s.Incarnation == "" {
 		// Random once per pool, recorded in history (a side effect), carried by every run.
 		var tag string
 		if err := workflow.SideEffect(ctx, func(workflow.Context) any {
@@ -65,10 +53,8 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 	if err := workflow.SetQueryHandler(ctx, QueryPoolStatus, func() (Status, error) { return s.Status(p.Now()), nil }); err != nil {
 		return err
 	}
-	if s.Hardened {
-		if err := p.serveWarmBinds(); err != nil {
-			return err
-		}
+	if err := p.serveWarmBinds(); err != nil {
+		return err
 	}
 	claims := workflow.GetSignalChannel(ctx, SignalClaim)
 	handlers := []signalHandler{
@@ -77,7 +63,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 			c.Receive(ctx, &r)
 			s.Claim(r, p.Now())
 			// Take the whole burst that has arrived, so that one pass serves it.
-			for s.Rolling && c.ReceiveAsync(&r) {
+			for c.ReceiveAsync(&r) {
 				s.Claim(r, p.Now())
 			}
 		}},
@@ -112,59 +98,44 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 			s.Apply(pol)
 		}},
 	}
-	if s.Rolling {
-		handlers = append(handlers, signalHandler{workflow.GetSignalChannel(ctx, SignalDeletePool), func(c workflow.ReceiveChannel) {
+	handlers = append(handlers,
+		signalHandler{workflow.GetSignalChannel(ctx, SignalDeletePool), func(c workflow.ReceiveChannel) {
 			var d Deletion
 			c.Receive(ctx, &d)
 			s.Delete(d)
-		}})
-	}
-	if s.Hardened {
-		handlers = append(handlers,
-			signalHandler{workflow.GetSignalChannel(ctx, instance.SignalMemberQuarantined), func(c workflow.ReceiveChannel) {
-				var r instance.MemberReport
-				c.Receive(ctx, &r)
-				s.MemberQuarantined(r, p.Now())
-			}},
-			signalHandler{workflow.GetSignalChannel(ctx, SignalRetryTeardown), func(c workflow.ReceiveChannel) {
-				var a MemberAction
-				c.Receive(ctx, &a)
-				s.RetryTeardown(a, p)
-			}},
-			signalHandler{workflow.GetSignalChannel(ctx, SignalForgetMember), func(c workflow.ReceiveChannel) {
-				var a MemberAction
-				c.Receive(ctx, &a)
-				s.ForgetMember(a)
-			}},
-		)
-	}
-
-	if s.Certificates {
-		handlers = append(handlers, signalHandler{workflow.GetSignalChannel(ctx, SignalCheckCertificates), func(c workflow.ReceiveChannel) {
+		}},
+		signalHandler{workflow.GetSignalChannel(ctx, instance.SignalMemberQuarantined), func(c workflow.ReceiveChannel) {
+			var r instance.MemberReport
+			c.Receive(ctx, &r)
+			s.MemberQuarantined(r, p.Now())
+		}},
+		signalHandler{workflow.GetSignalChannel(ctx, SignalRetryTeardown), func(c workflow.ReceiveChannel) {
+			var a MemberAction
+			c.Receive(ctx, &a)
+			s.RetryTeardown(a, p)
+		}},
+		signalHandler{workflow.GetSignalChannel(ctx, SignalForgetMember), func(c workflow.ReceiveChannel) {
+			var a MemberAction
+			c.Receive(ctx, &a)
+			s.ForgetMember(a)
+		}},
+		signalHandler{workflow.GetSignalChannel(ctx, SignalCheckCertificates), func(c workflow.ReceiveChannel) {
 			c.Receive(ctx, nil)
 			for c.ReceiveAsync(nil) {
 			}
 			s.CertificateCheckRequested()
-		}})
-	}
-
-	if s.SyncsSchedules {
-		handlers = append(handlers, p.warmWindowHandler())
-	}
-	if s.TakesMemberDown {
-		handlers = append(handlers, signalHandler{workflow.GetSignalChannel(ctx, SignalMemberDown), func(c workflow.ReceiveChannel) {
+		}},
+		p.warmWindowHandler(),
+		signalHandler{workflow.GetSignalChannel(ctx, SignalMemberDown), func(c workflow.ReceiveChannel) {
 			var r MemberDown
 			c.Receive(ctx, &r)
 			s.MemberDown(r, p)
-		}})
-	}
+		}},
+	)
 
 	for {
 		s.Reconcile(p)
-		if s.Draining && s.Rolling && s.Drained() && p.schedulesSettled() {
-			if !s.ForgetsUnchanged {
-				return p.forget()
-			}
+		if s.Draining && s.Drained() && p.schedulesSettled() {
 			forgotten, err := p.forgetUnchanged()
 			if err != nil {
 				return err
@@ -178,35 +149,17 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 			}
 			continue // applied again while it was being forgotten
 		}
-		if s.SettlesBeforeContinuing {
-			// A run about to continue starts nothing more: the next run does it, and the work
-			// started here would only be waited for (freezes) or lost (checks).
-			if p.shouldContinueAsNew() {
-				break
-			}
-			p.startHealthChecks()
-			if s.Certificates && !s.Draining {
-				p.startCertificateChecks()
-			}
-			p.startFreezes()
-			if s.SyncsSchedules {
-				p.startScheduleSync()
-			}
-		} else if s.Hardened {
-			p.startHealthChecks()
-			if s.Certificates && !s.Draining {
-				p.startCertificateChecks()
-			}
-			p.startFreezes()
-			if s.SyncsSchedules {
-				p.startScheduleSync()
-			}
-			if p.shouldContinueAsNew() {
-				break
-			}
-		} else if workflow.GetInfo(ctx).GetCurrentHistoryLength() > maxHistoryBeforeContinue {
+		// A run about to continue starts nothing more: the next run does it, and the work
+		// started here would only be waited for (freezes) or lost (checks).
+		if p.shouldContinueAsNew() {
 			break
 		}
+		p.startHealthChecks()
+		if !s.Draining {
+			p.startCertificateChecks()
+		}
+		p.startFreezes()
+		p.startScheduleSync()
 		sel := workflow.NewSelector(ctx)
 		for _, h := range handlers {
 			sel.AddReceive(h.ch, func(c workflow.ReceiveChannel, _ bool) { h.handle(c) })
@@ -249,37 +202,14 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 			return ctx.Err()
 		}
 	}
-	if !s.Hardened {
-		// Drain what arrived meanwhile so that no signal is lost across the new run.
-		for {
-			var r ClaimRequest
-			if !claims.ReceiveAsync(&r) {
-				break
-			}
-			s.Claim(r, p.Now())
-		}
-		return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
-	}
-	if s.SettlesBeforeContinuing {
-		if err := p.settle(handlers); err != nil {
-			return err
-		}
-		s.PruneAssigned(p.Now())
-		return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
-	}
-	// Every signal already delivered is handled here, not dropped: a release or a member report
-	// lost at this point would leave a member Leased or Deleting for good. (The waits below let
-	// more signals in, which this version drops: see settle.)
-	readDelivered(handlers)
-	if err := p.finishUnderWay(); err != nil {
+	if err := p.settle(handlers); err != nil {
 		return err
 	}
-	// Health checks in flight are dropped: the next run checks again at NextHealthCheckAt.
 	s.PruneAssigned(p.Now())
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, s.Snapshot)
 }
 
-// settle ends a run that continues as new (poolVersionSettlesBeforeContinuing): it waits for
+// settle ends a run that continues as new: it waits for
 // what the run has under way (Update handlers, the starts of warm-bound leases, freezes and
 // thaws: a member left Freezing or Thawing, or Leased to a lease that never started, would never
 // settle) and then handles every signal delivered, again until a round finds nothing under way
@@ -428,11 +358,8 @@ func (p *poolRun) serveWarmBinds() error {
 			if thaw, ok := p.s.ThawForClaim(asg); ok {
 				// Only frozen members were left: this one runs again before the answer.
 				r := freezeResult(thaw, p.freezeActivity(thaw).Get(ctx, nil))
-				var fx Executor = p
-				if p.s.KeepsClaimsOfFailedThaws {
-					// The actions a failed thaw leads to (a teardown) wait in this handler.
-					fx = handlerExecutor{p: p, ctx: ctx}
-				}
+				// The actions a failed thaw leads to (a teardown) wait in this handler.
+				var fx Executor = handlerExecutor{p: p, ctx: ctx}
 				if !p.s.ClaimThawed(req.Claim.LeaseID, asg.InstanceID, r.Err, fx) {
 					p.wake.SendAsync(true)
 					return BindResult{Why: NotBoundThawFailed}, nil
@@ -607,13 +534,6 @@ func (p *poolRun) startChild(wctx workflow.Context, id, name string, in any) fun
 		}
 		return err
 	}
-}
-
-// forget removes the drained pool from the store; the workflow then ends.
-func (p *poolRun) forget() error {
-	var a *Activities
-	ctx := workflow.WithActivityOptions(p.ctx, instance.StoreWriteOptions())
-	return workflow.ExecuteActivity(ctx, a.ForgetPool, p.s.Policy.Name).Get(ctx, nil)
 }
 
 // forgetUnchanged removes the drained pool's row unless it was applied again since the delete.

@@ -174,9 +174,7 @@ func replayLease(t *testing.T, ctx context.Context, c client.Client, id, name st
 // issuance retried against the stopped cluster for 10 minutes, the lease neither expiring nor
 // answering meanwhile. A lease whose expiry comes while an extension issues its credential
 // expires on time: the extension is abandoned and answered, never awaited past the expiry.
-// Each history replays; with KOBE_RECORD_HISTORIES=1 they are recorded (recorded from a kobe
-// before the fix, the extend-asleep history accepted the extension and the
-// expiry-during-extension history waited for it: both still replay).
+// Each history replays; with KOBE_RECORD_HISTORIES=1 they are recorded.
 func TestLeaseExtendRespectsSleepAndExpiry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("embedded Temporal; skipped with -short")

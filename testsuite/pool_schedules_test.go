@@ -161,7 +161,7 @@ func TestPoolSchedulesFollowThePool(t *testing.T) {
 	// Delete: the drained pool deletes its schedules before it ends.
 	deletePool(t, ctx, c, st, "office")
 	recordOnce(t, ctx, c, map[string]string{"pool-schedules-" + recordVersion + ".json": pool.WorkflowID("office"),
-		"warm-window-v1.json": warmRun, "scheduled-sleep-empty-v1.json": emptyRun})
+		"warm-window-" + recordVersion + ".json": warmRun, "scheduled-sleep-empty-" + recordVersion + ".json": emptyRun})
 }
 
 // recordOnce writes the histories of the given workflows (file → workflow id) with
@@ -289,7 +289,7 @@ spec:
 		require.NoError(t, c.GetWorkflow(ctx, id, "").Get(ctx, nil))
 	}
 	deletePool(t, ctx, c, st, "nightly")
-	recordOnce(t, ctx, c, map[string]string{"scheduled-sleep-v1.json": sleepRun, "scheduled-wake-v1.json": wakeRun})
+	recordOnce(t, ctx, c, map[string]string{"scheduled-sleep-" + recordVersion + ".json": sleepRun, "scheduled-wake-" + recordVersion + ".json": wakeRun})
 }
 
 // Temporal's calendar of a pool's schedule across the DST changes of Europe/Berlin, on the

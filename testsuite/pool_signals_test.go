@@ -193,7 +193,7 @@ func TestRecordPoolFreezeHistory(t *testing.T) {
 	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
 		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
 	}
-	path := filepath.Join("..", "worker", "testdata", "histories", "pool-settle-v1.json")
+	path := filepath.Join("..", "worker", "testdata", "histories", "pool-settle-"+recordVersion+".json")
 	if _, err := os.Stat(path); err == nil {
 		t.Skipf("%s is recorded already", path)
 	}

@@ -29,7 +29,7 @@ func TestRecordGoldenProvisionHistory(t *testing.T) {
 		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
 	}
 	dir := filepath.Join("..", "worker", "testdata", "histories")
-	provisionFile, teardownFile := filepath.Join(dir, "provision-golden-v1.json"), filepath.Join(dir, "teardown-golden-v1.json")
+	provisionFile, teardownFile := filepath.Join(dir, "provision-golden-"+recordVersion+".json"), filepath.Join(dir, "teardown-golden-"+recordVersion+".json")
 	if _, err := os.Stat(provisionFile); err == nil {
 		t.Skipf("%s is recorded already", provisionFile)
 	}

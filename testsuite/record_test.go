@@ -30,8 +30,10 @@ import (
 )
 
 // TestRecordHistories records real workflow histories for the replay tests in worker/.
-// It runs only with KOBE_RECORD_HISTORIES=1, when a workflow gains a new version:
-// keep the old files (they prove old runs still replay) and add new ones: bump recordVersion.
+// It runs only with KOBE_RECORD_HISTORIES=1. A change that alters a workflow's commands adds a
+// version marker and a new recording (bump recordVersion to the release that adds it); the old
+// files stay while their release is in the supported window (docs/architecture.md, "Releases
+// and workflow versions").
 func TestRecordHistories(t *testing.T) {
 	if os.Getenv("KOBE_RECORD_HISTORIES") != "1" {
 		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
@@ -43,8 +45,8 @@ func TestRecordHistories(t *testing.T) {
 	defer cancel()
 
 	for name, in := range map[string]doctor.Input{
-		"doctor-v1.json":      {ProbeID: "rec-1"},
-		"doctor-hold-v1.json": {ProbeID: "rec-2", Hold: 2 * time.Second},
+		"doctor-" + recordVersion + ".json":      {ProbeID: "rec-1"},
+		"doctor-hold-" + recordVersion + ".json": {ProbeID: "rec-2", Hold: 2 * time.Second},
 	} {
 		id := "record-" + name
 		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "record"}, doctor.WorkflowName, in)
@@ -93,7 +95,7 @@ spec:
 	require.NoError(t, wait.Get(ctx, nil))
 	require.Equal(t, api.LeaseBound, leaseView(t, tmp.Client, "lease-rec").Phase)
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", lease.SignalHeartbeat, nil))
-	// A sync report of its member (v7: the condition Synced, audited), as the pool sends it after
+	// A sync report of its member (the condition Synced, audited), as the pool sends it after
 	// a health check of a member whose backend syncs (vcluster); the local backend does not.
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, "lease-rec", "", pool.SignalInstanceSync, pool.SyncReport{
 		InstanceID: leaseView(t, tmp.Client, "lease-rec").InstanceID, Reason: api.ReasonSyncDenied,
@@ -109,7 +111,7 @@ spec:
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Ready == 1 && st.Deleting == 0 && st.Leased == 0
 	}, 2*time.Minute, 100*time.Millisecond)
-	// A warm bind (v7): the Update claim binds the member, prepared when it became Ready, and
+	// A warm bind: the Update claim binds the member, prepared when it became Ready, and
 	// starts the lease's workflow; the lease is extended (no new credential) and released.
 	warm := lease.Input{LeaseID: "lease-rec-warm", Pool: "rec", Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour,
 		MaxExtensions: 1, SearchAttributes: true}
@@ -136,7 +138,7 @@ spec:
 	}, 2*time.Minute, 100*time.Millisecond)
 	writeHistory(t, ctx, tmp.Client, warm.LeaseID, filepath.Join("..", "worker", "testdata", "histories", "lease-warm-"+recordVersion+".json"))
 
-	// A claim cancelled after its assignment went out (v3): the assignment reaches a running
+	// A claim cancelled after its assignment went out: the assignment reaches a running
 	// workflow that never takes it — here a held doctor run standing in for a lease that is
 	// ending — then the cancel-claim arrives and the pool tears the member down and refills.
 	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-rec-cancelled", TaskQueue: "record"},
@@ -159,7 +161,7 @@ spec:
 		st := poolStatus(t, tmp.Client, "rec")
 		return st.Generation == 1 && st.Ready == 1 && st.Outdated == 0 && st.Deleting == 0 && st.Creating == 0
 	}, 3*time.Minute, 100*time.Millisecond)
-	// Deleted, applied again while it drains (v6: it lives on), then deleted for good: the
+	// Deleted, applied again while it drains (it lives on), then deleted for good: the
 	// drained pool forgets its row (no store row here: the forget finds none) and ends.
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("rec"), "", pool.SignalDeletePool, pool.Deletion{Generation: 1}))
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, pool.WorkflowID("rec"), "", pool.SignalApply, pol))
@@ -189,7 +191,7 @@ func TestRecordPreflightHistory(t *testing.T) {
 			Spec: backends.InstanceSpec{ID: "rec-preflight", Pool: "rec", KubernetesVersion: "v1.37.2"}})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
-	writeHistory(t, ctx, tmp.Client, "record-preflight", filepath.Join("..", "worker", "testdata", "histories", "preflight-v1.json"))
+	writeHistory(t, ctx, tmp.Client, "record-preflight", filepath.Join("..", "worker", "testdata", "histories", "preflight-"+recordVersion+".json"))
 }
 
 // TestRecordHostClusterProvisionHistory records a Provision and its Teardown whose pool names
@@ -202,7 +204,7 @@ func TestRecordHostClusterProvisionHistory(t *testing.T) {
 		t.Skip("set KOBE_RECORD_HISTORIES=1 to record workflow histories into worker/testdata/histories")
 	}
 	dir := filepath.Join("..", "worker", "testdata", "histories")
-	provisionFile, teardownFile := filepath.Join(dir, "provision-hostcluster-v1.json"), filepath.Join(dir, "teardown-hostcluster-v1.json")
+	provisionFile, teardownFile := filepath.Join(dir, "provision-hostcluster-"+recordVersion+".json"), filepath.Join(dir, "teardown-hostcluster-"+recordVersion+".json")
 	if _, err := os.Stat(provisionFile); err == nil {
 		t.Skipf("%s is recorded already", provisionFile)
 	}
@@ -246,8 +248,8 @@ spec:
     schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 `
 
-// recordVersion names the files of this recording (doctor's excepted).
-const recordVersion = "v8"
+// recordVersion names the files of this recording: the release whose workflows they record.
+const recordVersion = "v0.1.0"
 
 func writeHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	writeRunHistory(t, ctx, c, id, "", path)
@@ -286,7 +288,7 @@ func TestRecordCertificateSweepHistory(t *testing.T) {
 	var res pool.SweepResult
 	require.NoError(t, run.Get(ctx, &res))
 	require.Equal(t, []string{"rec-certs"}, res.Missed)
-	writeHistory(t, ctx, tmp.Client, "record-certificate-sweep", filepath.Join("..", "worker", "testdata", "histories", "certificate-sweep-v1.json"))
+	writeHistory(t, ctx, tmp.Client, "record-certificate-sweep", filepath.Join("..", "worker", "testdata", "histories", "certificate-sweep-"+recordVersion+".json"))
 }
 
 // TestRecordOrphanReaperHistory records a run of the orphan reaper that fails one orphan (a
@@ -309,5 +311,5 @@ func TestRecordOrphanReaperHistory(t *testing.T) {
 	var res lease.ReapResult
 	require.NoError(t, run.Get(ctx, &res))
 	require.Equal(t, []string{"rec-orphan"}, res.Reaped)
-	writeHistory(t, ctx, tmp.Client, "record-orphan-reaper", filepath.Join("..", "worker", "testdata", "histories", "orphan-reaper-v1.json"))
+	writeHistory(t, ctx, tmp.Client, "record-orphan-reaper", filepath.Join("..", "worker", "testdata", "histories", "orphan-reaper-"+recordVersion+".json"))
 }

@@ -136,8 +136,8 @@ spec:
 		dir := filepath.Join("..", "worker", "testdata", "histories")
 		for file, wid := range map[string]string{
 			"lease-sleep-" + recordVersion + ".json": id,
-			"sleep-v1.json":                          instance.SleepWorkflowID(lv.InstanceID, 1),
-			"wake-v1.json":                           instance.WakeWorkflowID(lv.InstanceID, 2),
+			"sleep-" + recordVersion + ".json":       instance.SleepWorkflowID(lv.InstanceID, 1),
+			"wake-" + recordVersion + ".json":        instance.WakeWorkflowID(lv.InstanceID, 2),
 		} {
 			if _, err := os.Stat(filepath.Join(dir, file)); err == nil {
 				continue // a recorded history is never replaced

@@ -122,7 +122,7 @@ spec:
 	assert.Equal(t, 1.0, counterValue(t, sdkMetrics, instance.MetricCertReissues, map[string]string{"cause": "wake", "result": "ok", "profile": "shortcerts"}))
 
 	if os.Getenv("KOBE_RECORD_HISTORIES") == "1" {
-		file := filepath.Join("..", "worker", "testdata", "histories", "wake-reissue-v1.json")
+		file := filepath.Join("..", "worker", "testdata", "histories", "wake-reissue-"+recordVersion+".json")
 		if _, err := os.Stat(file); os.IsNotExist(err) {
 			writeHistory(t, ctx, c, instance.WakeWorkflowID(lv.InstanceID, 2), file)
 		}

@@ -7,11 +7,22 @@ import (
 )
 
 // Version and Commit are set with -ldflags "-X github.com/kunobi-ninja/kobe/internal/buildinfo.Version=…".
-// A plain `go build` leaves them at their defaults; Commit then falls back to the VCS stamp Go records.
+// A plain `go build` leaves them at their defaults (Version is the release, Release); Commit then
+// falls back to the VCS stamp Go records.
 var (
-	Version = "v0.1.0-dev"
+	Version = Release
 	Commit  = ""
 )
+
+// Release is the release this source is (CHANGELOG.md). Its workflows replay the histories of the
+// releases from OldestSupported on (worker/testdata/histories); a store or dev state dir last run
+// by an older release is refused at start while it holds anything live (store.CheckRelease).
+const Release = "v0.1.0"
+
+// OldestSupported is the oldest release whose running workflows this kobe replays: the start of
+// the supported window (docs/architecture.md, "Releases and workflow versions"). v0.1.0 is the
+// baseline: it replays no release before it.
+const OldestSupported = "v0.1.0"
 
 // Info is what `kobe version` and /v1/status report.
 type Info struct {

@@ -138,6 +138,11 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	}
 	p.Store, p.StoreDSN = st, store.RedactDSN(storeDSN)
 	p.stops = append(p.stops, func() { _ = st.Close() })
+	// Before anything runs a workflow: a store whose workflows this release does not replay is
+	// refused while it holds any.
+	if err := checkRelease(ctx, cfg, mode, st, storeDSN); err != nil {
+		return nil, err
+	}
 
 	serverLogger := quiet(logger.Named("temporal"), cfg.LogLevel)
 	if mode == config.ModeDev {

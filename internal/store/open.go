@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/internal/buildinfo"
+
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver (pure Go)
 )
@@ -169,6 +171,14 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	for _, m := range all {
 		if err := s.applyMigration(ctx, m); err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
+		}
+	}
+	if current == 0 {
+		// A store this kobe created is of its release (kobe_release); one that had a schema
+		// before and no stamp was made by a kobe before v0.1.0 (see CheckRelease).
+		if _, err := s.exec(ctx, `INSERT INTO kobe_release (id, created, release, opened_at) VALUES (1, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`, buildinfo.Get().Version, buildinfo.Get().Version, time.Now().UTC().Format(time.RFC3339)); err != nil {
+			return fmt.Errorf("recording the store's release: %w", err)
 		}
 	}
 	return nil

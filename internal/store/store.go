@@ -251,6 +251,13 @@ type Store interface {
 	// SchemaVersion is the highest migration applied.
 	SchemaVersion(ctx context.Context) (int, error)
 
+	// Release is the release of kobe that created the store or last started on it
+	// (ErrNotFound: none since v0.1.0, which introduced it: the store was made before);
+	// StampRelease records release as the one that started on it last (and as its first, when
+	// there was none). See CheckRelease.
+	Release(ctx context.Context) (ReleaseStamp, error)
+	StampRelease(ctx context.Context, release string, at time.Time) error
+
 	Close() error
 }
 
