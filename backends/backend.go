@@ -307,13 +307,4 @@ type PreparedCredential struct {
 	// TokenID is the uid of the token's identity (its ServiceAccount's), which the instance's
 	// audit log records: it names this holder, never the token.
 	TokenID string `json:"tokenId,omitempty"`
-
-	// Legacy: a row prepared before kobe stopped storing the instance's CA carries the CA
-	// (these four fields and no token). It still mints the lease's certificate, so that a
-	// member prepared before an upgrade is not lost; such rows go with their members, and
-	// this path goes with the baseline release.
-	ClientCACertPEM []byte `json:"clientCaCert,omitempty"`
-	ClientCAKeyPEM  []byte `json:"clientCaKey,omitempty"`
-	UserPrefix      string `json:"userPrefix,omitempty"`
-	Group           string `json:"group,omitempty"`
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/kubeconfig"
-	"github.com/kunobi-ninja/kobe/internal/pki"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
@@ -31,7 +30,7 @@ func Mint(p backends.PreparedCredential, leaseID string, notAfter time.Time) (ba
 		return backends.Credential{}, fmt.Errorf("lease %s: its credential would already have expired (%s)", leaseID, notAfter.Format(time.RFC3339))
 	}
 	if p.Token == "" {
-		return mintFromCA(p, leaseID, notAfter)
+		return backends.Credential{}, fmt.Errorf("prepared credential of %s: no token", p.Cluster)
 	}
 	expires := notAfter
 	if !p.ExpiresAt.IsZero() && p.ExpiresAt.Before(expires) {
@@ -44,26 +43,6 @@ func Mint(p backends.PreparedCredential, leaseID string, notAfter time.Time) (ba
 		return backends.Credential{}, err
 	}
 	return backends.Credential{Kubeconfig: kc, User: p.User, ExpiresAt: expires, ID: p.TokenID}, nil
-}
-
-// mintFromCA mints from a row prepared before kobe stopped storing instances' CAs (see
-// backends.PreparedCredential): such a member still binds. The path goes with the baseline
-// release, which refuses a store from before it.
-func mintFromCA(p backends.PreparedCredential, leaseID string, notAfter time.Time) (backends.Credential, error) {
-	ca, err := pki.LoadCA(p.ClientCACertPEM, p.ClientCAKeyPEM)
-	if err != nil {
-		return backends.Credential{}, fmt.Errorf("prepared credential of %s: %w", p.Cluster, err)
-	}
-	user := p.UserPrefix + leaseID
-	cred, err := ca.IssueClientUntil(user, []string{p.Group}, notAfter)
-	if err != nil {
-		return backends.Credential{}, err
-	}
-	kc, err := kubeconfig.ForClientCert(p.Cluster, p.Server, p.ServerCAPEM, cred.CertPEM, cred.KeyPEM, user)
-	if err != nil {
-		return backends.Credential{}, err
-	}
-	return backends.Credential{Kubeconfig: kc, User: user, ExpiresAt: cred.NotAfter, ID: cred.Serial}, nil
 }
 
 // signerAAD binds a sealed signer to its instance: a row copied to another instance's id

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/internal/pki"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
@@ -63,23 +62,7 @@ func TestMintRefusesWhatCannotBeValid(t *testing.T) {
 	_, err = Mint(prepared(), "lease-1", time.Now().Add(-time.Second))
 	assert.ErrorContains(t, err, "would already have expired")
 	_, err = Mint(backends.PreparedCredential{Cluster: "inst-1"}, "lease-1", time.Now().Add(time.Hour))
-	assert.ErrorContains(t, err, "prepared credential of inst-1", "neither a token nor a CA")
-}
-
-// A member prepared before kobe stopped storing CAs still binds (until the baseline release).
-func TestMintFromALegacyRow(t *testing.T) {
-	ca, err := pki.NewCA("inst-1", time.Hour*24)
-	require.NoError(t, err)
-	p := backends.PreparedCredential{Cluster: "inst-1", Server: "https://10.1.0.2:6443", ServerCAPEM: ca.CertPEM,
-		ClientCACertPEM: ca.CertPEM, ClientCAKeyPEM: ca.KeyPEM, UserPrefix: "kobe:lease:", Group: "kobe:lease-holder"}
-	cred, err := Mint(p, "lease-1", time.Now().Add(time.Hour))
-	require.NoError(t, err)
-	assert.Equal(t, "kobe:lease:lease-1", cred.User)
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(cred.Kubeconfig)
-	require.NoError(t, err)
-	cert, err := pki.ParseCert(cfg.CertData)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"kobe:lease-holder"}, cert.Subject.Organization)
+	assert.ErrorContains(t, err, "prepared credential of inst-1: no token")
 }
 
 // A sealed row opens only with the workers' key and only under its own instance's id: a row

@@ -65,7 +65,6 @@ func TestPrepareMakesTheHolderAndATokenOfIt(t *testing.T) {
 	assert.Equal(t, HolderUser, p.User)
 	assert.Equal(t, "https://10.0.0.1:6443", p.Server)
 	assert.WithinDuration(t, time.Now().Add(HolderTokenLifetime), p.ExpiresAt, time.Minute)
-	assert.Empty(t, p.ClientCAKeyPEM, "nothing that signs")
 	binding, err := admin.RbacV1().ClusterRoleBindings().Get(ctx, holderBinding, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "cluster-admin", binding.RoleRef.Name)
