@@ -80,14 +80,14 @@ func (s *sleeper) register(ctx workflow.Context) error {
 		func(ctx workflow.Context, req SleepRequest) (View, error) {
 			return s.change(ctx, true, WakeRequest{}, causeOf(req.Cause))
 		},
-		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, SleepRequest) error { return s.refusal() }}); err != nil {
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, SleepRequest) error { return s.admission() }}); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateWake,
 		func(ctx workflow.Context, req WakeRequest) (View, error) {
 			return s.change(ctx, false, req, causeOf(req.Cause))
 		},
-		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return s.refusal() }})
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return s.admission() }})
 }
 
 // causeOf is the cause of a sleep or wake request: sleepCauseSchedule for a schedule's, else
@@ -99,7 +99,19 @@ func causeOf(cause string) string {
 	return sleepCauseRequest
 }
 
-// refusal is the validator of both updates: only a Bound lease sleeps or wakes.
+// admission is the validator of both updates: only a Bound lease sleeps or wakes. A warm-bound
+// lease is Bound from its first event, a moment before it holds its member (while it makes
+// sure of its credential): its holder, just answered Bound, may already ask; the update then
+// waits for the hold (change).
+func (s *sleeper) admission() error {
+	if s.view.Phase != api.LeaseBound {
+		return temporal.NewApplicationError(string(api.ReasonNotReady), SleepRejection)
+	}
+	return nil
+}
+
+// refusal says whether a sleep or wake can be carried out now: the lease is Bound and holds
+// its member.
 func (s *sleeper) refusal() error {
 	if !s.holding || s.view.Phase != api.LeaseBound {
 		return temporal.NewApplicationError(string(api.ReasonNotReady), SleepRejection)
@@ -111,7 +123,8 @@ func (s *sleeper) refusal() error {
 // instance's workflow, for the holder's request (sleepCauseRequest), a pool's schedule
 // (sleepCauseSchedule) or the lease's inactivity (sleepCauseInactivity).
 func (s *sleeper) change(ctx workflow.Context, asleep bool, wake WakeRequest, cause string) (View, error) {
-	if err := workflow.Await(ctx, func() bool { return !s.busy }); err != nil {
+	// One change at a time, and none before the lease holds its member (or has ended).
+	if err := workflow.Await(ctx, func() bool { return !s.busy && (s.holding || s.view.Phase != api.LeaseBound) }); err != nil {
 		return *s.view, err
 	}
 	if cause == sleepCauseRequest {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -18,6 +19,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 	"github.com/kunobi-ninja/kobe/worker"
 )
@@ -235,4 +237,27 @@ func TestCredentialOfASleepingInstanceIsRefusedAtOnce(t *testing.T) {
 
 	_, err = env.ExecuteActivity("RevokeLeaseCredentials", lease.CredentialRequest{LeaseID: "lease-1", Backend: "fake", InstanceID: "i1"})
 	assert.NoError(t, err, "a sleeping instance is not waited for")
+}
+
+// A warm-bound lease is Bound from its first event, while it still makes sure of its credential
+// (the local activity EnsureLeaseBound): a sleep sent then, by a holder that was just answered
+// Bound, is carried out once the lease holds its member, not refused not_ready (the soak saw
+// 23 of 59 such sleeps refused).
+func TestASleepRightAfterAWarmBindIsCarriedOut(t *testing.T) {
+	var runs []string
+	le := newLeaseEnv(t, stubSleeps(&runs, nil))
+	le.env.OnActivity(lease.ActivityEnsureLeaseBound, mock.Anything, mock.Anything).Return(func(context.Context, lease.BoundLease) error {
+		time.Sleep(300 * time.Millisecond) // the store is slow: the sleep arrives meanwhile
+		return nil
+	})
+	results := map[string]string{}
+	le.env.RegisterDelayedCallback(func() { le.sleepOrWake(results, "sleep at once", true) }, 0)
+	warm := input
+	warm.Bound = &pool.Assignment{InstanceID: "i1", Backend: "fake", Prepared: true,
+		Placement: instance.HostAssignment{HostID: "h1", TaskQueue: "kobe-host-h1"}, Endpoint: "https://fake",
+		At: le.env.Now()}
+	le.env.ExecuteWorkflow(lease.WorkflowName, warm)
+	require.NoError(t, le.env.GetWorkflowError())
+	assert.Equal(t, map[string]string{"sleep at once": "ok"}, results)
+	assert.Equal(t, []string{instance.SleepWorkflowID("i1", 1)}, runs, "the instance was put to sleep")
 }
