@@ -90,64 +90,133 @@ func (e *env) memberFreeze(id string) (pool.FreezeState, bool, error) {
 }
 
 // thawFault applies one of the three ways of breaking a thaw.
-func (e *env) thawFault(rng *rand.Rand, stop <-chan struct{}) fault {
-	f := fault{Kind: faultThaw, At: time.Now()}
-	switch rng.Intn(3) {
-	case 0:
+func (e *env) thawFault(tr *traffic, rng *rand.Rand, stop <-chan struct{}) fault {
+	if rng.Intn(3) == 0 {
 		return e.killFrozenMember(rng, stop)
-	case 1, 2:
-		stopOnly := rng.Intn(2) == 0
-		var id string
-		for deadline := time.Now().Add(90 * time.Second); id == "" && time.Now().Before(deadline); {
-			if ids := e.membersInFreeze(pool.Thawing, soakPool, schedPool); len(ids) > 0 {
-				id = ids[0]
-				break
+	}
+	return e.breakWorkerDuringThaw(tr, rng, stop, rng.Intn(2) == 0)
+}
+
+// breakWorkerDuringThaw stops (SIGSTOP for 2-6 s) or kills -9 the worker while a member thaws for
+// a claim. A thaw of a healthy member lasts well under a second, too short to be caught by
+// polling the pool (the soak of session 44 never saw one), so the fault makes the thaw last: it
+// stops the kube-apiserver of every frozen member of a pool first. The stop waits in the frozen
+// cgroup and lands at the thaw, and the thaw's check (GET /readyz, 10 s) then hangs on it. The
+// fault then asks for a lease of that pool, so that a claim thaws one of them, waits to see it
+// Thawing, and breaks the worker. What must follow: the member leaves Thawing (its thaw fails,
+// thaw_failed, and it is torn down), no lease is ever granted a member whose API server was
+// stopped (the same invariant as a member killed frozen: the detail names them), and the
+// fault's own lease ends Bound to another member or with a reason.
+func (e *env) breakWorkerDuringThaw(tr *traffic, rng *rand.Rand, stop <-chan struct{}, stopOnly bool) fault {
+	f := fault{Kind: faultThaw, At: time.Now()}
+	// The schedule pool freezes every spare, so a claim of it always thaws; the soak pool
+	// thaws its next spare after a bind, when it has one frozen.
+	name := schedPool
+	frozen := e.membersInFreeze(pool.Frozen, schedPool)
+	if len(frozen) == 0 {
+		name, frozen = soakPool, e.membersInFreeze(pool.Frozen, soakPool)
+	}
+	if len(frozen) == 0 {
+		f.Detail = "skipped: no frozen member"
+		return f
+	}
+	local, _ := leaks.CountLocalInstances(context.Background(), e.state, nil, "")
+	var stoppedIDs []string
+	var pids []int
+	for _, id := range frozen {
+		for _, p := range local.Processes[id] {
+			if p.Name == "kube-apiserver" && syscall.Kill(p.PID, syscall.SIGSTOP) == nil {
+				stoppedIDs = append(stoppedIDs, id)
+				pids = append(pids, p.PID)
 			}
-			if !sleepOrStop(100*time.Millisecond, stop) {
-				break
+		}
+	}
+	if len(stoppedIDs) == 0 {
+		f.Detail = "skipped: no kube-apiserver of a frozen member of " + name + " found"
+		return f
+	}
+	// A claim, so that the pool thaws one of them. It is the admin's (no client's quota is
+	// taken) and released below, whatever it got.
+	key := fmt.Sprintf("soak-thaw-%x", rng.Int63())
+	body, _ := json.Marshal(api.LeaseRequest{Pool: name, TTL: "2m", IdempotencyKey: key})
+	var l api.Lease
+	created := e.call(tr, true, "create (to thaw a stopped member)", e.adminToken, "POST", "/v1/leases", body, &l)
+	defer func() {
+		if l.ID != "" {
+			e.call(tr, true, "release (the thaw fault's lease)", e.adminToken, "DELETE", "/v1/leases/"+l.ID, nil, nil)
+		}
+	}()
+	var id string
+	for deadline := time.Now().Add(60 * time.Second); id == "" && time.Now().Before(deadline) && !stopped(stop); {
+		for _, t := range e.membersInFreeze(pool.Thawing, name) {
+			if slices.Contains(stoppedIDs, t) {
+				id = t
 			}
 		}
 		if id == "" {
-			f.Detail = "skipped: no thaw seen in 90 s"
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if id == "" {
+		// No thaw of them came (the claim took a running member, or none was made): give the
+		// members their API servers back. A SIGCONT discards the stop still pending in the
+		// frozen cgroup, and resumes one that was already stopped.
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+		f.Detail = fmt.Sprintf("skipped: no thaw of %s seen in 60 s (create answered %d %s)", strings.Join(stoppedIDs, ","), created.Status, created.Reason)
+		return f
+	}
+	f.At = time.Now()
+	// The detail starts as a frozen-member kill's does: frozenKilled reads the members from it.
+	f.Detail = stoppedFrozenPrefix + strings.Join(stoppedIDs, ",") + ": "
+	if stopOnly {
+		pause := time.Duration(2000+rng.Intn(4000)) * time.Millisecond
+		e.worker.signal(syscall.SIGSTOP)
+		time.Sleep(pause)
+		e.worker.signal(syscall.SIGCONT)
+		f.Detail += fmt.Sprintf("worker stopped %s while %s thawed", pause.Round(time.Millisecond), id)
+	} else {
+		e.worker.kill()
+		time.Sleep(time.Duration(rng.Intn(1000)) * time.Millisecond)
+		if err := e.worker.start(); err != nil {
+			f.Failed = err.Error()
 			return f
 		}
-		f.At = time.Now()
-		if stopOnly {
-			pause := time.Duration(2000+rng.Intn(4000)) * time.Millisecond
-			e.worker.signal(syscall.SIGSTOP)
-			time.Sleep(pause)
-			e.worker.signal(syscall.SIGCONT)
-			f.Detail = fmt.Sprintf("worker stopped %s while %s thawed", pause.Round(time.Millisecond), id)
-		} else {
-			e.worker.kill()
-			time.Sleep(time.Duration(rng.Intn(1000)) * time.Millisecond)
-			if err := e.worker.start(); err != nil {
-				f.Failed = err.Error()
-				return f
+		f.Detail += fmt.Sprintf("worker killed while %s thawed", id)
+	}
+	if _, failed := e.waitRecovered(f.At); failed != "" {
+		f.Failed = failed
+		return f
+	}
+	// The thaw must end: the member runs again, or it was torn down (thaw_failed).
+	for time.Since(f.At) < recoveryBound {
+		state, present, err := e.memberFreeze(id)
+		if err == nil && (!present || state != pool.Thawing) {
+			f.Recovered = time.Now()
+			f.Recovery = f.Recovered.Sub(f.At)
+			if !present {
+				f.Detail += "; member gone"
+			} else {
+				f.Detail += "; member " + orRunning(state)
 			}
-			f.Detail = fmt.Sprintf("worker killed while %s thawed", id)
+			break
 		}
-		if _, failed := e.waitRecovered(f.At); failed != "" {
-			f.Failed = failed
-			return f
-		}
-		// The thaw must end: the member runs again, or it was torn down (thaw_failed).
-		for time.Since(f.At) < recoveryBound {
-			state, present, err := e.memberFreeze(id)
-			if err == nil && (!present || state != pool.Thawing) {
-				f.Recovered = time.Now()
-				f.Recovery = f.Recovered.Sub(f.At)
-				if !present {
-					f.Detail += "; member gone"
-				} else {
-					f.Detail += "; member " + orRunning(state)
-				}
-				return f
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if f.Recovered.IsZero() {
 		f.Failed = fmt.Sprintf("member %s still Thawing %s after the fault", id, recoveryBound)
 		return f
+	}
+	// The fault's own lease: never one of the stopped members.
+	if l.ID != "" {
+		var got api.Lease
+		if a := e.call(tr, true, "get (the thaw fault's lease)", e.adminToken, "GET", "/v1/leases/"+l.ID, nil, &got); a.Status == 200 {
+			f.Detail += fmt.Sprintf("; its lease %s %s", got.ID, got.Phase)
+			if got.ClusterName != "" && slices.Contains(stoppedIDs, got.ClusterName) {
+				f.Failed = fmt.Sprintf("lease %s was granted %s, whose kube-apiserver was stopped while it was frozen", got.ID, got.ClusterName)
+			}
+		}
 	}
 	return f
 }
@@ -185,7 +254,7 @@ func (e *env) killFrozenMember(rng *rand.Rand, stop <-chan struct{}) fault {
 		return f
 	}
 	f.At = time.Now()
-	f.Detail = "killed kube-apiserver of frozen member " + id
+	f.Detail = killedFrozenPrefix + id
 	for time.Since(f.At) < 2*time.Minute && !stopped(stop) {
 		if e.instancePhase(id) != "Ready" {
 			f.Recovered = time.Now()
@@ -199,14 +268,25 @@ func (e *env) killFrozenMember(rng *rand.Rand, stop <-chan struct{}) fault {
 	return f
 }
 
-// frozenKilled is the member a frozen-member kill named, "" for other faults.
-func frozenKilled(f fault) string {
-	const p = "killed kube-apiserver of frozen member "
-	if f.Kind != faultThaw || !strings.HasPrefix(f.Detail, p) {
-		return ""
+// The starts of the details of the thaw faults that broke frozen members' API servers.
+const (
+	killedFrozenPrefix  = "killed kube-apiserver of frozen member "
+	stoppedFrozenPrefix = "stopped kube-apiserver of frozen members "
+)
+
+// frozenKilled are the members whose API server a thaw fault killed or stopped while they were
+// frozen (none may be granted after it), nil for other faults.
+func frozenKilled(f fault) []string {
+	if f.Kind != faultThaw {
+		return nil
 	}
-	id, _, _ := strings.Cut(strings.TrimPrefix(f.Detail, p), ":")
-	return id
+	for _, p := range []string{killedFrozenPrefix, stoppedFrozenPrefix} {
+		if strings.HasPrefix(f.Detail, p) {
+			ids, _, _ := strings.Cut(strings.TrimPrefix(f.Detail, p), ":")
+			return strings.Split(ids, ",")
+		}
+	}
+	return nil
 }
 
 // orphanRecord is a lease whose API was killed between admission and start by faultOrphan.

@@ -92,7 +92,7 @@ func (e *env) injectFaults(tr *traffic, rng *rand.Rand, stop <-chan struct{}) []
 		case faultRecreatePool:
 			f = e.recreatePool(rng)
 		case faultThaw:
-			f = e.thawFault(rng, stop)
+			f = e.thawFault(tr, rng, stop)
 		case faultOrphan:
 			f = e.orphanLease(tr, rng)
 		case faultRecreateSchedPool:

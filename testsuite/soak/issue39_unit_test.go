@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -75,13 +76,17 @@ func TestSchedMismatchWantsExactlyTheShapesSchedules(t *testing.T) {
 	}
 }
 
-func TestFrozenKilledNamesTheMember(t *testing.T) {
+func TestFrozenKilledNamesTheMembers(t *testing.T) {
 	f := fault{Kind: faultThaw, Detail: "killed kube-apiserver of frozen member soak-ab-3: out of Ready"}
-	if got := frozenKilled(f); got != "soak-ab-3" {
+	if got := frozenKilled(f); !slices.Equal(got, []string{"soak-ab-3"}) {
 		t.Errorf("frozenKilled = %q", got)
 	}
-	if got := frozenKilled(fault{Kind: faultThaw, Detail: "worker killed while soak-ab-3 thawed"}); got != "" {
-		t.Errorf("a worker kill named %q", got)
+	f = fault{Kind: faultThaw, Detail: "stopped kube-apiserver of frozen members soak-sched-ab-1,soak-sched-ab-2: worker killed while soak-sched-ab-2 thawed; member gone"}
+	if got := frozenKilled(f); !slices.Equal(got, []string{"soak-sched-ab-1", "soak-sched-ab-2"}) {
+		t.Errorf("frozenKilled = %q", got)
+	}
+	if got := frozenKilled(fault{Kind: faultThaw, Detail: "skipped: no frozen member"}); got != nil {
+		t.Errorf("a skipped fault named %q", got)
 	}
 }
 

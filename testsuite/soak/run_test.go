@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -327,8 +328,8 @@ func (e *env) check(r *Report, tr *traffic, smp samples) {
 		}
 		// A member that died frozen must fail its thaw, never be granted.
 		for _, f := range r.Faults {
-			if id := frozenKilled(f); id != "" && l.Bound && l.Instance == id && l.BoundAt.After(f.At) {
-				r.violate("lease %s was granted %s at %s, whose kube-apiserver was killed while it was frozen (at %s)", l.ID, id,
+			if ids := frozenKilled(f); l.Bound && slices.Contains(ids, l.Instance) && l.BoundAt.After(f.At) {
+				r.violate("lease %s was granted %s at %s, whose kube-apiserver was killed or stopped while it was frozen (at %s)", l.ID, l.Instance,
 					l.BoundAt.Format("15:04:05.000"), f.At.Format("15:04:05.000"))
 			}
 		}
@@ -588,7 +589,7 @@ func brokeInstance(faults []fault, instance string, at time.Time) bool {
 func during(faults []fault, a answer) string {
 	for _, f := range faults {
 		if f.Kind == faultBackend || f.Kind == faultKillMember || f.Kind == faultRecreatePool ||
-			f.Kind == faultRecreateSchedPool || frozenKilled(f) != "" || strings.HasPrefix(f.Detail, "skipped") {
+			f.Kind == faultRecreateSchedPool || frozenKilled(f) != nil || strings.HasPrefix(f.Detail, "skipped") {
 			continue // the API itself keeps serving: no 5xx excused
 		}
 		end := f.Recovered
