@@ -111,14 +111,21 @@ func (e *env) breakWorkerDuringThaw(tr *traffic, rng *rand.Rand, stop <-chan str
 	f := fault{Kind: faultThaw, At: time.Now()}
 	// The schedule pool freezes every spare, so a claim of it always thaws; the soak pool
 	// thaws its next spare after a bind, when it has one frozen.
-	name := schedPool
-	frozen := e.membersInFreeze(pool.Frozen, schedPool)
-	if len(frozen) == 0 {
-		name, frozen = soakPool, e.membersInFreeze(pool.Frozen, soakPool)
-	}
-	if len(frozen) == 0 {
-		f.Detail = "skipped: no frozen member"
-		return f
+	// Under load, or after a reboot fault, a pool may have no spare frozen for a while: wait
+	// for one rather than skip.
+	var name string
+	var frozen []string
+	for deadline := time.Now().Add(2 * time.Minute); len(frozen) == 0; {
+		for _, p := range []string{schedPool, soakPool} {
+			if frozen = e.membersInFreeze(pool.Frozen, p); len(frozen) > 0 {
+				name = p
+				break
+			}
+		}
+		if len(frozen) == 0 && (time.Now().After(deadline) || !sleepOrStop(500*time.Millisecond, stop)) {
+			f.Detail = "skipped: no frozen member in 2 min"
+			return f
+		}
 	}
 	local, _ := leaks.CountLocalInstances(context.Background(), e.state, nil, "")
 	var stoppedIDs []string
