@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Options is what a pool gives a hosted backend. pools.Validate builds it from the manifest:
+// Options is what a pool gives a hosted backend. poolspec.Validate builds it from the manifest:
 // the backend's own section (spec.backend.<type>: Namespace, Image) plus, under reserved keys,
 // spec.cluster (minus version), spec.resources and spec.backend.datastore, so that the backend
 // sees everything that shapes an instance and a change of any of it is drift.

@@ -1,7 +1,7 @@
-// Package pools holds the ClusterPool manifest (the upstream shape, apiVersion
+// Package poolspec holds the ClusterPool manifest (the upstream shape, apiVersion
 // kobe.kunobi.ninja/v1alpha1) and its validation, shared by the API, the CLI and the workflows
 // so that a pool is judged the same way everywhere.
-package pools
+package poolspec
 
 import (
 	"encoding/json"
@@ -148,7 +148,7 @@ type Scaling struct {
 	// are frozen where the backend can (backends.Freezer) and thawed as claims take the
 	// running ones (default DefaultThawedSpares). A kobe field, not upstream's.
 	ThawedSpares *int `json:"thawedSpares,omitempty"`
-	// Schedule (kobe addition): windows of time with another warm target (pools/schedule.go).
+	// Schedule (kobe addition): windows of time with another warm target (poolspec/schedule.go).
 	Schedule []WarmWindow `json:"schedule,omitempty"`
 }
 
