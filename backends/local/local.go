@@ -93,8 +93,8 @@ type Backend struct {
 
 	mu        sync.Mutex
 	instances map[string]*instance
-	// creating serialises Create/Delete per id.
-	locks map[string]*sync.Mutex
+	// locks serialises Create/Delete (and sleep, freeze, rotation) per id.
+	locks backends.InstanceLocks
 	// stopped refuses new Creates once StopCreating ran; creates counts those in flight.
 	stopped bool
 	creates sync.WaitGroup
@@ -150,7 +150,6 @@ func New(cfg Config) (*Backend, error) {
 		secretsDir: cfg.SecretsDir,
 		boot:       newBootCPU(cfg.BootCPUShares),
 		instances:  map[string]*instance{},
-		locks:      map[string]*sync.Mutex{},
 	}
 	if b.secretsDir == "" {
 		b.secretsDir = filepath.Join(cfg.StateDir, "secrets")
@@ -274,18 +273,6 @@ func (b *Backend) binary(version, component string) (string, error) {
 	return "", fmt.Errorf("unknown component %q", component)
 }
 
-func (b *Backend) lock(id string) func() {
-	b.mu.Lock()
-	l, ok := b.locks[id]
-	if !ok {
-		l = &sync.Mutex{}
-		b.locks[id] = l
-	}
-	b.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
-
 func (b *Backend) get(id string) (*instance, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -307,7 +294,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	b.creates.Add(1)
 	b.mu.Unlock()
 	defer b.creates.Done()
-	unlock := b.lock(spec.ID)
+	unlock := b.locks.Lock(spec.ID)
 	defer unlock()
 	if in, ok := b.get(spec.ID); ok {
 		// Idempotent: the same id never makes a second instance. A retry after a crash of
@@ -400,7 +387,7 @@ func (b *Backend) WaitReady(ctx context.Context, id string, progress func(backen
 // Delete implements backends.RuntimeBackend: stop every process, remove the data, and verify
 // that no process, listening port or file of the instance remains.
 func (b *Backend) Delete(ctx context.Context, id string) error {
-	unlock := b.lock(id)
+	unlock := b.locks.Lock(id)
 	defer unlock()
 	in, ok := b.get(id)
 	dir := filepath.Join(b.root, id)
