@@ -42,7 +42,27 @@ func init() {
 				BootCPUShares: shares})
 		},
 		Prototype: &Backend{},
+		Traits:    backends.Traits{Datastore: true, Golden: true, Sleep: true, PreparedCredentials: true},
+		Options:   poolOptions,
 	})
+}
+
+// poolOptions is the registration's Options: spec.backend.local, with upstream's
+// spec.backend.datastore given as spec.backend.local.datastore, the field the backend reads
+// (the same shape). Both at once would say the same thing twice, and could disagree: refused.
+func poolOptions(sec backends.PoolSection) (json.RawMessage, error) {
+	if len(sec.Datastore) == 0 {
+		return sec.Own, nil
+	}
+	out, err := sec.Fields()
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := out["datastore"]; ok {
+		return nil, fmt.Errorf("spec.backend.datastore: given twice (%s.datastore too): keep one", sec.Field)
+	}
+	out["datastore"] = sec.Datastore
+	return json.Marshal(out)
 }
 
 // Component names accepted in spec.backend.local.components.

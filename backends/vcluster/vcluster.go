@@ -92,6 +92,7 @@ func init() {
 			return New(c)
 		},
 		Prototype: &Backend{},
+		Traits:    backends.Traits{HostCluster: true, PreparedCredentials: true},
 	})
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -289,7 +290,7 @@ func (e *crashEnv) manifest(warm int) *poolspec.ClusterPool {
 		Spec: poolspec.Spec{
 			TTL:                     "10m",
 			MaxConcurrentProvisions: &maxProv,
-			Backend:                 poolspec.Backend{Type: "local", Local: []byte(`{"components":["apiserver"]}`)},
+			Backend:                 poolspec.Backend{Type: "local", Sections: map[string]json.RawMessage{"local": []byte(`{"components":["apiserver"]}`)}},
 			Cluster:                 poolspec.Cluster{Version: e.version},
 			Scaling: &poolspec.Scaling{MinReady: &warm, MaxClusters: &maxClusters,
 				ScaleDownAfter: "2s", QueueTimeout: "10m"},
