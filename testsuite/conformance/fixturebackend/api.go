@@ -37,7 +37,8 @@ var objectFor = map[string]func() object{
 // with GET, as a kube-apiserver does for the core group. Requests come in JSON or protobuf
 // (client-go's choice); answers are JSON, which every client reads.
 type apiServer struct {
-	ca *authority
+	// clientCAs verify the client certificates: the instance's CA.
+	clientCAs *x509.CertPool
 
 	mu      sync.Mutex
 	objects map[string]object
@@ -45,8 +46,10 @@ type apiServer struct {
 	version int
 }
 
-func newAPIServer(ca *authority) *apiServer {
-	return &apiServer{ca: ca, objects: map[string]object{}, revoked: map[string]bool{}}
+func newAPIServer(ca *x509.Certificate) *apiServer {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return &apiServer{clientCAs: pool, objects: map[string]object{}, revoked: map[string]bool{}}
 }
 
 // tlsConfig asks for a client certificate but verifies it on every request (ServeHTTP), as
@@ -152,7 +155,7 @@ func (a *apiServer) authenticate(r *http.Request) (string, error) {
 	for _, c := range certs[1:] {
 		intermediates.AddCert(c)
 	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: a.ca.pool, Intermediates: intermediates, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: a.clientCAs, Intermediates: intermediates, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return "", fmt.Errorf("client certificate: %v", err)
 	}
 	return certs[0].Subject.CommonName, nil

@@ -10,6 +10,7 @@ package fixturebackend
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/internal/pki"
 )
 
 // Name is spec.backend.type for this backend.
@@ -84,7 +86,7 @@ type Backend struct {
 type instance struct {
 	status backends.InstanceStatus
 	server *http.Server
-	ca     *authority
+	ca     *pki.CA
 	api    *apiServer
 }
 
@@ -115,11 +117,15 @@ func (b *Backend) Create(_ context.Context, spec backends.InstanceSpec) (backend
 		return in.status, nil
 	}
 	options, _ := parseOptions(spec.Options)
-	ca, err := newAuthority(spec.ID)
+	ca, err := pki.NewCA("fixture-ca-"+spec.ID, 10*365*24*time.Hour)
 	if err != nil {
 		return backends.InstanceStatus{}, err
 	}
-	serving, err := ca.servingCertificate()
+	issued, err := ca.IssueServing("fixture-apiserver", nil, []net.IP{net.IPv4(127, 0, 0, 1)}, 365*24*time.Hour)
+	if err != nil {
+		return backends.InstanceStatus{}, err
+	}
+	serving, err := tls.X509KeyPair(issued.CertPEM, issued.KeyPEM)
 	if err != nil {
 		return backends.InstanceStatus{}, err
 	}
@@ -127,7 +133,7 @@ func (b *Backend) Create(_ context.Context, spec backends.InstanceSpec) (backend
 	if err != nil {
 		return backends.InstanceStatus{}, err
 	}
-	api := newAPIServer(ca)
+	api := newAPIServer(ca.Cert)
 	api.put("/api/v1/namespaces/kube-public", "", &corev1.Namespace{})
 	api.put("/api/v1/namespaces/kube-public/configmaps/fixture", "kube-public", &corev1.ConfigMap{Data: map[string]string{"greeting": options.Greeting}})
 	srv := &http.Server{
@@ -190,20 +196,20 @@ func (b *Backend) Credentials(_ context.Context, id string, req backends.Credent
 	if ttl <= 0 {
 		return backends.Credential{}, errors.New("a per-lease credential needs a TTL")
 	}
-	cert, err := in.ca.clientCertificate(user, time.Now().Add(ttl))
+	cert, err := in.ca.IssueClientUntil(user, nil, time.Now().Add(ttl))
 	if err != nil {
 		return backends.Credential{}, err
 	}
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters[id] = &clientcmdapi.Cluster{Server: in.status.Endpoint, CertificateAuthorityData: in.ca.certPEM}
-	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cert.certPEM, ClientKeyData: cert.keyPEM}
+	kc.Clusters[id] = &clientcmdapi.Cluster{Server: in.status.Endpoint, CertificateAuthorityData: in.ca.CertPEM}
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cert.CertPEM, ClientKeyData: cert.KeyPEM}
 	kc.Contexts[id] = &clientcmdapi.Context{Cluster: id, AuthInfo: user}
 	kc.CurrentContext = id
 	raw, err := clientcmd.Write(*kc)
 	if err != nil {
 		return backends.Credential{}, err
 	}
-	return backends.Credential{Kubeconfig: raw, User: user, ExpiresAt: cert.notAfter, ID: cert.serial}, nil
+	return backends.Credential{Kubeconfig: raw, User: user, ExpiresAt: cert.NotAfter, ID: cert.Serial}, nil
 }
 
 // RevokeCredentials implements backends.RuntimeBackend: the user's requests are forbidden
