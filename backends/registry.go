@@ -1,13 +1,17 @@
 package backends
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
 )
 
-// Factory creates a backend. Backends register one from their package's init.
+// Factory is a backend's registration: everything kobe's other parts need to know of it, so
+// that adding a backend is adding its package (docs/backends/adding.md). Backends register one
+// from their package's init.
 type Factory struct {
 	Name        string
 	Description string
@@ -16,6 +20,75 @@ type Factory struct {
 	// Prototype is a zero-cost value of the backend type, used to read its capabilities
 	// without starting anything.
 	Prototype RuntimeBackend
+	// Traits are what the backend declares about the pools it serves (docs/backends/contract.md).
+	Traits Traits
+	// Options turns the pool manifest's parts this backend reads into its instances'
+	// InstanceSpec.Options: the same JSON for the same manifest, since a change of it is drift.
+	// It may refuse what it reads (errors name the field); the rest of the judgement is
+	// Validate's. Nil: the backend's own section spec.backend.<name>, unchanged.
+	Options func(PoolSection) (json.RawMessage, error)
+}
+
+// Traits of a backend. The pool manifest reads them to know which of its shared parts a backend
+// reads (the others are refused by name) and where its members run; Register checks the ones an
+// optional interface also shows (Golden, Sleep, PreparedCredentials) against the Prototype.
+type Traits struct {
+	// HostCluster: the members run in a host cluster, which a pool may name
+	// (spec.backend.hostCluster): its members then go to the workers of that host cluster.
+	HostCluster bool
+	// Hosted: each member is pods of the host cluster, shaped by spec.cluster (servers, agents,
+	// serverArgs, persistence, expose) and spec.resources, which PoolSection then carries.
+	// A hosted backend runs in a host cluster (HostCluster).
+	Hosted bool
+	// Datastore: the backend reads upstream's spec.backend.datastore (a shared datastore),
+	// which PoolSection then carries.
+	Datastore bool
+	// Golden: members on a shared datastore can start from the pool's golden template
+	// (GoldenTemplater).
+	Golden bool
+	// Sleep: instances can sleep and wake with their data (Sleeper); spec.sleep is refused
+	// for the other backends.
+	Sleep bool
+	// PreparedCredentials: a member's lease credential is prepared before any lease claims
+	// it, so that a warm bind does not call the member (LeasePreparer).
+	PreparedCredentials bool
+}
+
+// PoolSection is what a pool's manifest holds for its backend: the backend's own section, and
+// the shared parts of the manifest its Traits say it reads (nil otherwise, and when absent).
+type PoolSection struct {
+	// Field is where Own is in the manifest ("spec.backend.<name>"), for errors.
+	Field string
+	// Own is spec.backend.<name>, as given.
+	Own json.RawMessage
+	// Datastore is spec.backend.datastore (Traits.Datastore).
+	Datastore json.RawMessage
+	// Cluster is the shape of spec.cluster: the fields among servers, agents, serverArgs,
+	// persistence and expose that are set, as one JSON object (Traits.Hosted).
+	Cluster json.RawMessage
+	// Resources is spec.resources (Traits.Hosted).
+	Resources json.RawMessage
+}
+
+// Fields is the backend's own section as an object's fields, to add to: empty when the
+// section is absent, an error naming it when it is not an object.
+func (s PoolSection) Fields() (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if len(s.Own) > 0 && string(s.Own) != "null" {
+		if err := json.Unmarshal(s.Own, &out); err != nil {
+			return nil, fmt.Errorf("%s: must be an object", s.Field)
+		}
+	}
+	return out, nil
+}
+
+// PoolOptions is the InstanceSpec.Options of a pool's members: the backend's Options of sec,
+// or its own section when it has none.
+func (f Factory) PoolOptions(sec PoolSection) (json.RawMessage, error) {
+	if f.Options == nil {
+		return sec.Own, nil
+	}
+	return f.Options(sec)
 }
 
 // Environment is what a backend gets from the process that runs it.
@@ -35,14 +108,51 @@ var (
 	registry = map[string]Factory{}
 )
 
-// Register adds a backend factory; registering a name twice panics (a programming error).
+// Register adds a backend factory. A name registered twice, or a registration that says
+// something its Prototype contradicts, panics: it is a programming error, found by any test
+// that imports the backend.
 func Register(f Factory) {
+	if err := f.check(); err != nil {
+		panic(fmt.Sprintf("backend %q: %v", f.Name, err))
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if _, dup := registry[f.Name]; dup {
 		panic(fmt.Sprintf("backend %q registered twice", f.Name))
 	}
 	registry[f.Name] = f
+}
+
+// check is what Register requires of a registration.
+func (f Factory) check() error {
+	if f.Name == "" || f.New == nil || f.Prototype == nil {
+		return errors.New("a registration needs a Name, New and a Prototype")
+	}
+	if got := f.Prototype.Name(); got != f.Name {
+		return fmt.Errorf("its Prototype's Name() is %q", got)
+	}
+	if f.Traits.Hosted && !f.Traits.HostCluster {
+		return errors.New("a Hosted backend runs in a host cluster: declare HostCluster too")
+	}
+	_, golden := f.Prototype.(GoldenTemplater)
+	_, sleeps := f.Prototype.(Sleeper)
+	_, prepares := f.Prototype.(LeasePreparer)
+	for _, t := range []struct {
+		trait, iface        string
+		declared, implement bool
+	}{
+		{"Golden", "GoldenTemplater", f.Traits.Golden, golden},
+		{"Sleep", "Sleeper", f.Traits.Sleep, sleeps},
+		{"PreparedCredentials", "LeasePreparer", f.Traits.PreparedCredentials, prepares},
+	} {
+		switch {
+		case t.declared && !t.implement:
+			return fmt.Errorf("it declares Traits.%s but its Prototype is no %s", t.trait, t.iface)
+		case t.implement && !t.declared:
+			return fmt.Errorf("its Prototype is a %s: declare Traits.%s", t.iface, t.trait)
+		}
+	}
+	return nil
 }
 
 // Lookup returns the factory of a backend by name.
@@ -62,6 +172,18 @@ func Names() []string {
 		out = append(out, n)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// NamesWith lists, sorted, the backends compiled in whose traits satisfy has: the
+// manifest names them when it refuses a part another backend does not read.
+func NamesWith(has func(Traits) bool) []string {
+	var out []string
+	for _, n := range Names() {
+		if f, _ := Lookup(n); has(f.Traits) {
+			out = append(out, n)
+		}
+	}
 	return out
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/worker"
 )
 
@@ -65,12 +65,12 @@ func TestShortLivedCertificatesOnARealInstance(t *testing.T) {
 
 	// X509Valid: refused at once when the certificates expire too soon, passed otherwise.
 	_, err = env.ExecuteActivity("WaitReadinessGates", instance.GatesRequest{Backend: "local", InstanceID: id,
-		Gates: []pools.ReadinessGate{{Type: "X509Valid", MinRemaining: "10m"}}, Deadline: time.Now().Add(2 * time.Minute)})
+		Gates: []poolspec.ReadinessGate{{Type: "X509Valid", MinRemaining: "10m"}}, Deadline: time.Now().Add(2 * time.Minute)})
 	nonRetryable(t, err, instance.ErrGatesNotPassed)
 	assert.Contains(t, err.Error(), "X509Valid 10m")
 	assert.Contains(t, err.Error(), "less than the 10m0s required")
 	_, err = env.ExecuteActivity("WaitReadinessGates", instance.GatesRequest{Backend: "local", InstanceID: id,
-		Gates: []pools.ReadinessGate{{Type: "X509Valid", MinRemaining: "1m"}}, Deadline: time.Now().Add(2 * time.Minute)})
+		Gates: []poolspec.ReadinessGate{{Type: "X509Valid", MinRemaining: "1m"}}, Deadline: time.Now().Add(2 * time.Minute)})
 	require.NoError(t, err)
 
 	// A holder's kubeconfig, issued before the re-issue, with a real request.

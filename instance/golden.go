@@ -16,7 +16,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/addons"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // Golden templates (spec.backend.<type>.datastore.goldenTemplates, backends.GoldenTemplater):
@@ -29,12 +29,12 @@ import (
 // (pool, Kubernetes version, backend options, addons). A change of any of them is a new
 // generation, hence a new template. EnsureGoldenTemplate computes it and returns it to
 // Provision (so that the workflow holds no hashing nor encoding of its own).
-func GoldenGeneration(spec backends.InstanceSpec, addons []pools.Addon) string {
+func GoldenGeneration(spec backends.InstanceSpec, addons []poolspec.Addon) string {
 	data, _ := json.Marshal(struct {
-		Pool    string          `json:"pool"`
-		Version string          `json:"version"`
-		Options json.RawMessage `json:"options,omitempty"`
-		Addons  []pools.Addon   `json:"addons,omitempty"`
+		Pool    string           `json:"pool"`
+		Version string           `json:"version"`
+		Options json.RawMessage  `json:"options,omitempty"`
+		Addons  []poolspec.Addon `json:"addons,omitempty"`
 	}{spec.Pool, spec.KubernetesVersion, spec.Options, addons})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])[:10]
@@ -45,7 +45,7 @@ func GoldenGeneration(spec backends.InstanceSpec, addons []pools.Addon) string {
 type GoldenRequest struct {
 	Backend string                `json:"backend"`
 	Spec    backends.InstanceSpec `json:"spec"`
-	Addons  []pools.Addon         `json:"addons,omitempty"`
+	Addons  []poolspec.Addon      `json:"addons,omitempty"`
 }
 
 // ErrNoGoldenTemplates is the non-retryable error type of a backend without golden templates.

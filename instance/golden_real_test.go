@@ -25,7 +25,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/datastore"
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite/dbtest"
 	"github.com/kunobi-ninja/kobe/testsuite/goldentest"
 	"github.com/kunobi-ninja/kobe/worker"
@@ -73,7 +73,7 @@ func newGoldenEnv(t testing.TB, driver datastore.Driver, extra int) *goldenEnv {
 		Backend: "local",
 		Spec: backends.InstanceSpec{Pool: pool, KubernetesVersion: local.Tools{Dir: tools}.KubernetesVersions()[0],
 			Options: []byte(`{"datastore":{"secretRef":"ds","goldenTemplates":true}}`)},
-		Addons: []pools.Addon{{Name: "golden", Manifest: goldentest.Manifest(extra)}},
+		Addons: []poolspec.Addon{{Name: "golden", Manifest: goldentest.Manifest(extra)}},
 	}}
 	t.Cleanup(func() {
 		for _, id := range b.InstanceIDs() {
@@ -168,7 +168,7 @@ func TestGoldenTemplateOnRealDatastores(t *testing.T) {
 			assert.True(t, apierrors.IsUnauthorized(err), "A's ServiceAccount token at B: %v", err)
 
 			// A new spec (one more addon) is a new generation: its template replaces the old one.
-			g.in.Addons = append(g.in.Addons, pools.Addon{Name: "more", Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: more, namespace: golden}\n"})
+			g.in.Addons = append(g.in.Addons, poolspec.Addon{Name: "more", Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: more, namespace: golden}\n"})
 			gen2 := g.ensure(t)
 			require.NotEqual(t, gen, gen2)
 			tplName2, err := g.admin.Name(backends.GoldenTemplateID(backends.InstanceSpec{Pool: g.pool, Golden: gen2}))

@@ -11,11 +11,11 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 )
 
-var goldenAddons = []pools.Addon{{Name: "ns", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: golden}\n"}}
+var goldenAddons = []poolspec.Addon{{Name: "ns", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: golden}\n"}}
 
 // A member of a pool with golden templates: the template of the pool's generation is ensured
 // first, the member is created from it (spec.golden), and the addons are not applied again.

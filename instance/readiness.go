@@ -15,7 +15,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/addons"
 	"github.com/kunobi-ninja/kobe/internal/readiness"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // Error types of the addon and gate activities that retrying cannot fix.
@@ -32,19 +32,19 @@ const (
 
 // AddonsRequest asks for a pool's addons to be applied to one instance.
 type AddonsRequest struct {
-	Backend    string        `json:"backend"`
-	InstanceID string        `json:"instanceId"`
-	Addons     []pools.Addon `json:"addons"`
+	Backend    string           `json:"backend"`
+	InstanceID string           `json:"instanceId"`
+	Addons     []poolspec.Addon `json:"addons"`
 }
 
 // GatesRequest asks to wait until an instance passes a pool's readiness gates. Deadline is set
 // by the workflow (deterministically), so that an attempt retried on another worker keeps the
 // same end instead of starting the wait over.
 type GatesRequest struct {
-	Backend    string                `json:"backend"`
-	InstanceID string                `json:"instanceId"`
-	Gates      []pools.ReadinessGate `json:"gates"`
-	Deadline   time.Time             `json:"deadline"`
+	Backend    string                   `json:"backend"`
+	InstanceID string                   `json:"instanceId"`
+	Gates      []poolspec.ReadinessGate `json:"gates"`
+	Deadline   time.Time                `json:"deadline"`
 }
 
 // adminConfig returns a client config from the instance's admin kubeconfig. The kubeconfig is

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/backends/local"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
@@ -47,7 +47,7 @@ func TestAddonsAndGatesActivitiesOnARealInstance(t *testing.T) {
 	acts.RegisterActivities(env)
 
 	_, err = env.ExecuteActivity("ApplyAddons", instance.AddonsRequest{Backend: "local", InstanceID: id,
-		Addons: []pools.Addon{{Name: "agent", Manifest: `
+		Addons: []poolspec.Addon{{Name: "agent", Manifest: `
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: agent, namespace: tools}
@@ -58,7 +58,7 @@ metadata: {name: tools}
 `}}})
 	require.NoError(t, err)
 
-	gates := []pools.ReadinessGate{
+	gates := []poolspec.ReadinessGate{
 		{Type: "NodesReady", Count: 1},
 		{Type: "InClusterToken", Namespace: "tools", ServiceAccount: "agent"},
 		{Type: "SchedulingProbe", Namespace: "default"},
@@ -69,7 +69,7 @@ metadata: {name: tools}
 
 	// A gate that cannot pass: at the deadline, a final error naming it and why.
 	_, err = env.ExecuteActivity("WaitReadinessGates", instance.GatesRequest{Backend: "local", InstanceID: id,
-		Gates:    append(gates, pools.ReadinessGate{Type: "DeploymentReady", Namespace: "tools", Name: "absent"}),
+		Gates:    append(gates, poolspec.ReadinessGate{Type: "DeploymentReady", Namespace: "tools", Name: "absent"}),
 		Deadline: time.Now().Add(5 * time.Second)})
 	nonRetryable(t, err, instance.ErrGatesNotPassed)
 	assert.Contains(t, err.Error(), "instance acts: 1 of 4 readiness gates not passed: DeploymentReady tools/absent: deployment tools/absent: not found")

@@ -12,7 +12,7 @@ import (
 	"github.com/kunobi-ninja/kobe/worker"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
@@ -64,7 +64,7 @@ func nonRetryable(t *testing.T, err error, typ string) {
 func TestApplyAddonsRefusesAManifestThatDoesNotParse(t *testing.T) {
 	env := activityEnv(t)
 	_, err := env.ExecuteActivity("ApplyAddons", instance.AddonsRequest{Backend: "fake", InstanceID: "i1",
-		Addons: []pools.Addon{{Name: "broken", Manifest: "apiVersion: v1\nkind: [ConfigMap\n"}}})
+		Addons: []poolspec.Addon{{Name: "broken", Manifest: "apiVersion: v1\nkind: [ConfigMap\n"}}})
 	nonRetryable(t, err, instance.ErrInvalidAddon)
 	assert.Contains(t, err.Error(), `addon "broken": document 1`)
 }
@@ -72,14 +72,14 @@ func TestApplyAddonsRefusesAManifestThatDoesNotParse(t *testing.T) {
 func TestApplyAddonsOnAnUnknownInstance(t *testing.T) {
 	env := activityEnv(t)
 	_, err := env.ExecuteActivity("ApplyAddons", instance.AddonsRequest{Backend: "fake", InstanceID: "gone",
-		Addons: []pools.Addon{{Name: "a", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n"}}})
+		Addons: []poolspec.Addon{{Name: "a", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n"}}})
 	nonRetryable(t, err, "InstanceNotFound")
 }
 
 func TestWaitReadinessGatesUnsupportedGate(t *testing.T) {
 	env := activityEnv(t)
 	_, err := env.ExecuteActivity("WaitReadinessGates", instance.GatesRequest{Backend: "fake", InstanceID: "i1",
-		Gates: []pools.ReadinessGate{{Type: "Telepathy"}}, Deadline: time.Now().Add(time.Minute)})
+		Gates: []poolspec.ReadinessGate{{Type: "Telepathy"}}, Deadline: time.Now().Add(time.Minute)})
 	nonRetryable(t, err, instance.ErrUnsupportedGate)
 }
 
@@ -90,7 +90,7 @@ func TestWaitReadinessGatesDeadlineIsFinal(t *testing.T) {
 	defer srv.Close()
 	env := activityEnv(t)
 	_, err := env.ExecuteActivity("WaitReadinessGates", instance.GatesRequest{Backend: "fake", InstanceID: "i1",
-		Gates:    []pools.ReadinessGate{{Type: "URLHealthy", URL: srv.URL + "/healthz"}},
+		Gates:    []poolspec.ReadinessGate{{Type: "URLHealthy", URL: srv.URL + "/healthz"}},
 		Deadline: time.Now().Add(100 * time.Millisecond)})
 	nonRetryable(t, err, instance.ErrGatesNotPassed)
 	assert.Contains(t, err.Error(), "instance i1: 1 of 1 readiness gates not passed: URLHealthy "+srv.URL+"/healthz")

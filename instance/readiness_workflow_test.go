@@ -12,7 +12,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -25,8 +25,8 @@ import (
 // internal/readiness); what is tested is the workflow: order, queue, deadline, cleanup.
 
 var (
-	testAddons = []pools.Addon{{Name: "demo", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n"}}
-	testGates  = []pools.ReadinessGate{{Type: "DeploymentReady", Namespace: "demo", Name: "web"}}
+	testAddons = []poolspec.Addon{{Name: "demo", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n"}}
+	testGates  = []poolspec.ReadinessGate{{Type: "DeploymentReady", Namespace: "demo", Name: "web"}}
 )
 
 type calls struct {

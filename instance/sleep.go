@@ -11,7 +11,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // Workflow names of an instance's sleep and wake. Each sleep and each wake is a workflow of its
@@ -23,7 +23,7 @@ const (
 
 // DefaultResumeTimeout bounds a wake (Resume, then ready) when the pool's
 // spec.scaling.resumeTimeout is not set.
-const DefaultResumeTimeout = pools.DefaultResumeTimeout
+const DefaultResumeTimeout = poolspec.DefaultResumeTimeout
 
 // SleepWorkflowID is the id of the n-th sleep of an instance; WakeWorkflowID of its n-th wake.
 // The numbers make each one a run of its own, and a retried start of the same one a no-op.
@@ -48,7 +48,7 @@ type SleepInput struct {
 	// (DefaultResumeTimeout when zero). Unused by a sleep.
 	ResumeTimeout time.Duration `json:"resumeTimeout,omitempty"`
 	// CertificatesMinRemaining: a wake re-issues the instance's certificates when they expire
-	// within it (WakeCertificateMinimum of its pool; pools.DefaultRecycleBefore when zero).
+	// within it (WakeCertificateMinimum of its pool; poolspec.DefaultRecycleBefore when zero).
 	// Unused by a sleep.
 	CertificatesMinRemaining time.Duration `json:"certificatesMinRemaining,omitempty"`
 }
@@ -188,16 +188,16 @@ func WakeCertificates(st CertificateState, now time.Time, minRemaining time.Dura
 // pool, or the wake re-issues them: the longer of the pool's recycleBefore (the certificate
 // workflow's horizon: what it would re-issue anyway) and the minRemaining of its X509Valid
 // readiness gates (what the pool refuses to hand out).
-func WakeCertificateMinimum(pol pools.Policy) time.Duration {
+func WakeCertificateMinimum(pol poolspec.Policy) time.Duration {
 	need := pol.RecycleBefore
 	if need <= 0 {
-		need = pools.DefaultRecycleBefore
+		need = poolspec.DefaultRecycleBefore
 	}
 	for _, g := range pol.Gates {
 		if g.Type != "X509Valid" {
 			continue
 		}
-		if d, err := pools.ParseDays("minRemaining", g.MinRemaining); err == nil && d > need {
+		if d, err := poolspec.ParseDays("minRemaining", g.MinRemaining); err == nil && d > need {
 			need = d
 		}
 	}
@@ -211,7 +211,7 @@ func wakeCertificates(ctx workflow.Context, in SleepInput, left func() time.Dura
 	var a *Activities
 	need := in.CertificatesMinRemaining
 	if need <= 0 {
-		need = pools.DefaultRecycleBefore
+		need = poolspec.DefaultRecycleBefore
 	}
 	queue := in.Placement.TaskQueue
 	var states []CertificateState

@@ -13,7 +13,7 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -37,9 +37,9 @@ type ProvisionInput struct {
 	NotifyPool string `json:"notifyPool,omitempty"`
 	// Addons are applied, in order, once the instance is ready; then every gate must pass
 	// within GatesTimeout (default 5m) before the instance is recorded Ready.
-	Addons       []pools.Addon         `json:"addons,omitempty"`
-	Gates        []pools.ReadinessGate `json:"gates,omitempty"`
-	GatesTimeout time.Duration         `json:"gatesTimeout,omitempty"`
+	Addons       []poolspec.Addon         `json:"addons,omitempty"`
+	Gates        []poolspec.ReadinessGate `json:"gates,omitempty"`
+	GatesTimeout time.Duration            `json:"gatesTimeout,omitempty"`
 	// HostCluster is the pool's spec.backend.hostCluster: the instance is placed by a worker of
 	// that host cluster ("": any worker running the backend).
 	HostCluster string `json:"hostCluster,omitempty"`

@@ -19,7 +19,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/jsonduration"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pool"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // ScheduledSleep is the action of a pool's sleep and wake schedules (pool/schedules.go): it
@@ -91,7 +91,7 @@ func (a *Activities) ListSleepTargets(ctx context.Context, in pool.ScheduledSlee
 	if err != nil {
 		return SleepTargets{}, err
 	}
-	policy := &pools.SleepPolicy{Exclude: in.Exclude}
+	policy := &poolspec.SleepPolicy{Exclude: in.Exclude}
 	var t SleepTargets
 	for _, l := range ls {
 		if policy.Excludes(l.Principal, l.Alias, l.Metadata) {
@@ -131,7 +131,7 @@ func (a *Activities) ChangeLeaseSleep(ctx context.Context, c LeaseSleepChange) (
 		} else if err != nil {
 			return "", err
 		}
-		pol, err := pools.ParseStored(p.Spec)
+		pol, err := poolspec.ParseStored(p.Spec)
 		if err != nil {
 			return "", temporal.NewNonRetryableApplicationError(err.Error(), "PoolSpec", err)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 	"github.com/kunobi-ninja/kobe/worker"
 )
@@ -58,7 +58,7 @@ func TestScheduledSleepActsOnTheBoundLeasesNotExcluded(t *testing.T) {
 		return "ok", nil
 	}, activity.RegisterOptions{Name: "ChangeLeaseSleep"})
 	env.ExecuteWorkflow(pool.ScheduledSleepWorkflowName, pool.ScheduledSleepInput{Pool: "p", Wake: true, ResumeTimeout: 2 * time.Minute,
-		Exclude: []pools.SleepExclusion{{Owner: "ci-*"}, {Alias: "demo-*", Metadata: map[string]string{"keep": "awake"}}}})
+		Exclude: []poolspec.SleepExclusion{{Owner: "ci-*"}, {Alias: "demo-*", Metadata: map[string]string{"keep": "awake"}}}})
 	require.NoError(t, env.GetWorkflowError())
 	var res lease.ScheduledSleepResult
 	require.NoError(t, env.GetWorkflowResult(&res))

@@ -17,7 +17,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	kobetest "github.com/kunobi-ninja/kobe/testsuite"
 )
 
@@ -58,7 +58,7 @@ func TestScheduledWakeUsesThePoolsPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	m, err := pools.Parse([]byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
+	m, err := poolspec.Parse([]byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
 kind: ClusterPool
 metadata: {name: certs}
 spec:

@@ -12,7 +12,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // Updates that put a Bound lease's instance to sleep and wake it (→ View). Each runs the
@@ -42,7 +42,7 @@ type SleepRequest struct {
 // WakeRequest asks a sleeping lease to wake its instance within ResumeTimeout, re-issuing its
 // certificates when they expire within CertificatesMinRemaining. Every wake kobe sends (the
 // API's, a wake schedule's) is built by WakeFor from the pool's policy; zero fields are the
-// defaults (instance.DefaultResumeTimeout, pools.DefaultRecycleBefore).
+// defaults (instance.DefaultResumeTimeout, poolspec.DefaultRecycleBefore).
 type WakeRequest struct {
 	ResumeTimeout            time.Duration `json:"resumeTimeout,omitempty"`
 	CertificatesMinRemaining time.Duration `json:"certificatesMinRemaining,omitempty"`
@@ -53,7 +53,7 @@ type WakeRequest struct {
 // its certificate minimum (instance.WakeCertificateMinimum: recycleBefore or an X509Valid
 // gate's minRemaining, the longer). The one place a wake reads the pool's policy, so that a
 // person's wake and a schedule's are the same.
-func WakeFor(pol pools.Policy) WakeRequest {
+func WakeFor(pol poolspec.Policy) WakeRequest {
 	return WakeRequest{ResumeTimeout: pol.ResumeTimeout, CertificatesMinRemaining: instance.WakeCertificateMinimum(pol)}
 }
 

@@ -12,14 +12,14 @@ import (
 
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // The pool hands its addons and gates to each member's provision.
 func TestPoolPassesAddonsAndGatesToMembers(t *testing.T) {
 	pol := basePolicy()
-	addons := []pools.Addon{{Name: "demo", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n"}}
-	gates := []pools.ReadinessGate{{Type: "DeploymentReady", Namespace: "demo", Name: "web"}}
+	addons := []poolspec.Addon{{Name: "demo", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n"}}
+	gates := []poolspec.ReadinessGate{{Type: "DeploymentReady", Namespace: "demo", Name: "web"}}
 	pol.Addons, pol.Gates = addons, gates
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()

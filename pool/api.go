@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // ApplyOptions says where a pool's workflow runs.
@@ -23,7 +23,7 @@ type ApplyOptions struct {
 
 // Apply records a validated pool in the store and makes sure its entity workflow runs:
 // started if absent, told the new policy if it already runs (e.g. after a restart of kobe dev).
-func Apply(ctx context.Context, c client.Client, s store.Store, manifest *pools.ClusterPool, opts ApplyOptions) error {
+func Apply(ctx context.Context, c client.Client, s store.Store, manifest *poolspec.ClusterPool, opts ApplyOptions) error {
 	pol, err := manifest.Validate()
 	if err != nil {
 		return err

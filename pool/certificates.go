@@ -9,7 +9,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // The pool's part of the certificate workflow (CertificateSweep signals SignalCheckCertificates
@@ -67,7 +67,7 @@ func (s *State) recycleBefore() time.Duration {
 	if s.Policy.RecycleBefore > 0 {
 		return s.Policy.RecycleBefore
 	}
-	return pools.DefaultRecycleBefore
+	return poolspec.DefaultRecycleBefore
 }
 
 // CertificateCheckRequested notes that the certificate workflow asked for a check.

@@ -95,7 +95,7 @@ const (
 	SignalClaim       = "claim"        // ClaimRequest, from a lease
 	SignalCancelClaim = "cancel-claim" // lease id, from a lease that no longer waits
 	SignalRelease     = "release"      // ReleaseRequest, from a lease done with its instance
-	SignalApply       = "apply"        // pools.Policy: a new spec
+	SignalApply       = "apply"        // poolspec.Policy: a new spec
 	SignalDeletePool  = "delete"       // drain and forget the pool
 	QueryPoolStatus   = "status"
 )

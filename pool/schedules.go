@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/kunobi-ninja/kobe/internal/jsonduration"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // A pool's Temporal Schedules (issue 18; version pool-schedules): spec.sleep.schedule and
@@ -63,9 +63,9 @@ type PoolSchedule struct {
 // ScheduledSleepInput is what a sleep or wake schedule runs: put the pool's Bound leases to
 // sleep (or wake them), leaving alone those Exclude matches.
 type ScheduledSleepInput struct {
-	Pool    string                 `json:"pool"`
-	Wake    bool                   `json:"wake,omitempty"`
-	Exclude []pools.SleepExclusion `json:"exclude,omitempty"`
+	Pool    string                    `json:"pool"`
+	Wake    bool                      `json:"wake,omitempty"`
+	Exclude []poolspec.SleepExclusion `json:"exclude,omitempty"`
 	// ResumeTimeout bounds each wake (spec.scaling.resumeTimeout).
 	ResumeTimeout time.Duration `json:"resumeTimeout,omitempty"`
 }
@@ -73,9 +73,9 @@ type ScheduledSleepInput struct {
 // WarmWindowInput is what a warm window's schedule runs: window Index of the pool's
 // spec.scaling.schedule, as it was when the schedule was made (Window).
 type WarmWindowInput struct {
-	Pool   string                 `json:"pool"`
-	Index  int                    `json:"index"`
-	Window pools.WarmWindowPolicy `json:"window"`
+	Pool   string                    `json:"pool"`
+	Index  int                       `json:"index"`
+	Window poolspec.WarmWindowPolicy `json:"window"`
 }
 
 // WarmWindowStart is the SignalWarmWindow payload: the window started at Start (the time the
@@ -108,7 +108,7 @@ type ScheduleState struct {
 const schedulesRetry = time.Minute
 
 // WantedSchedules are the schedules a pool with policy pol wants: none while it drains.
-func WantedSchedules(pol pools.Policy, draining bool) []PoolSchedule {
+func WantedSchedules(pol poolspec.Policy, draining bool) []PoolSchedule {
 	if draining {
 		return nil
 	}
@@ -192,7 +192,7 @@ func (s *State) warmTarget() int {
 // WarmTargetAt is the decision of the warm target alone: the target at now of a pool with
 // policy pol whose windows started at the given times (the schedules' fire times, in order).
 // It is what the pool does with its SignalWarmWindow signals, for tests and documentation.
-func WarmTargetAt(pol pools.Policy, starts []WarmWindowStart, now time.Time) int {
+func WarmTargetAt(pol poolspec.Policy, starts []WarmWindowStart, now time.Time) int {
 	s := NewState(Snapshot{Policy: pol})
 	for _, w := range starts {
 		if w.Start.After(now) {

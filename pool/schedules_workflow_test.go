@@ -16,13 +16,13 @@ import (
 
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
-func nightWindowPolicy() pools.Policy {
+func nightWindowPolicy() poolspec.Policy {
 	pol := basePolicy()
 	pol.WarmTarget, pol.MaxClusters, pol.MaxConcurrentProvisions, pol.MinReadyDuringUpgrade = 2, 4, 2, 2
-	pol.WarmWindows = []pools.WarmWindowPolicy{{Cron: "0 20 * * *", Duration: 12 * time.Hour, MinReady: 0, Timezone: "Europe/Berlin"}}
+	pol.WarmWindows = []poolspec.WarmWindowPolicy{{Cron: "0 20 * * *", Duration: 12 * time.Hour, MinReady: 0, Timezone: "Europe/Berlin"}}
 	return pol
 }
 
@@ -145,7 +145,7 @@ func TestWarmWindowSignalsTheScheduledStart(t *testing.T) {
 func TestWarmTargetAtIsThePoolsDecision(t *testing.T) {
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	pol := nightWindowPolicy()
-	pol.WarmWindows = append(pol.WarmWindows, pools.WarmWindowPolicy{Cron: "0 9 * * 6", Duration: 2 * time.Hour, MinReady: 4, Timezone: "Europe/Berlin"})
+	pol.WarmWindows = append(pol.WarmWindows, poolspec.WarmWindowPolicy{Cron: "0 9 * * 6", Duration: 2 * time.Hour, MinReady: 4, Timezone: "Europe/Berlin"})
 	start := func(i int, at time.Time) pool.WarmWindowStart {
 		return pool.WarmWindowStart{WarmWindowInput: pool.WarmWindowInput{Pool: "p", Index: i, Window: pol.WarmWindows[i]}, Start: at}
 	}
@@ -175,7 +175,7 @@ func TestWarmTargetAtIsThePoolsDecision(t *testing.T) {
 // The schedules a policy wants, by id; none while the pool drains.
 func TestWantedSchedules(t *testing.T) {
 	pol := nightWindowPolicy()
-	pol.Sleep = &pools.SleepPolicy{Schedule: "0 20 * * 1-5", Timezone: "Europe/Berlin", Exclude: []pools.SleepExclusion{{Owner: "ci-*"}}}
+	pol.Sleep = &poolspec.SleepPolicy{Schedule: "0 20 * * 1-5", Timezone: "Europe/Berlin", Exclude: []poolspec.SleepExclusion{{Owner: "ci-*"}}}
 	pol.ResumeTimeout = 3 * time.Minute
 	got := pool.WantedSchedules(pol, false)
 	var ids []string

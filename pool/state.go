@@ -11,7 +11,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // The pool's decisions, without Temporal. A State is what a pool knows (its Snapshot, carried
@@ -246,7 +246,7 @@ type Member struct {
 
 // Snapshot is the whole state of a pool; it is the input of every continue-as-new run.
 type Snapshot struct {
-	Policy     pools.Policy       `json:"policy"`
+	Policy     poolspec.Policy    `json:"policy"`
 	Generation int64              `json:"generation"`
 	Members    map[string]*Member `json:"members"`
 	Queue      []ClaimRequest     `json:"queue"`
@@ -289,7 +289,7 @@ type Snapshot struct {
 // templateChanged says whether a new policy changes what a member is (and so makes existing
 // members outdated), as opposed to knobs such as TTL or pool size that apply to members as
 // they are.
-func templateChanged(a, b pools.Policy) bool {
+func templateChanged(a, b poolspec.Policy) bool {
 	//workflowcheck:ignore DeepEqual compares two values; nothing in it depends on the run
 	return a.Backend != b.Backend || a.KubernetesVersion != b.KubernetesVersion ||
 		string(a.BackendOptions) != string(b.BackendOptions) ||
@@ -411,7 +411,7 @@ func (s *State) MemberGone(r instance.MemberReport) {
 
 // Apply takes a new spec. A change of what a member is makes the members outdated (a new
 // generation); applying a deleted pool again keeps it.
-func (s *State) Apply(pol pools.Policy) {
+func (s *State) Apply(pol poolspec.Policy) {
 	if templateChanged(pol, s.Policy) {
 		s.Generation++
 	}
@@ -922,14 +922,14 @@ func (s *State) healthInterval() time.Duration {
 	if d := s.Policy.HealthCheckInterval; d > 0 {
 		return d
 	}
-	return pools.DefaultHealthCheckInterval
+	return poolspec.DefaultHealthCheckInterval
 }
 
 func (s *State) healthThreshold() int {
 	if n := s.Policy.HealthFailureThreshold; n > 0 {
 		return n
 	}
-	return pools.DefaultHealthFailureThreshold
+	return poolspec.DefaultHealthFailureThreshold
 }
 
 // checked says whether a member's health is watched: Ready members, and Leased ones until they

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // The property test: random sequences of what a pool lives through (claims, retried claims,
@@ -115,7 +115,7 @@ func randomEvent(r *rand.Rand, thaws bool) event {
 }
 
 // policyFor is the spec an apply event brings: small pools, so that the limits are reached.
-func policyFor(n int) pools.Policy {
+func policyFor(n int) poolspec.Policy {
 	pol := testPolicy()
 	pol.WarmTarget = n % 3
 	pol.MaxClusters = 1 + (n/3)%4
@@ -130,7 +130,7 @@ func policyFor(n int) pools.Policy {
 	return pol
 }
 
-func describePolicy(p pools.Policy) string {
+func describePolicy(p poolspec.Policy) string {
 	return fmt.Sprintf("{warm=%d max=%d concurrent=%d recycling=%d surge=%d minReady=%d version=%s threshold=%d freezes=%v thawed=%d}",
 		p.WarmTarget, p.MaxClusters, p.MaxConcurrentProvisions, p.MaxRecycling, p.MaxSurge, p.MinReadyDuringUpgrade,
 		p.KubernetesVersion, p.HealthFailureThreshold, p.FreezesSpares, p.ThawedSpares)

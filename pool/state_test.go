@@ -12,7 +12,7 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/stretchr/testify/require"
 )
 
@@ -109,8 +109,8 @@ func withoutCounts(log []string) []string {
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-func testPolicy() pools.Policy {
-	return pools.Policy{Name: "p", Backend: "local", KubernetesVersion: "v1.37.2", WarmTarget: 1, MaxClusters: 3,
+func testPolicy() poolspec.Policy {
+	return poolspec.Policy{Name: "p", Backend: "local", KubernetesVersion: "v1.37.2", WarmTarget: 1, MaxClusters: 3,
 		MaxConcurrentProvisions: 2, ScaleDownAfter: 5 * time.Minute, QueueTimeout: 5 * time.Minute,
 		CreatingTimeout: 10 * time.Minute, BackoffBase: 5 * time.Second, BackoffMultiplier: 2, BackoffMax: 30 * time.Second,
 		MaxRecycling: 1, MaxSurge: 1}
@@ -121,7 +121,7 @@ func member(id string, phase MemberPhase, age time.Duration) *Member {
 	return &Member{ID: id, Phase: phase, Since: t0.Add(-age), Placement: instance.HostAssignment{HostID: "h", TaskQueue: "q"}}
 }
 
-func stateWith(pol pools.Policy, ms ...*Member) *State {
+func stateWith(pol poolspec.Policy, ms ...*Member) *State {
 	s := NewState(Snapshot{Policy: pol, Incarnation: "t"})
 	for _, m := range ms {
 		s.Members[m.ID] = m
@@ -147,7 +147,7 @@ func TestDecisions(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		policy  func(*pools.Policy)
+		policy  func(*poolspec.Policy)
 		members []*Member
 		fail    func(Action) error
 		event   func(s *State, fx *recorder)
@@ -181,7 +181,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "a burst of claims is signalled together and awaited together; the oldest Ready goes first",
 		members: []*Member{member("m1", MemberReady, time.Minute), member("m2", MemberReady, 2*time.Minute)},
-		policy:  func(p *pools.Policy) { p.WarmTarget = 0 },
+		policy:  func(p *poolspec.Policy) { p.WarmTarget = 0 },
 		event: func(s *State, fx *recorder) {
 			s.Claim(ClaimRequest{LeaseID: "lease-a", At: t0}, fx.Now())
 			s.Claim(ClaimRequest{LeaseID: "lease-b", At: t0}, fx.Now())
@@ -192,7 +192,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "higher priority is served first",
 		members: []*Member{member("m1", MemberReady, time.Minute)},
-		policy:  func(p *pools.Policy) { p.WarmTarget, p.MaxClusters = 0, 1 },
+		policy:  func(p *poolspec.Policy) { p.WarmTarget, p.MaxClusters = 0, 1 },
 		event: func(s *State, fx *recorder) {
 			s.Claim(ClaimRequest{LeaseID: "lease-low", At: t0.Add(-time.Minute)}, fx.Now())
 			s.Claim(ClaimRequest{LeaseID: "lease-high", Priority: 5, At: t0}, fx.Now())
@@ -203,7 +203,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "an assignment whose lease is gone tears the member down",
 		members: []*Member{member("m1", MemberReady, time.Minute)},
-		policy:  func(p *pools.Policy) { p.WarmTarget = 0 },
+		policy:  func(p *poolspec.Policy) { p.WarmTarget = 0 },
 		fail:    failSignals,
 		event: func(s *State, fx *recorder) {
 			s.Claim(ClaimRequest{LeaseID: "lease-a"}, fx.Now())
@@ -215,7 +215,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "a claim cancelled after its assignment tears the member down",
 		members: []*Member{{ID: "m1", Phase: MemberLeased, LeaseID: "lease-a", Since: t0}},
-		policy:  func(p *pools.Policy) { p.WarmTarget = 0 },
+		policy:  func(p *poolspec.Policy) { p.WarmTarget = 0 },
 		event:   func(s *State, fx *recorder) { s.CancelClaim("lease-a", fx) },
 		want:    []string{"do teardown m1 (lease_gone) as teardown-m1"},
 	}, {
@@ -231,7 +231,7 @@ func TestDecisions(t *testing.T) {
 		name: "maxClusters bounds what is made for the waiting claims",
 		members: []*Member{{ID: "m1", Phase: MemberLeased, LeaseID: "lease-x", Since: t0},
 			member("m2", MemberCreating, 0)},
-		policy: func(p *pools.Policy) { p.WarmTarget, p.MaxConcurrentProvisions = 0, 5 },
+		policy: func(p *poolspec.Policy) { p.WarmTarget, p.MaxConcurrentProvisions = 0, 5 },
 		event: func(s *State, fx *recorder) {
 			for _, l := range []string{"lease-a", "lease-b", "lease-c"} {
 				s.Claim(ClaimRequest{LeaseID: l}, fx.Now())
@@ -243,7 +243,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "a claim waiting past queueTimeout is refused with pool_exhausted",
 		members: []*Member{{ID: "m1", Phase: MemberLeased, LeaseID: "lease-x", Since: t0}},
-		policy:  func(p *pools.Policy) { p.WarmTarget, p.MaxClusters = 0, 1 },
+		policy:  func(p *poolspec.Policy) { p.WarmTarget, p.MaxClusters = 0, 1 },
 		event: func(s *State, fx *recorder) {
 			s.Claim(ClaimRequest{LeaseID: "lease-old", At: t0.Add(-5 * time.Minute)}, fx.Now())
 			s.Claim(ClaimRequest{LeaseID: "lease-new", At: t0}, fx.Now())
@@ -256,7 +256,7 @@ func TestDecisions(t *testing.T) {
 		},
 	}, {
 		name:   "a Provision that does not start drops the member and backs off",
-		policy: func(p *pools.Policy) { p.MaxConcurrentProvisions = 1 },
+		policy: func(p *poolspec.Policy) { p.MaxConcurrentProvisions = 1 },
 		fail:   failChildren,
 		event:  func(s *State, fx *recorder) { s.Reconcile(fx) },
 		want:   []string{"do provision p-t-1"},
@@ -284,7 +284,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "a wedged creation is cancelled; if its Provision is gone it is torn down",
 		members: []*Member{member("m1", MemberCreating, 11*time.Minute+time.Second), member("m2", MemberCreating, 12*time.Minute)},
-		policy:  func(p *pools.Policy) { p.WarmTarget = 2 },
+		policy:  func(p *poolspec.Policy) { p.WarmTarget = 2 },
 		fail: func(a Action) error {
 			if c, ok := a.(CancelCreation); ok && c.MemberID == "m1" {
 				return errGone
@@ -301,7 +301,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "the wedge deadline is read again after each cancellation",
 		members: []*Member{member("m1", MemberCreating, 11*time.Minute), member("m2", MemberCreating, 11*time.Minute-time.Second/2)},
-		policy:  func(p *pools.Policy) { p.WarmTarget = 0 },
+		policy:  func(p *poolspec.Policy) { p.WarmTarget = 0 },
 		event:   func(s *State, fx *recorder) { s.Reconcile(fx) },
 		want:    []string{"do cancel m1", "do cancel m2"},
 	}, {
@@ -339,7 +339,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "a new template rolls the outdated Ready member once its replacement is Ready",
 		members: []*Member{member("m1", MemberReady, time.Hour)},
-		policy:  func(p *pools.Policy) { p.MinReadyDuringUpgrade, p.ScaleDownAfter = 1, 24*time.Hour },
+		policy:  func(p *poolspec.Policy) { p.MinReadyDuringUpgrade, p.ScaleDownAfter = 1, 24*time.Hour },
 		event: func(s *State, fx *recorder) {
 			pol := s.Policy
 			pol.KubernetesVersion = "v1.38.0"
@@ -372,7 +372,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "a Ready member that fails its health checks is recorded, recycled and replaced",
 		members: []*Member{member("m1", MemberReady, time.Minute)},
-		policy:  func(p *pools.Policy) { p.HealthFailureThreshold = 2 },
+		policy:  func(p *poolspec.Policy) { p.HealthFailureThreshold = 2 },
 		event: func(s *State, fx *recorder) {
 			bad := []instance.HealthResult{{InstanceID: "m1", Message: "apiserver down"}}
 			s.HealthChecked(bad, fx)
@@ -384,7 +384,7 @@ func TestDecisions(t *testing.T) {
 	}, {
 		name:    "a Leased member that fails its health checks is reported to its lease and no longer checked",
 		members: []*Member{{ID: "m1", Phase: MemberLeased, LeaseID: "lease-a", Since: t0}},
-		policy:  func(p *pools.Policy) { p.HealthFailureThreshold = 1; p.WarmTarget = 0 },
+		policy:  func(p *poolspec.Policy) { p.HealthFailureThreshold = 1; p.WarmTarget = 0 },
 		event: func(s *State, fx *recorder) {
 			s.HealthChecked(HealthCheckFailed(CheckHealth{Queue: "q", IDs: []string{"m1"}}, errGone), fx)
 			require.Empty(t, s.HealthChecksDue(fx.Now(), nil))
@@ -416,7 +416,7 @@ func TestDecisions(t *testing.T) {
 			require.Len(t, due, 1)
 			require.Equal(t, []string{"m2", "m1"}, due[0].IDs)
 			require.Empty(t, s.HealthChecksDue(fx.Now(), nil), "not due again before the interval")
-			require.Len(t, s.HealthChecksDue(fx.Now().Add(pools.DefaultHealthCheckInterval), nil), 2)
+			require.Len(t, s.HealthChecksDue(fx.Now().Add(poolspec.DefaultHealthCheckInterval), nil), 2)
 		},
 		want: []string{},
 	}, {

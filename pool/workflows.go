@@ -15,7 +15,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/instance"
 
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -93,7 +93,7 @@ func Pool(ctx workflow.Context, st Snapshot) error {
 			s.MemberGone(r)
 		}},
 		{workflow.GetSignalChannel(ctx, SignalApply), func(c workflow.ReceiveChannel) {
-			var pol pools.Policy
+			var pol poolspec.Policy
 			c.Receive(ctx, &pol)
 			s.Apply(pol)
 		}},

@@ -11,7 +11,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
 
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -27,7 +27,7 @@ type sent struct {
 
 // poolEnv runs the Pool workflow alone: member workflows are mocked (the test reports their
 // outcome by signal, as the real ones do) and signals to leases are recorded.
-func poolEnv(t *testing.T, pol pools.Policy) (*testsuite.TestWorkflowEnvironment, *[]sent) {
+func poolEnv(t *testing.T, pol poolspec.Policy) (*testsuite.TestWorkflowEnvironment, *[]sent) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
@@ -73,8 +73,8 @@ func creating(st pool.Status) string {
 	return ""
 }
 
-func basePolicy() pools.Policy {
-	return pools.Policy{Name: "p", Backend: "local", KubernetesVersion: "v1.37.2", WarmTarget: 1, MaxClusters: 4,
+func basePolicy() poolspec.Policy {
+	return poolspec.Policy{Name: "p", Backend: "local", KubernetesVersion: "v1.37.2", WarmTarget: 1, MaxClusters: 4,
 		TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2, MaxConcurrentProvisions: 1,
 		ScaleDownAfter: 5 * time.Minute, QueueTimeout: 5 * time.Minute, CreatingTimeout: 10 * time.Minute,
 		BackoffBase: 5 * time.Second, BackoffMultiplier: 2, BackoffMax: 30 * time.Second}

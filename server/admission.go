@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/access"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // admission is what a lease is granted: its TTL, the ceiling extensions cannot pass, and how
@@ -22,7 +22,7 @@ type admission struct {
 // refused (the role may not lease from the pool), or the requested TTL (or the pool's default)
 // clamped to the tighter of the pool's and the role's ceilings, and the tighter of their
 // extension budgets. Quotas and aliases are the store's (they need the other leases).
-func admit(pol pools.Policy, roleName string, role access.Role, c leaseCreate) (admission, error) {
+func admit(pol poolspec.Policy, roleName string, role access.Role, c leaseCreate) (admission, error) {
 	if !role.AllowsPool(c.pool) {
 		return admission{}, fmt.Errorf("role %s may lease from pools %s, not %s", roleName, strings.Join(role.Pools, ", "), c.pool)
 	}
@@ -50,17 +50,17 @@ type policyCache struct {
 
 type cachedPolicy struct {
 	generation int64
-	policy     pools.Policy
+	policy     poolspec.Policy
 }
 
-func (c *policyCache) get(name string, generation int64) (pools.Policy, bool) {
+func (c *policyCache) get(name string, generation int64) (poolspec.Policy, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.policies[name]
 	return p.policy, ok && p.generation == generation
 }
 
-func (c *policyCache) put(name string, generation int64, pol pools.Policy) {
+func (c *policyCache) put(name string, generation int64, pol poolspec.Policy) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.policies == nil {

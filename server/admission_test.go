@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/internal/access"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 func TestAdmitClampsToTheTighterOfPoolAndRole(t *testing.T) {
-	pol := pools.Policy{Name: "ci", TTL: time.Hour, MaxTTL: 4 * time.Hour, MaxExtensions: 3}
+	pol := poolspec.Policy{Name: "ci", TTL: time.Hour, MaxTTL: 4 * time.Hour, MaxExtensions: 3}
 	policy, err := access.ParsePolicy([]byte(`roles:
   open: {permissions: [lease]}
   tight: {permissions: [lease], maxTtl: 2h, maxExtensions: 1}
@@ -56,7 +56,7 @@ func TestPolicyCacheFollowsTheGeneration(t *testing.T) {
 	var c policyCache
 	_, ok := c.get("ci", 1)
 	assert.False(t, ok)
-	c.put("ci", 1, pools.Policy{Name: "ci", TTL: time.Hour})
+	c.put("ci", 1, poolspec.Policy{Name: "ci", TTL: time.Hour})
 	got, ok := c.get("ci", 1)
 	assert.True(t, ok)
 	assert.Equal(t, time.Hour, got.TTL)

@@ -22,7 +22,7 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/openapi.json from the route table")
@@ -192,7 +192,7 @@ func FuzzPoolManifest(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, manifest []byte) {
-		m, err := pools.Parse(manifest)
+		m, err := poolspec.Parse(manifest)
 		if err != nil {
 			require.NotEmpty(t, err.Error())
 			return

@@ -21,7 +21,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // Request limits (upstream's where it has them).
@@ -125,17 +125,17 @@ func (c leaseCreate) requestHash() string {
 }
 
 // poolPolicy reads a pool's declared policy from the store.
-func (s *Server) poolPolicy(ctx context.Context, name string) (pools.Policy, error) {
+func (s *Server) poolPolicy(ctx context.Context, name string) (poolspec.Policy, error) {
 	p, err := s.Store.GetPool(ctx, name)
 	if err != nil {
-		return pools.Policy{}, err
+		return poolspec.Policy{}, err
 	}
 	if pol, ok := s.policies.get(name, p.Generation); ok {
 		return pol, nil
 	}
-	m, err := pools.Parse(p.Spec)
+	m, err := poolspec.Parse(p.Spec)
 	if err != nil {
-		return pools.Policy{}, fmt.Errorf("stored spec of pool %s: %w", name, err)
+		return poolspec.Policy{}, fmt.Errorf("stored spec of pool %s: %w", name, err)
 	}
 	pol, err := m.ValidateStored()
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // poolBackendCapabilities lists what a pool's backend can do for this pool's members (never
@@ -45,10 +45,10 @@ func poolBackendCapabilities(backend string, options json.RawMessage) []string {
 func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) api.PoolView {
 	v := api.PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
 		Capabilities: poolCapabilities(role, p.Name)}
-	var pol pools.Policy
+	var pol poolspec.Policy
 	var unusedSize *int
 	validPolicy := false
-	if m, err := pools.Parse(p.Spec); err == nil {
+	if m, err := poolspec.Parse(p.Spec); err == nil {
 		pol, err = m.ValidateStored()
 		validPolicy = err == nil
 		if m.Spec.Scaling != nil {
@@ -197,7 +197,7 @@ func (s *Server) handlePoolPut(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "body: "+err.Error())
 		return
 	}
-	m, err := pools.Parse(body)
+	m, err := poolspec.Parse(body)
 	if err != nil {
 		badRequest(w, err.Error())
 		return

@@ -9,7 +9,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	enumspb "go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -27,7 +27,7 @@ var errPreflightUnavailable = errors.New("preflight unavailable")
 // exist). It returns the refusal ("" when the spec is fine), or errPreflightUnavailable.
 // Backends without a preflight answer "" at once: their specs are judged by Validate when the
 // manifest is parsed and again at every Create.
-func (s *Server) preflight(ctx context.Context, pol pools.Policy) (string, error) {
+func (s *Server) preflight(ctx context.Context, pol poolspec.Policy) (string, error) {
 	f, ok := backends.Lookup(pol.Backend)
 	if !ok {
 		return "", nil // refused by the manifest's validation already

@@ -35,8 +35,8 @@ func layer(pkg string) (rank float64, family string) {
 		return 4, "doctor"
 	case pkg == "internal/addons" || pkg == "internal/readiness":
 		return 3, pkg
-	case pkg == "pools":
-		return 2, "pools"
+	case pkg == "poolspec":
+		return 2, "poolspec"
 	case pkg == "backends" || strings.HasPrefix(pkg, "backends/"):
 		return 1, "backends"
 	case pkg == "internal/identity":
@@ -46,7 +46,7 @@ func layer(pkg string) (rank float64, family string) {
 }
 
 // The import graph is a DAG in the order cli → app → server and worker → lease → pool →
-// instance and doctor → readiness and addons → pools → backends → identity → the libraries → api; no
+// instance and doctor → readiness and addons → poolspec → backends → identity → the libraries → api; no
 // package imports one above it, and api (kobe's vocabulary, the wire types and the client)
 // imports no other kobe package.
 func TestImportGraphIsLayered(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite"
 )
 
@@ -41,9 +41,9 @@ func poolSchedules(t *testing.T, ctx context.Context, c client.Client, name stri
 	return ids
 }
 
-func schedulesManifest(t *testing.T, sleep, warm string) *pools.ClusterPool {
+func schedulesManifest(t *testing.T, sleep, warm string) *poolspec.ClusterPool {
 	t.Helper()
-	m, err := pools.Parse([]byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
+	m, err := poolspec.Parse([]byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
 kind: ClusterPool
 metadata: {name: office}
 spec:
@@ -207,7 +207,7 @@ func lastAction(t *testing.T, ctx context.Context, c client.Client, scheduleID s
 // or wake at a time, each an instance workflow of its own id, so there is one instance.Sleep.
 func TestScheduledSleepAndWakeOfAPool(t *testing.T) {
 	c, st, stateDir, ctx := schedulesEnv(t, "sleepsched", 6*time.Minute)
-	m, err := pools.Parse([]byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
+	m, err := poolspec.Parse([]byte(`apiVersion: kobe.kunobi.ninja/v1alpha1
 kind: ClusterPool
 metadata: {name: nightly}
 spec:

@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite"
 )
 
-func poolPolicy(t *testing.T, manifest string) pools.Policy {
-	p, err := pools.Parse([]byte(manifest))
+func poolPolicy(t *testing.T, manifest string) poolspec.Policy {
+	p, err := poolspec.Parse([]byte(manifest))
 	require.NoError(t, err)
 	pol, err := p.Validate()
 	require.NoError(t, err)

@@ -14,7 +14,7 @@ import (
 	"github.com/kunobi-ninja/kobe/datastore"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/testsuite/dbtest"
 	"github.com/kunobi-ninja/kobe/worker"
@@ -49,7 +49,7 @@ func TestRecordGoldenProvisionHistory(t *testing.T) {
 		Options: []byte(`{"datastore":{"secretRef":"pg","goldenTemplates":true}}`)}
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-provision-golden", TaskQueue: "record"},
 		instance.ProvisionWorkflowName, instance.ProvisionInput{Backend: "local", Spec: spec,
-			Addons: []pools.Addon{{Name: "ns", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: golden}\n"}}})
+			Addons: []poolspec.Addon{{Name: "ns", Manifest: "apiVersion: v1\nkind: Namespace\nmetadata: {name: golden}\n"}}})
 	require.NoError(t, err)
 	var res instance.ProvisionResult
 	require.NoError(t, run.Get(ctx, &res))

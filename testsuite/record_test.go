@@ -24,7 +24,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite"
 	"github.com/kunobi-ninja/kobe/worker"
 )
@@ -60,8 +60,8 @@ func TestRecordHistories(t *testing.T) {
 	spec := backends.InstanceSpec{ID: "rec-instance", Pool: "rec", KubernetesVersion: "v1.37.2"}
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "record-provision", TaskQueue: "record-host"},
 		instance.ProvisionWorkflowName, instance.ProvisionInput{Backend: "local", Spec: spec,
-			Addons: []pools.Addon{{Name: "widgets", Manifest: widgetsCRD}},
-			Gates:  []pools.ReadinessGate{{Type: "CRDExists", Name: "widgets.example.com"}}})
+			Addons: []poolspec.Addon{{Name: "widgets", Manifest: widgetsCRD}},
+			Gates:  []poolspec.ReadinessGate{{Type: "CRDExists", Name: "widgets.example.com"}}})
 	require.NoError(t, err)
 	var res instance.ProvisionResult
 	require.NoError(t, run.Get(ctx, &res))

@@ -21,7 +21,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -96,8 +95,7 @@ type Backend struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	poll   time.Duration
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // Create/Delete per id
+	locks backends.InstanceLocks // Create/Delete per id
 }
 
 var (
@@ -130,7 +128,6 @@ func New(cfg Config) (*Backend, error) {
 		kube: kube, dyn: dyn, cached: cached,
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(cached),
 		poll:   cfg.PollInterval,
-		locks:  map[string]*sync.Mutex{},
 	}
 	if b.poll <= 0 {
 		b.poll = 2 * time.Second
@@ -165,18 +162,6 @@ func (b *Backend) validate(spec backends.InstanceSpec) (Options, error) {
 	return o, backends.InvalidSpec(err)
 }
 
-func (b *Backend) lock(id string) func() {
-	b.mu.Lock()
-	l, ok := b.locks[id]
-	if !ok {
-		l = &sync.Mutex{}
-		b.locks[id] = l
-	}
-	b.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
-
 // Create implements backends.RuntimeBackend: after Preflight, the Cluster, then (pass-through)
 // the infrastructure object, the control plane's machine template and the KubeadmControlPlane,
 // each owned by the Cluster. Every object is created if absent, so a retry after a crash
@@ -186,7 +171,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if err != nil {
 		return backends.InstanceStatus{}, err
 	}
-	defer b.lock(spec.ID)()
+	defer b.locks.Lock(spec.ID)()
 	existing, err := b.findCluster(ctx, spec.ID)
 	if err != nil && !errors.Is(err, backends.ErrNotFound) {
 		return backends.InstanceStatus{}, err
@@ -322,7 +307,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	if b.unavailable != "" {
 		return errors.New("capi backend: " + b.unavailable)
 	}
-	defer b.lock(id)()
+	defer b.locks.Lock(id)()
 	c, err := b.findCluster(ctx, id)
 	switch {
 	case errors.Is(err, backends.ErrNotFound):

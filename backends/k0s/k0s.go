@@ -37,6 +37,8 @@ func init() {
 			return hosted.New(Distro, hosted.Config{REST: cfg, Unavailable: why})
 		},
 		Prototype: hosted.Prototype(Distro),
+		Traits:    backends.Traits{HostCluster: true, Hosted: true, Datastore: true, Golden: true, Sleep: true, PreparedCredentials: true},
+		Options:   hosted.PoolOptions,
 	})
 }
 

@@ -31,7 +31,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends/k3s"
 	"github.com/kunobi-ninja/kobe/datastore"
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite/dbtest"
 	"github.com/kunobi-ninja/kobe/testsuite/goldentest"
 	"github.com/kunobi-ninja/kobe/testsuite/hostcluster"
@@ -284,7 +284,7 @@ type goldenEnv struct {
 	b    *hosted.Backend
 	env  *testsuite.TestActivityEnvironment
 	spec backends.InstanceSpec
-	adds []pools.Addon
+	adds []poolspec.Addon
 }
 
 func newGoldenEnv(b *hosted.Backend, ds sharedDatastore, pool string, extraConfigMaps int) *goldenEnv {
@@ -295,7 +295,7 @@ func newGoldenEnv(b *hosted.Backend, ds sharedDatastore, pool string, extraConfi
 	acts.RegisterActivities(env)
 	s := spec("", nil, map[string]any{"secretRef": ds.secret, "goldenTemplates": true})
 	s.Pool = pool
-	return &goldenEnv{b: b, env: env, spec: s, adds: []pools.Addon{{Name: "golden", Manifest: goldentest.Manifest(extraConfigMaps)}}}
+	return &goldenEnv{b: b, env: env, spec: s, adds: []poolspec.Addon{{Name: "golden", Manifest: goldentest.Manifest(extraConfigMaps)}}}
 }
 
 // ensure runs EnsureGoldenTemplate for the pool's current generation and returns it.
@@ -339,8 +339,8 @@ func tokenOf(t *testing.T, c *hostcluster.RealCluster, id string) string {
 // (no containerd in it), so the builder registers no Node itself. It makes what a registered
 // node leaves in the datastore: the Node, its heartbeat Lease in kube-node-lease, k3s's
 // node-password Secret, and a pod bound to it.
-func builderNodeAddon(node string) pools.Addon {
-	return pools.Addon{Name: "builder-node", Manifest: fmt.Sprintf(`apiVersion: v1
+func builderNodeAddon(node string) poolspec.Addon {
+	return poolspec.Addon{Name: "builder-node", Manifest: fmt.Sprintf(`apiVersion: v1
 kind: Node
 metadata: {name: %[1]s, labels: {kubernetes.io/hostname: %[1]s}}
 ---
@@ -451,7 +451,7 @@ func goldenOnSharedDatastore(t *testing.T, c *hostcluster.RealCluster, b *hosted
 	assert.True(t, apierrors.IsUnauthorized(err), "A's ServiceAccount token at B: %v", err)
 
 	if newGeneration {
-		g.adds = append(g.adds, pools.Addon{Name: "more", Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: more, namespace: golden}\n"})
+		g.adds = append(g.adds, poolspec.Addon{Name: "more", Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: more, namespace: golden}\n"})
 		gen2 := g.ensure(t)
 		require.NotEqual(t, gen, gen2)
 		tplName2, err := ds.server.Name(backends.GoldenTemplateID(backends.InstanceSpec{Pool: pool, Golden: gen2}))

@@ -57,7 +57,7 @@ func (b *Backend) CertificatesExpireAt(ctx context.Context, id string) (time.Tim
 // server restarts to load them. A sleeping instance only gets the files: Resume starts it with
 // them.
 func (b *Backend) RotateCertificates(ctx context.Context, id string) error {
-	unlock := b.lock(id)
+	unlock := b.locks.Lock(id)
 	defer unlock()
 	in, ok := b.get(id)
 	if !ok {

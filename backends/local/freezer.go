@@ -134,7 +134,7 @@ func removeFreezer(instanceDir string) error {
 // (cgroup freezer). It keeps its memory, ports and connections and uses no CPU; it does not
 // answer until Thaw. Freezing a frozen instance succeeds.
 func (b *Backend) Freeze(ctx context.Context, id string) error {
-	unlock := b.lock(id)
+	unlock := b.locks.Lock(id)
 	defer unlock()
 	in, ok := b.get(id)
 	if !ok {
@@ -167,7 +167,7 @@ func (b *Backend) Freeze(ctx context.Context, id string) error {
 // frozen, or whose API does not answer within thawAnswerWithin, is an error, not a success.
 // Thawing an instance that is not frozen succeeds if it serves.
 func (b *Backend) Thaw(ctx context.Context, id string) error {
-	unlock := b.lock(id)
+	unlock := b.locks.Lock(id)
 	defer unlock()
 	in, ok := b.get(id)
 	if !ok {

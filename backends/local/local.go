@@ -42,7 +42,27 @@ func init() {
 				BootCPUShares: shares})
 		},
 		Prototype: &Backend{},
+		Traits:    backends.Traits{Datastore: true, Golden: true, Sleep: true, PreparedCredentials: true},
+		Options:   poolOptions,
 	})
+}
+
+// poolOptions is the registration's Options: spec.backend.local, with upstream's
+// spec.backend.datastore given as spec.backend.local.datastore, the field the backend reads
+// (the same shape). Both at once would say the same thing twice, and could disagree: refused.
+func poolOptions(sec backends.PoolSection) (json.RawMessage, error) {
+	if len(sec.Datastore) == 0 {
+		return sec.Own, nil
+	}
+	out, err := sec.Fields()
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := out["datastore"]; ok {
+		return nil, fmt.Errorf("spec.backend.datastore: given twice (%s.datastore too): keep one", sec.Field)
+	}
+	out["datastore"] = sec.Datastore
+	return json.Marshal(out)
 }
 
 // Component names accepted in spec.backend.local.components.
@@ -93,8 +113,8 @@ type Backend struct {
 
 	mu        sync.Mutex
 	instances map[string]*instance
-	// creating serialises Create/Delete per id.
-	locks map[string]*sync.Mutex
+	// locks serialises Create/Delete (and sleep, freeze, rotation) per id.
+	locks backends.InstanceLocks
 	// stopped refuses new Creates once StopCreating ran; creates counts those in flight.
 	stopped bool
 	creates sync.WaitGroup
@@ -150,7 +170,6 @@ func New(cfg Config) (*Backend, error) {
 		secretsDir: cfg.SecretsDir,
 		boot:       newBootCPU(cfg.BootCPUShares),
 		instances:  map[string]*instance{},
-		locks:      map[string]*sync.Mutex{},
 	}
 	if b.secretsDir == "" {
 		b.secretsDir = filepath.Join(cfg.StateDir, "secrets")
@@ -274,18 +293,6 @@ func (b *Backend) binary(version, component string) (string, error) {
 	return "", fmt.Errorf("unknown component %q", component)
 }
 
-func (b *Backend) lock(id string) func() {
-	b.mu.Lock()
-	l, ok := b.locks[id]
-	if !ok {
-		l = &sync.Mutex{}
-		b.locks[id] = l
-	}
-	b.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
-
 func (b *Backend) get(id string) (*instance, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -307,7 +314,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	b.creates.Add(1)
 	b.mu.Unlock()
 	defer b.creates.Done()
-	unlock := b.lock(spec.ID)
+	unlock := b.locks.Lock(spec.ID)
 	defer unlock()
 	if in, ok := b.get(spec.ID); ok {
 		// Idempotent: the same id never makes a second instance. A retry after a crash of
@@ -400,7 +407,7 @@ func (b *Backend) WaitReady(ctx context.Context, id string, progress func(backen
 // Delete implements backends.RuntimeBackend: stop every process, remove the data, and verify
 // that no process, listening port or file of the instance remains.
 func (b *Backend) Delete(ctx context.Context, id string) error {
-	unlock := b.lock(id)
+	unlock := b.locks.Lock(id)
 	defer unlock()
 	in, ok := b.get(id)
 	dir := filepath.Join(b.root, id)

@@ -10,7 +10,7 @@ import (
 
 // Sleep implements backends.Sleeper: every process stops, the datastore stays on disk.
 func (b *Backend) Sleep(ctx context.Context, id string) error {
-	unlock := b.lock(id)
+	unlock := b.locks.Lock(id)
 	defer unlock()
 	in, ok := b.get(id)
 	if !ok {
@@ -29,7 +29,7 @@ func (b *Backend) Sleep(ctx context.Context, id string) error {
 // Resume implements backends.Sleeper: the processes start again on the same ports and data.
 // The caller waits for readiness with WaitReady.
 func (b *Backend) Resume(ctx context.Context, id string) error {
-	unlock := b.lock(id)
+	unlock := b.locks.Lock(id)
 	defer unlock()
 	in, ok := b.get(id)
 	if !ok {

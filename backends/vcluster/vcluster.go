@@ -23,7 +23,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/backends/internal/hosted"
@@ -93,6 +92,7 @@ func init() {
 			return New(c)
 		},
 		Prototype: &Backend{},
+		Traits:    backends.Traits{HostCluster: true, PreparedCredentials: true},
 	})
 }
 
@@ -207,8 +207,7 @@ type Backend struct {
 	helm *helmClient
 	poll time.Duration
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // Create/Delete per id
+	locks backends.InstanceLocks // Create/Delete per id
 }
 
 var (
@@ -253,7 +252,7 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vcluster backend: %w", err)
 	}
-	b := &Backend{cfg: cfg, kube: kube, dyn: dyn, disc: disc, helm: h, poll: cfg.PollInterval, locks: map[string]*sync.Mutex{}}
+	b := &Backend{cfg: cfg, kube: kube, dyn: dyn, disc: disc, helm: h, poll: cfg.PollInterval}
 	if b.poll <= 0 {
 		b.poll = 2 * time.Second
 	}
@@ -339,18 +338,6 @@ func (b *Backend) preflight(ctx context.Context, spec backends.InstanceSpec, o O
 	return &chartAndValues{chart: c, values: vals}, nil
 }
 
-func (b *Backend) lock(id string) func() {
-	b.mu.Lock()
-	l, ok := b.locks[id]
-	if !ok {
-		l = &sync.Mutex{}
-		b.locks[id] = l
-	}
-	b.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
-
 // Create implements backends.RuntimeBackend: the namespace (labelled with the instance), then
 // the release. A retry after a crash completes what the first call began: an existing
 // deployed release is left alone, a failed one is upgraded. A first install that fails
@@ -363,7 +350,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if b.unavailable != "" {
 		return backends.InstanceStatus{}, errors.New("vcluster backend: " + b.unavailable)
 	}
-	defer b.lock(spec.ID)()
+	defer b.locks.Lock(spec.ID)()
 	ns := Namespace(spec.ID)
 	existing, err := b.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	switch {
@@ -500,7 +487,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	if b.unavailable != "" {
 		return errors.New("vcluster backend: " + b.unavailable)
 	}
-	defer b.lock(id)()
+	defer b.locks.Lock(id)()
 	ns := Namespace(id)
 	nsObj, err := b.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	switch {

@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // FieldManager is the server-side apply field manager of everything kobe applies.
@@ -56,7 +56,7 @@ type Fetcher func(ctx context.Context, url string) ([]byte, error)
 // the same addon can be applied), then everything else in manifest order, admission webhook
 // configurations last (a webhook whose backend is not running yet would reject the objects
 // applied after it). fetch reads addon.URL; nil means HTTPFetch.
-func Apply(ctx context.Context, cfg *rest.Config, addon pools.Addon, fetch Fetcher) error {
+func Apply(ctx context.Context, cfg *rest.Config, addon poolspec.Addon, fetch Fetcher) error {
 	data, err := Load(ctx, addon, fetch)
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func Apply(ctx context.Context, cfg *rest.Config, addon pools.Addon, fetch Fetch
 }
 
 // Load returns the addon's manifest: inline, or fetched from its URL.
-func Load(ctx context.Context, addon pools.Addon, fetch Fetcher) ([]byte, error) {
+func Load(ctx context.Context, addon poolspec.Addon, fetch Fetcher) ([]byte, error) {
 	if (addon.Manifest == "") == (addon.URL == "") {
 		return nil, fmt.Errorf("addon %q: give exactly one of manifest or url: %w", addon.Name, ErrInvalid)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kunobi-ninja/kobe/internal/addons"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 const manifest = `
@@ -108,16 +108,16 @@ func TestParseErrorsAreInvalid(t *testing.T) {
 
 func TestLoad(t *testing.T) {
 	ctx := context.Background()
-	data, err := addons.Load(ctx, pools.Addon{Name: "a", Manifest: "x"}, nil)
+	data, err := addons.Load(ctx, poolspec.Addon{Name: "a", Manifest: "x"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "x", string(data))
 
-	_, err = addons.Load(ctx, pools.Addon{Name: "a"}, nil)
+	_, err = addons.Load(ctx, poolspec.Addon{Name: "a"}, nil)
 	assert.ErrorIs(t, err, addons.ErrInvalid)
 
 	var asked string
 	fetch := func(_ context.Context, url string) ([]byte, error) { asked = url; return []byte("y"), nil }
-	data, err = addons.Load(ctx, pools.Addon{Name: "a", URL: "https://example.com/a.yaml"}, fetch)
+	data, err = addons.Load(ctx, poolspec.Addon{Name: "a", URL: "https://example.com/a.yaml"}, fetch)
 	require.NoError(t, err)
 	assert.Equal(t, "y", string(data))
 	assert.Equal(t, "https://example.com/a.yaml", asked)

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // The decision logic of each gate on fabricated objects; the real test (real_test.go) proves
@@ -39,7 +39,7 @@ func deployment(gen, observed int64, replicas, updated, total, available int32) 
 }
 
 func TestDeploymentReady(t *testing.T) {
-	gate := pools.ReadinessGate{Type: "DeploymentReady", Namespace: "demo", Name: "web"}
+	gate := poolspec.ReadinessGate{Type: "DeploymentReady", Namespace: "demo", Name: "web"}
 	cases := map[string]struct {
 		obj  runtime.Object
 		want string // "" passes
@@ -71,7 +71,7 @@ func TestDeploymentReady(t *testing.T) {
 }
 
 func TestDaemonSetReady(t *testing.T) {
-	gate := pools.ReadinessGate{Type: "DaemonSetReady", Namespace: "kube-system", Name: "agent"}
+	gate := poolspec.ReadinessGate{Type: "DaemonSetReady", Namespace: "kube-system", Name: "agent"}
 	ds := func(desired, updated, ready, available int32) *appsv1.DaemonSet {
 		return &appsv1.DaemonSet{
 			ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "kube-system", Generation: 1},
@@ -92,13 +92,13 @@ func TestNodesReady(t *testing.T) {
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
 	}
 	c := fakeChecker(node("a", corev1.ConditionTrue), node("b", corev1.ConditionFalse))
-	assert.NoError(t, c.check(context.Background(), pools.ReadinessGate{Type: "NodesReady", Count: 1}))
-	err := c.check(context.Background(), pools.ReadinessGate{Type: "NodesReady", Count: 2})
+	assert.NoError(t, c.check(context.Background(), poolspec.ReadinessGate{Type: "NodesReady", Count: 1}))
+	err := c.check(context.Background(), poolspec.ReadinessGate{Type: "NodesReady", Count: 2})
 	assert.ErrorContains(t, err, "nodes: 1/2 Ready (2 registered)")
 }
 
 func TestDNSHealthy(t *testing.T) {
-	gate := pools.ReadinessGate{Type: "DNSHealthy", Namespace: "default"}
+	gate := poolspec.ReadinessGate{Type: "DNSHealthy", Namespace: "default"}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"}}
 	slice := func(ready bool) *discoveryv1.EndpointSlice {
@@ -115,12 +115,12 @@ func TestDNSHealthy(t *testing.T) {
 }
 
 func TestInClusterTokenNeedsTheServiceAccount(t *testing.T) {
-	err := fakeChecker().check(context.Background(), pools.ReadinessGate{Type: "InClusterToken", Namespace: "demo", ServiceAccount: "agent"})
+	err := fakeChecker().check(context.Background(), poolspec.ReadinessGate{Type: "InClusterToken", Namespace: "demo", ServiceAccount: "agent"})
 	assert.ErrorContains(t, err, "serviceaccount demo/agent: not found (an addon must create it)")
 }
 
 func TestCRDExistsMissing(t *testing.T) {
-	err := Check(context.Background(), &rest.Config{Host: "http://127.0.0.1:1"}, pools.ReadinessGate{Type: "CRDExists", Name: "widgets.example.com"})
+	err := Check(context.Background(), &rest.Config{Host: "http://127.0.0.1:1"}, poolspec.ReadinessGate{Type: "CRDExists", Name: "widgets.example.com"})
 	assert.ErrorContains(t, err, "crd widgets.example.com")
 }
 
@@ -137,9 +137,9 @@ func TestURLHealthy(t *testing.T) {
 	defer srv.Close()
 	cfg := &rest.Config{Host: "http://127.0.0.1:1"} // URLHealthy never talks to the cluster
 	ctx := context.Background()
-	assert.NoError(t, Check(ctx, cfg, pools.ReadinessGate{Type: "URLHealthy", URL: srv.URL + "/ok"}))
-	assert.NoError(t, Check(ctx, cfg, pools.ReadinessGate{Type: "URLHealthy", URL: srv.URL + "/moved"}))
-	err := Check(ctx, cfg, pools.ReadinessGate{Type: "URLHealthy", URL: srv.URL + "/down"})
+	assert.NoError(t, Check(ctx, cfg, poolspec.ReadinessGate{Type: "URLHealthy", URL: srv.URL + "/ok"}))
+	assert.NoError(t, Check(ctx, cfg, poolspec.ReadinessGate{Type: "URLHealthy", URL: srv.URL + "/moved"}))
+	err := Check(ctx, cfg, poolspec.ReadinessGate{Type: "URLHealthy", URL: srv.URL + "/down"})
 	assert.ErrorContains(t, err, "503 Service Unavailable")
 }
 
@@ -152,7 +152,7 @@ func TestWaitAllListsWhatIsPending(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
-	gates := []pools.ReadinessGate{
+	gates := []poolspec.ReadinessGate{
 		{Type: "URLHealthy", URL: srv.URL + "/ok"},
 		{Type: "URLHealthy", URL: srv.URL + "/late"},
 	}
@@ -169,19 +169,19 @@ func TestWaitAllListsWhatIsPending(t *testing.T) {
 
 	// A gate that never passes: the error names it and its reason when ctx ends.
 	healthy.Store(false)
-	gates = append(gates, pools.ReadinessGate{Type: "URLHealthy", URL: srv.URL + "/late"})
+	gates = append(gates, poolspec.ReadinessGate{Type: "URLHealthy", URL: srv.URL + "/late"})
 	ctx, cancel := context.WithCancel(context.Background())
 	err = WaitAll(ctx, cfg, gates, time.Millisecond, func(string) { cancel() })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "2 of 3 readiness gates not passed")
 	assert.Contains(t, err.Error(), "/late: 503 Service Unavailable")
 
-	err = WaitAll(context.Background(), cfg, []pools.ReadinessGate{{Type: "Telepathy"}}, time.Millisecond, nil)
+	err = WaitAll(context.Background(), cfg, []poolspec.ReadinessGate{{Type: "Telepathy"}}, time.Millisecond, nil)
 	assert.ErrorIs(t, err, ErrUnsupported, "an unknown gate fails at once")
 }
 
 func TestDescribe(t *testing.T) {
-	assert.Equal(t, "DeploymentReady kube-system/coredns", Describe(pools.ReadinessGate{Type: "DeploymentReady", Namespace: "kube-system", Name: "coredns"}))
-	assert.Equal(t, "NodesReady 3", Describe(pools.ReadinessGate{Type: "NodesReady", Count: 3}))
-	assert.Equal(t, "InClusterToken demo/agent", Describe(pools.ReadinessGate{Type: "InClusterToken", Namespace: "demo", ServiceAccount: "agent"}))
+	assert.Equal(t, "DeploymentReady kube-system/coredns", Describe(poolspec.ReadinessGate{Type: "DeploymentReady", Namespace: "kube-system", Name: "coredns"}))
+	assert.Equal(t, "NodesReady 3", Describe(poolspec.ReadinessGate{Type: "NodesReady", Count: 3}))
+	assert.Equal(t, "InClusterToken demo/agent", Describe(poolspec.ReadinessGate{Type: "InClusterToken", Namespace: "demo", ServiceAccount: "agent"}))
 }

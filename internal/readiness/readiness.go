@@ -45,7 +45,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // Bounds of one attempt. They are generous: a gate that is slow to pass is retried by WaitAll,
@@ -68,7 +68,7 @@ var ErrUnsupported = errors.New("unsupported readiness gate")
 var ErrNeverPasses = errors.New("the gate cannot pass later")
 
 // Describe names a gate in progress reports and errors, e.g. "DeploymentReady kube-system/coredns".
-func Describe(g pools.ReadinessGate) string {
+func Describe(g poolspec.ReadinessGate) string {
 	switch g.Type {
 	case "CRDExists":
 		return "CRDExists " + g.Name
@@ -90,7 +90,7 @@ func Describe(g pools.ReadinessGate) string {
 
 // Check makes one attempt at a gate: nil when it passes, otherwise an error saying what is not
 // ready yet (e.g. "deployment kube-system/coredns: 0/1 replicas available").
-func Check(ctx context.Context, cfg *rest.Config, gate pools.ReadinessGate) error {
+func Check(ctx context.Context, cfg *rest.Config, gate poolspec.ReadinessGate) error {
 	c, err := newChecker(cfg)
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func Check(ctx context.Context, cfg *rest.Config, gate pools.ReadinessGate) erro
 // passed is not checked again (the scheduling probe creates a pod each time). progress, if not
 // nil, is called after each round with the gates still pending. The error lists every gate that
 // had not passed, with its last reason; a gate of an unsupported type fails at once.
-func WaitAll(ctx context.Context, cfg *rest.Config, gates []pools.ReadinessGate, interval time.Duration, progress func(pending string)) error {
+func WaitAll(ctx context.Context, cfg *rest.Config, gates []poolspec.ReadinessGate, interval time.Duration, progress func(pending string)) error {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
@@ -151,7 +151,7 @@ func WaitAll(ctx context.Context, cfg *rest.Config, gates []pools.ReadinessGate,
 }
 
 // summarize lists the failing gates in spec order: "DeploymentReady demo/web: …; NodesReady 1: …".
-func summarize(gates []pools.ReadinessGate, failing map[int]error) string {
+func summarize(gates []poolspec.ReadinessGate, failing map[int]error) string {
 	idx := make([]int, 0, len(failing))
 	for i := range failing {
 		idx = append(idx, i)
@@ -182,7 +182,7 @@ func newChecker(cfg *rest.Config) (*checker, error) {
 	return &checker{kube: kube, dyn: dyn, cfg: cfg}, nil
 }
 
-func (c *checker) check(ctx context.Context, g pools.ReadinessGate) error {
+func (c *checker) check(ctx context.Context, g poolspec.ReadinessGate) error {
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	switch g.Type {

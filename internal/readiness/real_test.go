@@ -23,7 +23,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/addons"
 	"github.com/kunobi-ninja/kobe/internal/readiness"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 const kubeVersion = "v1.37.2"
@@ -133,7 +133,7 @@ func startInstance(t *testing.T) *rest.Config {
 
 // passWithin checks a gate until it passes (failing the test after a generous deadline) and
 // returns how long that took, and the reasons reported while it had not passed.
-func passWithin(t *testing.T, cfg *rest.Config, g pools.ReadinessGate) (time.Duration, []string) {
+func passWithin(t *testing.T, cfg *rest.Config, g poolspec.ReadinessGate) (time.Duration, []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -165,7 +165,7 @@ func TestGatesOnARealCluster(t *testing.T) {
 	ctx := context.Background()
 
 	// DNSHealthy before there is any DNS: a clear reason, not a pass.
-	dnsGate := pools.ReadinessGate{Type: "DNSHealthy", Namespace: "default"}
+	dnsGate := poolspec.ReadinessGate{Type: "DNSHealthy", Namespace: "default"}
 	err := readiness.Check(ctx, cfg, dnsGate)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no kube-dns or coredns service in kube-system")
@@ -179,17 +179,17 @@ func TestGatesOnARealCluster(t *testing.T) {
 	defer srv.Close()
 
 	t0 := time.Now()
-	demo := pools.Addon{Name: "demo", Manifest: demoAddon}
+	demo := poolspec.Addon{Name: "demo", Manifest: demoAddon}
 	require.NoError(t, addons.Apply(ctx, cfg, demo, nil))
 	t.Logf("addon demo applied (namespace, CRD established, custom resource, SA, deployment, daemonset) in %s",
 		time.Since(t0).Round(time.Millisecond))
 	t1 := time.Now()
-	require.NoError(t, addons.Apply(ctx, cfg, pools.Addon{Name: "dns", URL: srv.URL + "/dns.yaml"}, nil))
+	require.NoError(t, addons.Apply(ctx, cfg, poolspec.Addon{Name: "dns", URL: srv.URL + "/dns.yaml"}, nil))
 	t.Logf("addon dns (from a URL) applied in %s", time.Since(t1).Round(time.Millisecond))
 
 	// Checked in turn right after the addons, as Provision does; each gate's time is from the
 	// end of the addons.
-	gates := []pools.ReadinessGate{
+	gates := []poolspec.ReadinessGate{
 		{Type: "CRDExists", Name: "widgets.example.com"},
 		{Type: "NodesReady", Count: 1},
 		{Type: "InClusterToken", Namespace: "demo", ServiceAccount: "agent"},
@@ -244,7 +244,7 @@ func TestGatesOnARealCluster(t *testing.T) {
 	}, time.Minute, 250*time.Millisecond, "probe pods deleted")
 
 	// A gate on a deployment nobody created fails, and says why.
-	missing := pools.ReadinessGate{Type: "DeploymentReady", Namespace: "demo", Name: "missing"}
+	missing := poolspec.ReadinessGate{Type: "DeploymentReady", Namespace: "demo", Name: "missing"}
 	err = readiness.Check(ctx, cfg, missing)
 	require.Error(t, err)
 	assert.Equal(t, "deployment demo/missing: not found", err.Error())
@@ -258,7 +258,7 @@ func TestGatesOnARealCluster(t *testing.T) {
 	assert.Equal(t, "DeploymentReady demo/missing: deployment demo/missing: not found", pending[0])
 
 	// A deployment whose pods can never be placed: the gate says how many are available.
-	require.NoError(t, addons.Apply(ctx, cfg, pools.Addon{Name: "stuck", Manifest: `
+	require.NoError(t, addons.Apply(ctx, cfg, poolspec.Addon{Name: "stuck", Manifest: `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: stuck, namespace: demo}
@@ -271,7 +271,7 @@ spec:
       nodeSelector: {disk: none-has-it}
       containers: [{name: c, image: nginx}]
 `}, nil))
-	stuck := pools.ReadinessGate{Type: "DeploymentReady", Namespace: "demo", Name: "stuck"}
+	stuck := poolspec.ReadinessGate{Type: "DeploymentReady", Namespace: "demo", Name: "stuck"}
 	var last error
 	require.Eventually(t, func() bool {
 		last = readiness.Check(ctx, cfg, stuck)
@@ -285,18 +285,18 @@ spec:
 	_, err = kube.CoreV1().Nodes().Patch(ctx, nodes.Items[0].Name, types.MergePatchType,
 		[]byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	err = readiness.Check(ctx, cfg, pools.ReadinessGate{Type: "SchedulingProbe", Namespace: "demo"})
+	err = readiness.Check(ctx, cfg, poolspec.ReadinessGate{Type: "SchedulingProbe", Namespace: "demo"})
 	require.Error(t, err)
 	t.Logf("cordoned: %v", err)
 	assert.Contains(t, err.Error(), "scheduling probe in demo: unschedulable: 0/1 nodes are available")
 
 	// An InClusterToken gate on an account no addon created says so.
-	err = readiness.Check(ctx, cfg, pools.ReadinessGate{Type: "InClusterToken", Namespace: "demo", ServiceAccount: "nobody"})
+	err = readiness.Check(ctx, cfg, poolspec.ReadinessGate{Type: "InClusterToken", Namespace: "demo", ServiceAccount: "nobody"})
 	require.Error(t, err)
 	assert.Equal(t, "serviceaccount demo/nobody: not found (an addon must create it)", err.Error())
 
 	// An addon the API server refuses names the addon and the object.
-	err = addons.Apply(ctx, cfg, pools.Addon{Name: "bad", Manifest: `
+	err = addons.Apply(ctx, cfg, poolspec.Addon{Name: "bad", Manifest: `
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: ok, namespace: demo}

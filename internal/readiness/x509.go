@@ -12,13 +12,13 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // x509Valid is the X509Valid gate: the CA and client certificate of the admin kubeconfig, and
 // the serving certificate the API server presents, each valid for at least minRemaining more.
-func (c *checker) x509Valid(ctx context.Context, minRemaining pools.Duration) error {
-	need, err := pools.ParseDays("minRemaining", minRemaining)
+func (c *checker) x509Valid(ctx context.Context, minRemaining poolspec.Duration) error {
+	need, err := poolspec.ParseDays("minRemaining", minRemaining)
 	if err != nil {
 		return fmt.Errorf("%v: %w", err, ErrUnsupported)
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pool"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/worker"
 	"go.temporal.io/api/serviceerror"
@@ -495,17 +495,17 @@ func (p *Process) serveProfiles(addr string) error {
 }
 
 // DefaultDevPool is the pool `kobe dev` starts unless --no-default-pool: two warm local clusters.
-func DefaultDevPool(kubernetesVersion string) *pools.ClusterPool {
+func DefaultDevPool(kubernetesVersion string) *poolspec.ClusterPool {
 	size := 2
-	return &pools.ClusterPool{
-		APIVersion: pools.APIVersion,
-		Kind:       pools.Kind,
-		Metadata:   pools.Metadata{Name: "dev"},
-		Spec: pools.Spec{
+	return &poolspec.ClusterPool{
+		APIVersion: poolspec.APIVersion,
+		Kind:       poolspec.Kind,
+		Metadata:   poolspec.Metadata{Name: "dev"},
+		Spec: poolspec.Spec{
 			Size:    &size,
 			TTL:     "1h",
-			Backend: pools.Backend{Type: "local"},
-			Cluster: pools.Cluster{Version: kubernetesVersion},
+			Backend: poolspec.Backend{Type: "local"},
+			Cluster: poolspec.Cluster{Version: kubernetesVersion},
 		},
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pool"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // A warm bind on `kobe dev` with real local clusters (issue 15): once the pool has a Ready
@@ -172,7 +172,7 @@ func leaseCeiling(t *testing.T, st store.Store, name string) time.Duration {
 	t.Helper()
 	p, err := st.GetPool(context.Background(), name)
 	require.NoError(t, err)
-	m, err := pools.Parse(p.Spec)
+	m, err := poolspec.Parse(p.Spec)
 	require.NoError(t, err)
 	pol, err := m.ValidateStored()
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
@@ -84,7 +84,7 @@ func (b *apiBench) makeClients(ctx context.Context, n int) error {
 // spares beyond are frozen).
 func poolManifest(name, version string, minReady, maxClusters, maxProvisions, thawedSpares int) []byte {
 	m := map[string]any{
-		"apiVersion": pools.APIVersion,
+		"apiVersion": poolspec.APIVersion,
 		"kind":       "ClusterPool",
 		"metadata":   map[string]any{"name": name},
 		"spec": map[string]any{

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -27,7 +28,7 @@ import (
 	localbackend "github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite/leaks"
 )
 
@@ -281,17 +282,17 @@ func newCrashEnv(t *testing.T) *crashEnv {
 	return e
 }
 
-func (e *crashEnv) manifest(warm int) *pools.ClusterPool {
+func (e *crashEnv) manifest(warm int) *poolspec.ClusterPool {
 	maxClusters, maxProv := 2*crashWarm, 2
-	return &pools.ClusterPool{
-		APIVersion: pools.APIVersion, Kind: pools.Kind,
-		Metadata: pools.Metadata{Name: crashPool},
-		Spec: pools.Spec{
+	return &poolspec.ClusterPool{
+		APIVersion: poolspec.APIVersion, Kind: poolspec.Kind,
+		Metadata: poolspec.Metadata{Name: crashPool},
+		Spec: poolspec.Spec{
 			TTL:                     "10m",
 			MaxConcurrentProvisions: &maxProv,
-			Backend:                 pools.Backend{Type: "local", Local: []byte(`{"components":["apiserver"]}`)},
-			Cluster:                 pools.Cluster{Version: e.version},
-			Scaling: &pools.Scaling{MinReady: &warm, MaxClusters: &maxClusters,
+			Backend:                 poolspec.Backend{Type: "local", Sections: map[string]json.RawMessage{"local": []byte(`{"components":["apiserver"]}`)}},
+			Cluster:                 poolspec.Cluster{Version: e.version},
+			Scaling: &poolspec.Scaling{MinReady: &warm, MaxClusters: &maxClusters,
 				ScaleDownAfter: "2s", QueueTimeout: "10m"},
 		},
 	}

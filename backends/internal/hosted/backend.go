@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -74,8 +73,7 @@ type Backend struct {
 	poll        time.Duration
 	apiTimeout  time.Duration
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	locks backends.InstanceLocks
 }
 
 var (
@@ -90,7 +88,7 @@ func New(d Distro, cfg Config) (*Backend, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	b := &Backend{distro: d, poll: cfg.PollInterval, apiTimeout: cfg.APITimeout, locks: map[string]*sync.Mutex{}}
+	b := &Backend{distro: d, poll: cfg.PollInterval, apiTimeout: cfg.APITimeout}
 	if b.poll <= 0 {
 		b.poll = time.Second
 	}
@@ -224,18 +222,6 @@ func dryRunEndpoint(p Parsed) string {
 	return "postgres://dry-run:dry-run@dry-run:5432/dry-run"
 }
 
-func (b *Backend) lock(id string) func() {
-	b.mu.Lock()
-	l, ok := b.locks[id]
-	if !ok {
-		l = &sync.Mutex{}
-		b.locks[id] = l
-	}
-	b.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
-
 // Create implements backends.RuntimeBackend. Every object is created if absent, so a retry
 // after a crash completes what the first call began, and a second Create of a whole instance
 // changes nothing. The CA Secret comes first and owns every other object: whatever happens
@@ -248,7 +234,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if err := b.available(); err != nil {
 		return backends.InstanceStatus{}, err
 	}
-	defer b.lock(spec.ID)()
+	defer b.locks.Lock(spec.ID)()
 	ca, err := b.findCA(ctx, spec.ID)
 	fresh := errors.Is(err, backends.ErrNotFound)
 	if fresh {
@@ -682,7 +668,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	if err := b.available(); err != nil {
 		return err
 	}
-	defer b.lock(id)()
+	defer b.locks.Lock(id)()
 	sel := metav1.ListOptions{LabelSelector: LabelInstance + "=" + id + "," + LabelBackend + "=" + b.distro.Name}
 	if err := b.markDeleting(ctx, id); err != nil {
 		return fmt.Errorf("deleting instance %s: %w", id, err)

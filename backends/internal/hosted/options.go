@@ -9,9 +9,11 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kunobi-ninja/kobe/backends"
 )
 
-// Options is what a pool gives a hosted backend. pools.Validate builds it from the manifest:
+// Options is what a pool gives a hosted backend. PoolOptions builds it from the manifest:
 // the backend's own section (spec.backend.<type>: Namespace, Image) plus, under reserved keys,
 // spec.cluster (minus version), spec.resources and spec.backend.datastore, so that the backend
 // sees everything that shapes an instance and a change of any of it is drift.
@@ -240,4 +242,35 @@ func fieldError(err error) string {
 		return fmt.Sprintf("%s: wrong type (%s, want %s)", te.Field, te.Value, te.Type)
 	}
 	return msg
+}
+
+// PoolOptions is the registration's Options of the hosted backends (k3s, k0s): their own section
+// spec.backend.<type> (an object) plus, under the keys cluster, resources and datastore, the
+// parts of the manifest that shape a member (Traits.Hosted and Datastore). The JSON is canonical
+// (sorted keys), so that drift is a change of any of it.
+func PoolOptions(sec backends.PoolSection) (json.RawMessage, error) {
+	out, err := sec.Fields()
+	if err != nil {
+		return nil, err
+	}
+	for _, reserved := range []struct{ key, givenAs string }{
+		{"cluster", "spec.cluster"}, {"resources", "spec.resources"}, {"datastore", "spec.backend.datastore"},
+	} {
+		if _, ok := out[reserved.key]; ok {
+			return nil, fmt.Errorf("%s.%s: not a field of %s (give it as %s)", sec.Field, reserved.key, sec.Field, reserved.givenAs)
+		}
+	}
+	for key, part := range map[string]json.RawMessage{"cluster": sec.Cluster, "resources": sec.Resources, "datastore": sec.Datastore} {
+		if len(part) > 0 {
+			out[key] = part
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", sec.Field, err)
+	}
+	return raw, nil
 }

@@ -143,7 +143,7 @@ func (b *Backend) lockedAnchor(ctx context.Context, id string) (*corev1.Secret, 
 	if err := b.available(); err != nil {
 		return nil, instanceShape{}, nil, err
 	}
-	unlock := b.lock(id)
+	unlock := b.locks.Lock(id)
 	ca, err := b.findCA(ctx, id)
 	if err != nil {
 		unlock()

@@ -3,7 +3,6 @@ package hosted
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,7 +54,7 @@ func sleepFixture(t *testing.T, shape instanceShape, pvc bool, extra ...runtime.
 		objs = append(objs, agents)
 	}
 	kube := fake.NewSimpleClientset(objs...)
-	return &Backend{distro: testDistro, kube: kube, poll: time.Millisecond, apiTimeout: time.Second, locks: map[string]*sync.Mutex{}}, kube
+	return &Backend{distro: testDistro, kube: kube, poll: time.Millisecond, apiTimeout: time.Second}, kube
 }
 
 func replicas(t *testing.T, kube *fake.Clientset, name string) int32 {

@@ -21,7 +21,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cmd/cmdutil"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/output"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // NewCmdPool returns `kobe pool` and its subcommands.
@@ -139,7 +139,7 @@ func applyRun(ctx context.Context, opts *ApplyOptions) error {
 	type manifest struct {
 		name   string
 		json   []byte
-		policy pools.Policy
+		policy poolspec.Policy
 	}
 	var ms []manifest
 	for i, doc := range docs {
@@ -153,7 +153,7 @@ func applyRun(ctx context.Context, opts *ApplyOptions) error {
 		}
 		m := manifest{json: bytes.TrimSpace(js)}
 		if opts.Validate || opts.DryRun {
-			p, err := pools.Parse(doc)
+			p, err := poolspec.Parse(doc)
 			if err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
@@ -230,7 +230,7 @@ type DryRun struct {
 	Policy            api.PoolPolicy `json:"policy"`
 }
 
-func dryRunOf(p pools.Policy) DryRun {
+func dryRunOf(p poolspec.Policy) DryRun {
 	mode := "fixed"
 	if p.Autoscale {
 		mode = "autoscale"

@@ -1,4 +1,4 @@
-package pools_test
+package poolspec_test
 
 import (
 	"testing"
@@ -7,13 +7,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // spec.certificates: defaults, days, and the values refused at apply with the field named.
 func TestCertificates(t *testing.T) {
-	validate := func(extra string) (pools.Policy, error) {
-		p, err := pools.Parse([]byte(base + extra))
+	validate := func(extra string) (poolspec.Policy, error) {
+		p, err := poolspec.Parse([]byte(base + extra))
 		require.NoError(t, err)
 		return p.Validate()
 	}
@@ -43,7 +43,7 @@ func TestCertificates(t *testing.T) {
 		"  readinessGates: [{type: X509Valid, minRemaining: 0s}]\n":            "spec.readinessGates[0].minRemaining: must be positive",
 		"  readinessGates: [{type: NodesReady, count: 1, minRemaining: 1h}]\n": "minRemaining: not used by a NodesReady gate",
 	} {
-		p, err := pools.Parse([]byte(base + extra))
+		p, err := poolspec.Parse([]byte(base + extra))
 		if err == nil {
 			_, err = p.Validate()
 		}
@@ -52,12 +52,12 @@ func TestCertificates(t *testing.T) {
 	}
 	pol, err = validate("  readinessGates: [{type: X509Valid, minRemaining: 7d}]\n")
 	require.NoError(t, err)
-	assert.Equal(t, pools.Duration("7d"), pol.Gates[0].MinRemaining)
+	assert.Equal(t, poolspec.Duration("7d"), pol.Gates[0].MinRemaining)
 }
 
 // spec.certificates is refused for a backend that cannot report or re-issue certificates.
 func TestCertificatesRefusedWithoutCertManager(t *testing.T) {
-	p, err := pools.Parse([]byte("apiVersion: kobe.kunobi.ninja/v1alpha1\nkind: ClusterPool\nmetadata: {name: h}\nspec:\n  backend: {type: k3s}\n  cluster: {version: v1.33.1+k3s1}\n  certificates: {recycleBefore: 7d}\n"))
+	p, err := poolspec.Parse([]byte("apiVersion: kobe.kunobi.ninja/v1alpha1\nkind: ClusterPool\nmetadata: {name: h}\nspec:\n  backend: {type: k3s}\n  cluster: {version: v1.33.1+k3s1}\n  certificates: {recycleBefore: 7d}\n"))
 	require.NoError(t, err)
 	_, err = p.Validate()
 	require.Error(t, err)

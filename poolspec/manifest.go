@@ -1,7 +1,7 @@
-// Package pools holds the ClusterPool manifest (the upstream shape, apiVersion
+// Package poolspec holds the ClusterPool manifest (the upstream shape, apiVersion
 // kobe.kunobi.ninja/v1alpha1) and its validation, shared by the API, the CLI and the workflows
 // so that a pool is judged the same way everywhere.
-package pools
+package poolspec
 
 import (
 	"encoding/json"
@@ -26,6 +26,9 @@ const (
 	APIVersion = "kobe.kunobi.ninja/v1alpha1"
 	Kind       = "ClusterPool"
 )
+
+// DefaultBackend is spec.backend.type when the manifest gives none: upstream's default.
+const DefaultBackend = "k3s"
 
 // ClusterPool is a pool manifest.
 type ClusterPool struct {
@@ -74,22 +77,88 @@ type Spec struct {
 	Snapshot       json.RawMessage `json:"snapshot,omitempty"`    // upstream field, refused: not acted on yet
 }
 
-// Backend selects the runtime backend and carries its own section (spec.backend.local,
-// spec.backend.capi and spec.backend.vcluster are read by their backends; the others parse,
-// and Validate refuses them).
+// Backend selects the runtime backend and carries the backends' sections. Its wire shape is
+// upstream's: spec.backend.type, then spec.backend.<name> for the section of the backend <name>
+// (e.g. spec.backend.local), beside the shared spec.backend.datastore and kobe's hostCluster.
 type Backend struct {
 	Type string `json:"type,omitempty"`
 	// HostCluster (kobe addition) names the host cluster the members run in, for the backends
-	// that run in one (k3s, k0s, vcluster): the workers started with --host-cluster-name of
-	// that name serve them. Empty: any worker running the backend.
+	// that run in one (backends.Traits.HostCluster): the workers started with
+	// --host-cluster-name of that name serve them. Empty: any worker running the backend.
+	HostCluster string `json:"hostCluster,omitempty"`
+	// Datastore is upstream's shared datastore, read by the backends whose traits say so
+	// (backends.Traits.Datastore); refused for the others.
+	Datastore json.RawMessage `json:"datastore,omitempty"`
+	// Sections holds every other key of spec.backend, by name: the section of the backend of
+	// that name, which that backend reads (backends.Factory.Options). Validate refuses the
+	// section of a backend not compiled in, or of another backend than Type's.
+	Sections map[string]json.RawMessage `json:"-"`
+}
+
+// backendShared is Backend's fields other than its sections: the keys of spec.backend that are
+// no backend's name.
+type backendShared struct {
+	Type        string          `json:"type,omitempty"`
 	HostCluster string          `json:"hostCluster,omitempty"`
-	Local       json.RawMessage `json:"local,omitempty"`
 	Datastore   json.RawMessage `json:"datastore,omitempty"`
-	CAPI        json.RawMessage `json:"capi,omitempty"`
-	K3s         json.RawMessage `json:"k3s,omitempty"`
-	K0s         json.RawMessage `json:"k0s,omitempty"`
-	VCluster    json.RawMessage `json:"vcluster,omitempty"`
-	VKobe       json.RawMessage `json:"vkobe,omitempty"`
+}
+
+// UnmarshalJSON reads spec.backend: the shared keys into their fields, every other key into
+// Sections (Parse has checked the shared keys' names; the sections are judged by Validate).
+func (b *Backend) UnmarshalJSON(data []byte) error {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			te.Type = reflect.TypeOf(Backend{}) // the error names the manifest's type, not this function's map
+		}
+		return err
+	}
+	var shared backendShared
+	if err := json.Unmarshal(data, &shared); err != nil {
+		return err
+	}
+	*b = Backend{Type: shared.Type, HostCluster: shared.HostCluster, Datastore: shared.Datastore}
+	for name, raw := range keys {
+		if backendSharedKeys[name] {
+			continue
+		}
+		if b.Sections == nil {
+			b.Sections = map[string]json.RawMessage{}
+		}
+		b.Sections[name] = raw
+	}
+	return nil
+}
+
+// MarshalJSON writes spec.backend in its wire shape: the shared keys, then the sections.
+func (b Backend) MarshalJSON() ([]byte, error) {
+	out, err := json.Marshal(backendShared{Type: b.Type, HostCluster: b.HostCluster, Datastore: b.Datastore})
+	if err != nil || len(b.Sections) == 0 {
+		return out, err
+	}
+	sections, err := json.Marshal(b.Sections) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	if string(out) == "{}" {
+		return sections, nil
+	}
+	// Both are JSON objects: the shared keys' object without its '}', then the sections' without their '{'.
+	return append(append(out[:len(out)-1], ','), sections[1:]...), nil
+}
+
+// backendSharedKeys are the keys of spec.backend that name no backend's section.
+var backendSharedKeys = jsonKeys(reflect.TypeOf(backendShared{}))
+
+func jsonKeys(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		if name := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]; name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // Cluster describes the Kubernetes cluster of every member. Only Version is acted on; the other
@@ -148,7 +217,7 @@ type Scaling struct {
 	// are frozen where the backend can (backends.Freezer) and thawed as claims take the
 	// running ones (default DefaultThawedSpares). A kobe field, not upstream's.
 	ThawedSpares *int `json:"thawedSpares,omitempty"`
-	// Schedule (kobe addition): windows of time with another warm target (pools/schedule.go).
+	// Schedule (kobe addition): windows of time with another warm target (poolspec/schedule.go).
 	Schedule []WarmWindow `json:"schedule,omitempty"`
 }
 
@@ -257,6 +326,9 @@ func checkFields(v any, t reflect.Type, path string) error {
 		for _, k := range keys {
 			f, ok := fields[k]
 			p := join(path, k)
+			if !ok && t == reflect.TypeOf(Backend{}) {
+				continue // a backend's section (spec.backend.<name>): Validate judges it
+			}
 			if !ok {
 				return fmt.Errorf("%s: unknown field", p)
 			}
@@ -365,8 +437,9 @@ const (
 )
 
 // Validate checks a parsed manifest and returns its resolved Policy. Errors name the field.
-// The backend's own section (e.g. spec.backend.local) is checked by the backend at provision
-// time; here only that the backend type is compiled in.
+// The backend's own section (e.g. spec.backend.local) is made into its instances' options by
+// the backend's registration (backends.Factory.Options), and judged by the backend's Validate
+// at the pool apply's preflight and at provision time.
 func (p *ClusterPool) Validate() (Policy, error) { return p.validate(true) }
 
 // ValidateStored is Validate for a spec the store already holds: a field that this version
@@ -398,42 +471,22 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 	pol.Name = p.Metadata.Name
 	pol.Backend = s.Backend.Type
 	if pol.Backend == "" {
-		pol.Backend = "k3s" // the upstream default
+		pol.Backend = DefaultBackend
 	}
-	if _, err := backends.Resolve(pol.Backend); err != nil {
+	backend, err := backends.Resolve(pol.Backend)
+	if err != nil {
 		return pol, err
 	}
-	// The backend's own section; a section of another backend would be ignored, so it is refused.
-	sections := []struct {
-		backend string
-		raw     json.RawMessage
-	}{{"local", s.Backend.Local}, {"capi", s.Backend.CAPI}, {"vcluster", s.Backend.VCluster}, {"k3s", s.Backend.K3s}, {"k0s", s.Backend.K0s}}
-	for _, sec := range sections {
-		switch {
-		case sec.backend == pol.Backend && hostedBackends[sec.backend]:
-			opts, err := hostedOptions(sec.backend, sec.raw, s)
-			if err != nil {
-				return pol, err
-			}
-			pol.BackendOptions = opts
-		case sec.backend == pol.Backend && sec.backend == "local" && len(s.Backend.Datastore) > 0:
-			opts, err := localWithDatastore(sec.raw, s.Backend.Datastore)
-			if err != nil {
-				return pol, err
-			}
-			pol.BackendOptions = opts
-		case sec.backend == pol.Backend:
-			pol.BackendOptions = sec.raw
-		case len(sec.raw) > 0 && refuse:
-			return pol, fmt.Errorf("spec.backend.%s is not supported by the %s backend (it is read when spec.backend.type is %s)", sec.backend, pol.Backend, sec.backend)
-		}
+	if pol.BackendOptions, err = backendOptions(s, backend, refuse); err != nil {
+		return pol, err
 	}
 	if h := s.Backend.HostCluster; h != "" {
 		if !nameRE.MatchString(h) || len(h) > 63 {
 			return pol, fmt.Errorf("spec.backend.hostCluster: %q is not a host cluster name (a DNS label, as given to --host-cluster-name)", h)
 		}
-		if !hostClusterBackends[pol.Backend] {
-			return pol, fmt.Errorf("spec.backend.hostCluster: the %s backend does not run in a host cluster (k3s, k0s and vcluster do)", pol.Backend)
+		if !backend.Traits.HostCluster {
+			return pol, fmt.Errorf("spec.backend.hostCluster: the %s backend does not run in a host cluster (%s do)",
+				pol.Backend, sayList(backends.NamesWith(func(t backends.Traits) bool { return t.HostCluster })))
 		}
 		pol.HostCluster = h
 	}
@@ -442,15 +495,11 @@ func (p *ClusterPool) validate(refuse bool) (Policy, error) {
 		return pol, errors.New("spec.cluster.version: required")
 	}
 	if refuse {
-		if len(s.Backend.Datastore) > 0 && !hostedBackends[pol.Backend] && pol.Backend != "local" {
-			return pol, fmt.Errorf("spec.backend.datastore is not supported by the %s backend (a shared datastore is read by the k3s, k0s and local backends)", pol.Backend)
-		}
-		if err := refuseUnsupported(s, hostedBackends[pol.Backend]); err != nil {
+		if err := refuseUnsupported(s, backend.Traits.Hosted); err != nil {
 			return pol, err
 		}
 	}
 
-	var err error
 	durations := []struct {
 		field string
 		value Duration
@@ -719,8 +768,8 @@ func ParseDays(field string, v Duration) (time.Duration, error) {
 // refuseUnsupported refuses the fields this version parses (they are in the upstream shape)
 // but does not act on: a manifest means what it says, so a field that would be ignored is an
 // error naming it, until kobe implements it.
-// hosted says whether the backend reads spec.cluster's shape, spec.resources and
-// spec.backend.datastore itself (hostedOptions passes them on); for the others they are refused.
+// hosted says whether the backend reads spec.cluster's shape and spec.resources itself
+// (backends.Traits.Hosted: memberShape passes them on); for the others they are refused.
 func refuseUnsupported(s Spec, hosted bool) error {
 	for _, f := range []struct {
 		field string
@@ -729,7 +778,6 @@ func refuseUnsupported(s Spec, hosted bool) error {
 		{"spec.resources", s.Resources != nil && !hosted},
 		{"spec.diagnostics", len(s.Diagnostics) > 0},
 		{"spec.snapshot", len(s.Snapshot) > 0},
-		{"spec.backend.vkobe", len(s.Backend.VKobe) > 0},
 		{"spec.cluster.servers", s.Cluster.Servers != nil && !hosted},
 		{"spec.cluster.agents", s.Cluster.Agents != nil && !hosted},
 		{"spec.cluster.serverArgs", len(s.Cluster.ServerArgs) > 0 && !hosted},
@@ -754,48 +802,44 @@ func parseDuration(field string, v Duration, def time.Duration) (time.Duration, 
 	return d, nil
 }
 
-// hostClusterBackends run their members in a host cluster, which a pool may name.
-var hostClusterBackends = map[string]bool{"k3s": true, "k0s": true, "vcluster": true}
-
-// localWithDatastore is the local backend's options with upstream's spec.backend.datastore
-// given as spec.backend.local.datastore, the field the local backend reads (the same shape).
-// Both at once would say the same thing twice, and could disagree: refused.
-func localWithDatastore(section, datastore json.RawMessage) (json.RawMessage, error) {
-	out := map[string]json.RawMessage{}
-	if len(section) > 0 && string(section) != "null" {
-		if err := json.Unmarshal(section, &out); err != nil {
-			return nil, errors.New("spec.backend.local: must be an object")
+// backendOptions is the InstanceSpec.Options of the pool's members, made by its backend from its
+// section and the shared parts of the manifest its traits say it reads. At apply (refuse), a part
+// that this pool's backend does not read, and so would ignore, is an error naming it.
+func backendOptions(s Spec, backend backends.Factory, refuse bool) (json.RawMessage, error) {
+	if refuse {
+		names := make([]string, 0, len(s.Backend.Sections))
+		for name := range s.Backend.Sections {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if name == backend.Name {
+				continue
+			}
+			if _, ok := backends.Lookup(name); !ok {
+				return nil, fmt.Errorf("spec.backend.%s is not supported by this version of kobe (no backend of that name is compiled in: %s)", name, strings.Join(backends.Names(), ", "))
+			}
+			return nil, fmt.Errorf("spec.backend.%s is not supported by the %s backend (it is read when spec.backend.type is %s)", name, backend.Name, name)
+		}
+		if len(s.Backend.Datastore) > 0 && !backend.Traits.Datastore {
+			return nil, fmt.Errorf("spec.backend.datastore is not supported by the %s backend (a shared datastore is read by the %s backends)",
+				backend.Name, sayList(backends.NamesWith(func(t backends.Traits) bool { return t.Datastore })))
 		}
 	}
-	if _, ok := out["datastore"]; ok {
-		return nil, errors.New("spec.backend.datastore: given twice (spec.backend.local.datastore too): keep one")
+	sec := backends.PoolSection{Field: "spec.backend." + backend.Name, Own: s.Backend.Sections[backend.Name]}
+	if backend.Traits.Datastore {
+		sec.Datastore = s.Backend.Datastore
 	}
-	out["datastore"] = datastore
-	return json.Marshal(out)
+	if backend.Traits.Hosted {
+		sec.Cluster, sec.Resources = memberShape(s)
+	}
+	return backend.PoolOptions(sec)
 }
 
-// hostedBackends run each member as pods of a host cluster (backends/internal/hosted): they read
-// the shape of spec.cluster, spec.resources and spec.backend.datastore, which hostedOptions
-// passes them beside their own section.
-var hostedBackends = map[string]bool{"k3s": true, "k0s": true}
-
-// hostedOptions is the options of a hosted backend: its section spec.backend.<type> (an
-// object) plus, under the keys cluster, resources and datastore, the parts of the spec that
-// shape a member. The JSON is canonical (sorted keys), so that drift is a change of any of it.
-func hostedOptions(backend string, section json.RawMessage, s Spec) (json.RawMessage, error) {
-	field := "spec.backend." + backend
-	out := map[string]json.RawMessage{}
-	if len(section) > 0 && string(section) != "null" {
-		if err := json.Unmarshal(section, &out); err != nil {
-			return nil, fmt.Errorf("%s: must be an object", field)
-		}
-	}
-	for _, reserved := range []string{"cluster", "resources", "datastore"} {
-		if _, ok := out[reserved]; ok {
-			return nil, fmt.Errorf("%s.%s: not a field of %s (give it as spec.%s)", field, reserved, field, map[string]string{
-				"cluster": "cluster", "resources": "resources", "datastore": "backend.datastore"}[reserved])
-		}
-	}
+// memberShape is what shapes a hosted backend's member beside its version: the fields of
+// spec.cluster among servers, agents, serverArgs, persistence and expose that are set (nil when
+// none is), and spec.resources (nil when absent). The JSON is canonical (sorted keys).
+func memberShape(s Spec) (cluster, resources json.RawMessage) {
 	c := s.Cluster
 	shape := map[string]any{}
 	if c.Servers != nil {
@@ -814,20 +858,18 @@ func hostedOptions(backend string, section json.RawMessage, s Spec) (json.RawMes
 		shape["expose"] = c.Expose
 	}
 	if len(shape) > 0 {
-		out["cluster"], _ = json.Marshal(shape)
+		cluster, _ = json.Marshal(shape)
 	}
 	if s.Resources != nil {
-		out["resources"], _ = json.Marshal(s.Resources)
+		resources, _ = json.Marshal(s.Resources)
 	}
-	if len(s.Backend.Datastore) > 0 {
-		out["datastore"] = s.Backend.Datastore
+	return cluster, resources
+}
+
+// sayList is names as a sentence says them: "a", "a and b", "a, b and c".
+func sayList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
 	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	raw, err := json.Marshal(out)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", field, err)
-	}
-	return raw, nil
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

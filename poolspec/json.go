@@ -1,4 +1,4 @@
-package pools
+package poolspec
 
 import "github.com/kunobi-ninja/kobe/internal/jsonduration"
 

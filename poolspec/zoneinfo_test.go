@@ -1,4 +1,4 @@
-package pools
+package poolspec
 
 import (
 	"archive/zip"

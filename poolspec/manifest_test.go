@@ -1,4 +1,4 @@
-package pools_test
+package poolspec_test
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/backends"
 	_ "github.com/kunobi-ninja/kobe/backends/local"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // Every upstream example manifest parses strictly: the shape stays compatible.
@@ -23,13 +23,13 @@ func TestUpstreamExamplesParse(t *testing.T) {
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
-		p, err := pools.Parse(data)
+		p, err := poolspec.Parse(data)
 		require.NoError(t, err, f)
 		_, err = p.Validate()
 		switch p.Spec.Backend.Type {
 		case "local", "k3s", "k0s", "":
 			// k3s and k0s (hosted_test.go compiles them in) take spec.cluster's shape and the
-			// datastore section to their own Validate; pools.Validate passes them on.
+			// datastore section to their own Validate; poolspec.Validate passes them on.
 			assert.NoError(t, err, f)
 		default:
 			// Backends not compiled in yet are refused by name, not by shape.
@@ -50,7 +50,7 @@ spec:
 `
 
 func TestDefaults(t *testing.T) {
-	p, err := pools.Parse([]byte(base))
+	p, err := poolspec.Parse([]byte(base))
 	require.NoError(t, err)
 	pol, err := p.Validate()
 	require.NoError(t, err)
@@ -68,11 +68,11 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 1, pol.MaxSurge)
 	assert.Equal(t, 3, pol.MinReadyDuringUpgrade, "an upgrade keeps the warm target Ready by default")
 	assert.True(t, pol.FreezesSpares, "a pool freezes its spares beyond thawedSpares by default")
-	assert.Equal(t, pools.DefaultThawedSpares, pol.ThawedSpares, "a fixed-size pool keeps the default running")
+	assert.Equal(t, poolspec.DefaultThawedSpares, pol.ThawedSpares, "a fixed-size pool keeps the default running")
 }
 
 func TestScaling(t *testing.T) {
-	p, err := pools.Parse([]byte(base + `  scaling:
+	p, err := poolspec.Parse([]byte(base + `  scaling:
     minReady: 5
     maxClusters: 8
     queueTimeout: 30s
@@ -117,7 +117,7 @@ func TestErrorsNameTheField(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := pools.Parse([]byte(tc.manifest))
+			p, err := poolspec.Parse([]byte(tc.manifest))
 			if err == nil {
 				_, err = p.Validate()
 			}
@@ -171,7 +171,7 @@ func TestUnsupportedFieldsAreRefused(t *testing.T) {
 			if f, ok := clusterFields[name]; ok {
 				m = strings.Replace(m, "    version: v1.37.2\n", "    version: v1.37.2\n"+f, 1)
 			}
-			p, err := pools.Parse([]byte(m))
+			p, err := poolspec.Parse([]byte(m))
 			require.NoError(t, err, "the upstream shape parses")
 			_, err = p.Validate()
 			require.Error(t, err, m)
@@ -196,7 +196,7 @@ func TestSupportedFieldsApply(t *testing.T) {
 				m = strings.Replace(m, "    type: local\n", "    type: local\n    local: {}\n", 1)
 			}
 			m += "status: {ready: 2}\n"
-			p, err := pools.Parse([]byte(m))
+			p, err := poolspec.Parse([]byte(m))
 			require.NoError(t, err)
 			_, err = p.Validate()
 			assert.NoError(t, err, m)
@@ -206,7 +206,7 @@ func TestSupportedFieldsApply(t *testing.T) {
 
 // A spec stored before this version refused a field still resolves for its leases.
 func TestStoredSpecWithARefusedField(t *testing.T) {
-	p, err := pools.Parse([]byte(base + "  resources:\n    limits: {cpu: \"2\"}\n  readinessGates:\n  - {type: NodesReady, count: 1, url: \"http://x\"}\n"))
+	p, err := poolspec.Parse([]byte(base + "  resources:\n    limits: {cpu: \"2\"}\n  readinessGates:\n  - {type: NodesReady, count: 1, url: \"http://x\"}\n"))
 	require.NoError(t, err)
 	_, err = p.Validate()
 	require.ErrorContains(t, err, "spec.resources is not supported")
@@ -232,7 +232,7 @@ func TestUpstreamExamplesUnsupportedFields(t *testing.T) {
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
-		p, err := pools.Parse(data)
+		p, err := poolspec.Parse(data)
 		require.NoError(t, err, f)
 		p.Spec.Backend.Type = "local"
 		_, err = p.Validate()
@@ -247,7 +247,7 @@ func TestUpstreamExamplesUnsupportedFields(t *testing.T) {
 // Upstream's spec.backend.datastore is what the local backend reads as its datastore.
 func TestUpstreamDatastoreShape(t *testing.T) {
 	m := strings.Replace(base, "    type: local\n", "    type: local\n    datastore: {secretRef: shared-postgres, secretKey: url}\n", 1)
-	p, err := pools.Parse([]byte(m))
+	p, err := poolspec.Parse([]byte(m))
 	require.NoError(t, err)
 	pol, err := p.Validate()
 	require.NoError(t, err)
@@ -255,7 +255,7 @@ func TestUpstreamDatastoreShape(t *testing.T) {
 
 	data, err := os.ReadFile("testdata/upstream/golden-k3s-postgres.yaml")
 	require.NoError(t, err)
-	p, err = pools.Parse(data)
+	p, err = poolspec.Parse(data)
 	require.NoError(t, err)
 	p.Spec.Backend.Type = "local"
 	pol, err = p.Validate()
@@ -280,7 +280,7 @@ func TestManifestsMeanWhatUpstreamMeant(t *testing.T) {
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
-		p, err := pools.Parse(data)
+		p, err := poolspec.Parse(data)
 		require.NoError(t, err, f)
 		switch p.Spec.Backend.Type {
 		case "local", "k3s", "k0s", "":
@@ -293,7 +293,7 @@ func TestManifestsMeanWhatUpstreamMeant(t *testing.T) {
 		}
 		if p.Spec.Scaling == nil {
 			minReady := 1
-			p.Spec.Scaling = &pools.Scaling{MinReady: &minReady}
+			p.Spec.Scaling = &poolspec.Scaling{MinReady: &minReady}
 		}
 		pol, err := p.Validate()
 		if !assert.NoError(t, err, "%s with size %d and scaling", f, *p.Spec.Size) {
@@ -323,7 +323,7 @@ func TestManifestsMeanWhatUpstreamMeant(t *testing.T) {
 		"ttl at the lease minimum":    {"  ttl: 5s\n", false, 3, 24 * time.Hour, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p, err := pools.Parse([]byte(base + tc.spec))
+			p, err := poolspec.Parse([]byte(base + tc.spec))
 			require.NoError(t, err)
 			pol, err := p.Validate()
 			if tc.want != "" {

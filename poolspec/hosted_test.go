@@ -1,4 +1,4 @@
-package pools_test
+package poolspec_test
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	_ "github.com/kunobi-ninja/kobe/backends/k0s"
 	_ "github.com/kunobi-ninja/kobe/backends/k3s"
-	"github.com/kunobi-ninja/kobe/pools"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 const k3sPool = `apiVersion: kobe.kunobi.ninja/v1alpha1
@@ -36,7 +36,7 @@ spec:
 // The k3s and k0s backends get their section plus spec.cluster's shape and spec.resources
 // (the backend checks them); the JSON is canonical, so an unchanged manifest is no drift.
 func TestHostedBackendsGetTheClusterShape(t *testing.T) {
-	p, err := pools.Parse([]byte(k3sPool))
+	p, err := poolspec.Parse([]byte(k3sPool))
 	require.NoError(t, err)
 	pol, err := p.Validate()
 	require.NoError(t, err)
@@ -53,7 +53,7 @@ func TestHostedBackendsGetTheClusterShape(t *testing.T) {
 	f, err := backends.Resolve("k3s")
 	require.NoError(t, err)
 	spec := backends.InstanceSpec{ID: "m1", Pool: pol.Name, KubernetesVersion: pol.KubernetesVersion, Options: pol.BackendOptions}
-	require.NoError(t, f.Prototype.Validate(spec), "the backend reads what pools passes")
+	require.NoError(t, f.Prototype.Validate(spec), "the backend reads what poolspec passes")
 }
 
 func TestHostedBackendRefusals(t *testing.T) {
@@ -68,9 +68,9 @@ func TestHostedBackendRefusals(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := strings.Replace(k3sPool, tc.from, tc.to, 1)
 			require.NotEqual(t, k3sPool, m)
-			p, err := pools.Parse([]byte(m))
+			p, err := poolspec.Parse([]byte(m))
 			if err == nil {
-				var pol pools.Policy
+				var pol poolspec.Policy
 				pol, err = p.Validate()
 				if err == nil {
 					f, _ := backends.Resolve(pol.Backend)
@@ -88,7 +88,7 @@ func TestHostedBackendRefusals(t *testing.T) {
 func TestHostedDatastore(t *testing.T) {
 	m := strings.Replace(k3sPool, "    k3s: {namespace: tenants}\n", "    k3s: {namespace: tenants}\n    datastore: {secretRef: shared-postgres}\n", 1)
 	m = strings.Replace(m, "servers: 1", "servers: 3", 1)
-	p, err := pools.Parse([]byte(m))
+	p, err := poolspec.Parse([]byte(m))
 	require.NoError(t, err)
 	pol, err := p.Validate()
 	require.NoError(t, err)
@@ -101,7 +101,7 @@ func TestHostedDatastore(t *testing.T) {
 
 	data, err := os.ReadFile("testdata/upstream/golden-k3s-postgres.yaml")
 	require.NoError(t, err)
-	p, err = pools.Parse(data)
+	p, err = poolspec.Parse(data)
 	require.NoError(t, err)
 	pol, err = p.Validate()
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestHostedDatastore(t *testing.T) {
 
 	// With --secrets-encryption the template's Secrets would be sealed with the builder's key.
 	m = strings.Replace(string(data), "  cluster:\n    version: v1.32.0+k3s1\n", "  cluster:\n    version: v1.32.0+k3s1\n    serverArgs: [--secrets-encryption]\n", 1)
-	p, err = pools.Parse([]byte(m))
+	p, err = poolspec.Parse([]byte(m))
 	require.NoError(t, err)
 	pol, err = p.Validate()
 	if err == nil {

@@ -1,4 +1,4 @@
-package pools
+package poolspec
 
 import (
 	"errors"
@@ -82,10 +82,8 @@ func (pol *Policy) sleep(s *Sleep, refuse bool) error {
 	if s == nil {
 		return nil
 	}
-	if f, _ := backends.Resolve(pol.Backend); refuse && f.Prototype != nil {
-		if _, ok := f.Prototype.(backends.Sleeper); !ok {
-			return fmt.Errorf("spec.sleep is not supported by the %s backend (it cannot sleep its members)", pol.Backend)
-		}
+	if f, err := backends.Resolve(pol.Backend); refuse && err == nil && !f.Traits.Sleep {
+		return fmt.Errorf("spec.sleep is not supported by the %s backend (it cannot sleep its members)", pol.Backend)
 	}
 	sp := &SleepPolicy{}
 	for i, e := range s.Exclude {
