@@ -58,6 +58,10 @@ const recoveryBound = 3 * time.Minute
 // orphanCycleFrom: a load at least this long has the orphan fault in its cycle too.
 const orphanCycleFrom = 3 * time.Minute
 
+// allFaults are the faults a run injects, each once per cycle in a random order.
+var allFaults = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot, faultRecreatePool,
+	faultThaw, faultOrphan, faultRecreateSchedPool}
+
 // injectFaults applies faults until stop is closed, one at a time: the next one only after the
 // system has recovered from the previous one and a random pause (mean cfg.FaultEvery).
 func (e *env) injectFaults(tr *traffic, rng *rand.Rand, stop <-chan struct{}) []fault {
@@ -70,8 +74,10 @@ func (e *env) injectFaults(tr *traffic, rng *rand.Rand, stop <-chan struct{}) []
 			return out
 		}
 		if len(cycle) == 0 {
-			cycle = []string{faultKillWorker, faultKillAPI, faultKillTemporal, faultBackend, faultKillMember, faultReboot, faultRecreatePool,
-				faultThaw, faultOrphan, faultRecreateSchedPool}
+			cycle = slices.Clone(allFaults)
+			if len(e.cfg.Faults) > 0 {
+				cycle = slices.Clone(e.cfg.Faults)
+			}
 			rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
 			if e.cfg.Duration < orphanCycleFrom {
 				// The orphan's reaping takes up to three minutes: a short run has only the one

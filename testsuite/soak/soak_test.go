@@ -20,6 +20,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +54,7 @@ var (
 	flagContinueAsNew = flag.Int("soak.continue-as-new-after", 300, "history length past which pools and leases continue as new (KOBE_CONTINUE_AS_NEW_AFTER)")
 	flagReport        = flag.String("soak.report", "", "also write the summary as JSON to this file")
 	flagSignIn        = flag.Float64("soak.signin-rate", 8, "hostile sign-in callbacks per second, from their own client (many source addresses)")
+	flagFaults        = flag.String("soak.faults", "", "only these faults, comma-separated by name (e.g. \"thaw broken\"); empty: every one")
 )
 
 var kobeBin string
@@ -93,6 +96,9 @@ type env struct {
 	principals []principal
 	// oidc is the OpenID provider the policy's oidc.login names (the hostile sign-ins' target).
 	oidc *oidcprovider.Provider
+
+	// thawFaults counts the thaw faults injected (they take their variants in turn).
+	thawFaults int
 }
 
 type principal struct {
@@ -112,11 +118,22 @@ type config struct {
 	Seed        int64         `json:"seed"`
 	Quota       int           `json:"roleQuota"`
 	SignIn      float64       `json:"signInPerSecond"`
+	// Faults, when set, are the only faults injected (a run aimed at some paths).
+	Faults []string `json:"faults,omitempty"`
 }
 
 func configFromFlags(t *testing.T) config {
 	c := config{Duration: *flagDuration, Lifecycles: *flagLifecycles, Clients: *flagClients, Principals: *flagPrincipals,
 		Warm: *flagWarm, MaxClusters: *flagMaxClusters, FaultEvery: *flagFaultEvery, Invalid: *flagInvalid, Seed: *flagSeed, SignIn: *flagSignIn}
+	if *flagFaults != "" {
+		for _, k := range strings.Split(*flagFaults, ",") {
+			k = strings.TrimSpace(k)
+			if !slices.Contains(allFaults, k) {
+				t.Fatalf("-soak.faults: unknown fault %q (the faults: %s)", k, strings.Join(allFaults, ", "))
+			}
+			c.Faults = append(c.Faults, k)
+		}
+	}
 	switch {
 	case c.Duration <= 0 || c.Lifecycles <= 0:
 		t.Fatalf("-soak.duration and -soak.lifecycles must be positive")
