@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/backends/internal/leasecred"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
 

@@ -1,9 +1,4 @@
-// Package leasesigner mints a lease's kubeconfig from the backends.PreparedCredential made when
-// its instance became Ready: the instance's address and a token of its one holder, which the
-// instance's API server accepts until the lease's end revokes it. It is what makes a warm bind
-// cost no call to the instance; the API server and the workers both use it. Nothing it stores
-// can sign: a leaked row is one instance's holder, never the instance's CA.
-package leasesigner
+package leasecred
 
 import (
 	"context"
@@ -45,43 +40,44 @@ func Mint(p backends.PreparedCredential, leaseID string, notAfter time.Time) (ba
 	return backends.Credential{Kubeconfig: kc, User: p.User, ExpiresAt: expires, ID: p.TokenID}, nil
 }
 
-// signerAAD binds a sealed signer to its instance: a row copied to another instance's id
-// does not open.
-func signerAAD(instanceID string) []byte { return []byte("lease-signer:" + instanceID) }
+// preparedAAD binds a sealed prepared credential to its instance: a row copied to another
+// instance's id does not open. The prefix keeps the name the rows had when they were called
+// signers: rows sealed then must still open.
+func preparedAAD(instanceID string) []byte { return []byte("lease-signer:" + instanceID) }
 
-// Seal seals an instance's signer for the store.
-func Seal(box *secretbox.Box, instanceID string, s backends.PreparedCredential) ([]byte, error) {
+// SealPrepared seals an instance's prepared credential for the store.
+func SealPrepared(box *secretbox.Box, instanceID string, s backends.PreparedCredential) ([]byte, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
 	}
-	return box.Seal(data, signerAAD(instanceID))
+	return box.Seal(data, preparedAAD(instanceID))
 }
 
-// Open opens a signer sealed by Seal.
-func Open(box *secretbox.Box, instanceID string, sealed []byte) (backends.PreparedCredential, error) {
-	data, err := box.Open(sealed, signerAAD(instanceID))
+// OpenPrepared opens a prepared credential sealed by SealPrepared.
+func OpenPrepared(box *secretbox.Box, instanceID string, sealed []byte) (backends.PreparedCredential, error) {
+	data, err := box.Open(sealed, preparedAAD(instanceID))
 	if err != nil {
-		return backends.PreparedCredential{}, fmt.Errorf("opening the lease signer of %s (is the secret key the workers' key?): %w", instanceID, err)
+		return backends.PreparedCredential{}, fmt.Errorf("opening the prepared lease credential of %s (is the secret key the workers' key?): %w", instanceID, err)
 	}
 	var s backends.PreparedCredential
 	if err := json.Unmarshal(data, &s); err != nil {
-		return backends.PreparedCredential{}, fmt.Errorf("lease signer of %s: %w", instanceID, err)
+		return backends.PreparedCredential{}, fmt.Errorf("prepared lease credential of %s: %w", instanceID, err)
 	}
 	return s, nil
 }
 
-// Ensure returns lease leaseID's kubeconfig: the one stored, or one minted now from the signer
-// of its instance and stored, valid until notAfter. Whoever stores first wins (the API binding
+// Ensure returns lease leaseID's kubeconfig: the one stored, or one minted now from the prepared
+// credential of its instance and stored, valid until notAfter. Whoever stores first wins (the API binding
 // the lease, or the lease's workflow making sure the credential exists after a crash of the
 // API): both return the stored one, so the holder and a later GET see the same kubeconfig.
-func Ensure(ctx context.Context, st store.Store, box *secretbox.Box, signer backends.PreparedCredential, leaseID string, notAfter time.Time) ([]byte, error) {
+func Ensure(ctx context.Context, st store.Store, box *secretbox.Box, prepared backends.PreparedCredential, leaseID string, notAfter time.Time) ([]byte, error) {
 	if c, err := st.GetLeaseCredential(ctx, leaseID); err == nil {
 		return box.Open(c.Sealed, []byte(leaseID))
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	cred, err := Mint(signer, leaseID, notAfter)
+	cred, err := Mint(prepared, leaseID, notAfter)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +92,12 @@ func Ensure(ctx context.Context, st store.Store, box *secretbox.Box, signer back
 	return box.Open(stored.Sealed, []byte(leaseID))
 }
 
-// Signer reads and opens an instance's signer from the store (store.ErrNotFound: it has none).
-func Signer(ctx context.Context, st store.Store, box *secretbox.Box, instanceID string) (backends.PreparedCredential, error) {
-	sealed, err := st.GetLeaseSigner(ctx, instanceID)
+// Prepared reads and opens an instance's prepared credential from the store
+// (store.ErrNotFound: it has none).
+func Prepared(ctx context.Context, st store.Store, box *secretbox.Box, instanceID string) (backends.PreparedCredential, error) {
+	sealed, err := st.GetPreparedCredential(ctx, instanceID)
 	if err != nil {
 		return backends.PreparedCredential{}, err
 	}
-	return Open(box, instanceID, sealed)
+	return OpenPrepared(box, instanceID, sealed)
 }

@@ -1,12 +1,13 @@
-// Package leasecred is the per-lease credential of the backends that reach their instances'
-// Kubernetes API as an admin (capi, vcluster, and the hosted k3s and k0s): a client certificate
-// for kobe:lease:<user> (group kobe:leases) signed with the instance's client CA and valid for
-// the lease's TTL, bound to cluster-admin in the instance by ClusterRoleBinding
+package leasecred
+
+// The per-lease certificate, for a lease bound the slow way by a backend that reaches its
+// instances' Kubernetes API as an admin (capi, vcluster, and the hosted k3s and k0s): a client
+// certificate for kobe:lease:<user> (group kobe:leases) signed with the instance's client CA and
+// valid for the lease's TTL, bound to cluster-admin in the instance by ClusterRoleBinding
 // kobe-lease-<user>; revoking it deletes the binding, so the certificate, still valid until it
 // expires, authorizes nothing (403). A credential is handed out only once the instance's
 // authorizer allows its user. The local backend issues the same identity through its own HTTP
 // client.
-package leasecred
 
 import (
 	"context"
