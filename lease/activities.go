@@ -220,12 +220,7 @@ func (a *Activities) IssueLeaseCredentials(ctx context.Context, req CredentialRe
 		}
 		return err
 	}
-	sealed, err := a.Secrets.Seal(cred.Kubeconfig, []byte(req.LeaseID))
-	if err != nil {
-		return err
-	}
-	return leaseEnded(a.Store.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: req.LeaseID, Sealed: sealed,
-		CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt}))
+	return leaseEnded(leasecred.Put(ctx, a.Store, a.Secrets, req.LeaseID, cred))
 }
 
 // RevokeLeaseCredentials makes the lease's credential stop working and forgets it.

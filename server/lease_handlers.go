@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/poolspec"
 )
@@ -427,13 +428,9 @@ func (s *Server) kubeconfig(ctx context.Context, leaseID string) (string, error)
 	if s.Secrets == nil {
 		return "", errors.New("this server has no secret key (--secret-key-file) to open lease credentials")
 	}
-	cred, err := s.Store.GetLeaseCredential(ctx, leaseID)
+	kc, err := leasecred.Kubeconfig(ctx, s.Store, s.Secrets, leaseID)
 	if err != nil {
-		return "", fmt.Errorf("lease credential: %w", err)
-	}
-	kc, err := s.Secrets.Open(cred.Sealed, []byte(leaseID))
-	if err != nil {
-		return "", fmt.Errorf("opening the lease credential (is --secret-key-file the workers' key?): %w", err)
+		return "", err
 	}
 	return string(kc), nil
 }

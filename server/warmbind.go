@@ -127,15 +127,10 @@ func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, a
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := s.Secrets.Seal(cred.Kubeconfig, []byte(l.ID))
-	if err != nil {
-		return nil, err
-	}
-	var stored store.LeaseCredential
+	var kc []byte
 	err = s.Store.InTx(ctx, func(tx store.Store) error {
 		var err error
-		stored, err = tx.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: l.ID, Sealed: sealed, CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt})
-		if err != nil {
+		if kc, err = leasecred.Add(ctx, tx, s.Secrets, l.ID, cred); err != nil {
 			return err
 		}
 		return lease.RecordLeaseIn(ctx, tx, lease.Record{ID: l.ID, Pool: l.Pool, Principal: l.Principal, Phase: api.LeaseBound,
@@ -144,7 +139,7 @@ func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, a
 	if err != nil {
 		return nil, err
 	}
-	return s.Secrets.Open(stored.Sealed, []byte(l.ID))
+	return kc, nil
 }
 
 func (s *Server) logWarmBind(msg, leaseID string, r *http.Request, err error) {

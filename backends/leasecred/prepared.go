@@ -72,24 +72,14 @@ func OpenPrepared(box *secretbox.Box, instanceID string, sealed []byte) (backend
 // the lease, or the lease's workflow making sure the credential exists after a crash of the
 // API): both return the stored one, so the holder and a later GET see the same kubeconfig.
 func Ensure(ctx context.Context, st store.Store, box *secretbox.Box, prepared backends.PreparedCredential, leaseID string, notAfter time.Time) ([]byte, error) {
-	if c, err := st.GetLeaseCredential(ctx, leaseID); err == nil {
-		return box.Open(c.Sealed, []byte(leaseID))
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, err
+	if kc, err := Kubeconfig(ctx, st, box, leaseID); !errors.Is(err, store.ErrNotFound) {
+		return kc, err
 	}
 	cred, err := Mint(prepared, leaseID, notAfter)
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := box.Seal(cred.Kubeconfig, []byte(leaseID))
-	if err != nil {
-		return nil, err
-	}
-	stored, err := st.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: leaseID, Sealed: sealed, CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt})
-	if err != nil {
-		return nil, err
-	}
-	return box.Open(stored.Sealed, []byte(leaseID))
+	return Add(ctx, st, box, leaseID, cred)
 }
 
 // Prepared reads and opens an instance's prepared credential from the store
