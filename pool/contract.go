@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
-
-	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 )
 
 // The messages between the pool, its leases and the API: claims, releases, assignments, claim
@@ -120,21 +119,9 @@ type ReleaseRequest struct {
 	Reason     string `json:"reason"`
 }
 
-// Assignment tells a lease which instance is its own.
-type Assignment struct {
-	// Seq numbers the pool's assignments in the order it made them.
-	Seq        int64                   `json:"seq"`
-	InstanceID string                  `json:"instanceId"`
-	Backend    string                  `json:"backend"`
-	Placement  instance.HostAssignment `json:"placement"`
-	Endpoint   string                  `json:"endpoint"`
-	// Queued is false when a Ready member was there for the claim the moment it arrived.
-	Queued bool `json:"queued,omitempty"`
-	// At is when the pool bound the member (set by UpdateClaim; the lease's bind time), and
-	// Prepared says the member's lease credential was prepared when it became Ready.
-	At       time.Time `json:"at,omitempty"`
-	Prepared bool      `json:"prepared,omitempty"`
-}
+// Assignment tells a lease which instance is its own. It is defined in leasestart: the pool
+// hands it to a lease it starts on a warm bind (its Input.Bound) as well as by signal.
+type Assignment = leasestart.Assignment
 
 // UpdateClaim is a warm bind in one round trip (BindRequest → BindResult): the API asks the
 // pool for a Ready member whose lease credential is prepared. If there is one and no claim is
@@ -145,10 +132,6 @@ type Assignment struct {
 // retried request gets the first answer, and a claim already bound (in an earlier run) gets
 // its assignment again.
 const UpdateClaim = "claim"
-
-// LeaseWorkflowType is the registered name of the lease workflow, which the pool starts on a
-// warm bind (package lease, above this one, registers it under this name).
-const LeaseWorkflowType = "Lease"
 
 // BindRequest is the argument of UpdateClaim.
 type BindRequest struct {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 
 	"github.com/kunobi-ninja/kobe/poolspec"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -23,9 +24,6 @@ import (
 
 // WorkflowName is the registered name of the pool entity workflow.
 const WorkflowName = "Pool"
-
-// LeaseWorkflowID is the workflow id of a lease (lease ids already start with "lease-").
-func LeaseWorkflowID(leaseID string) string { return leaseID }
 
 // WorkflowID is the workflow id of a pool.
 func WorkflowID(pool string) string { return "pool-" + pool }
@@ -399,12 +397,12 @@ func (p *poolRun) startLease(req BindRequest, asg Assignment) {
 		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(k).ValueSet(req.SearchAttributes[k]))
 	}
 	cctx := workflow.WithChildOptions(p.ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            LeaseWorkflowID(req.Claim.LeaseID),
+		WorkflowID:            leasestart.WorkflowID(req.Claim.LeaseID),
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
 	})
-	f := workflow.ExecuteChildWorkflow(cctx, LeaseWorkflowType, in)
+	f := workflow.ExecuteChildWorkflow(cctx, leasestart.WorkflowType, in)
 	p.binds = append(p.binds, &warmBind{asg: asg, leaseID: req.Claim.LeaseID, started: f.GetChildWorkflowExecution()})
 }
 
@@ -471,7 +469,7 @@ func (p *poolRun) sendIn(wctx workflow.Context, a Action) func() error {
 	case StartTeardown:
 		return p.startChild(wctx, a.WorkflowID, instance.TeardownWorkflowName, a.Input)
 	case SignalLease:
-		f := workflow.SignalExternalWorkflow(p.ctx, LeaseWorkflowID(a.LeaseID), "", a.Signal, a.Arg)
+		f := workflow.SignalExternalWorkflow(p.ctx, leasestart.WorkflowID(a.LeaseID), "", a.Signal, a.Arg)
 		return func() error { return f.Get(wctx, nil) }
 	case CancelCreation:
 		f := workflow.RequestCancelExternalWorkflow(p.ctx, instance.WorkflowID(a.MemberID), "")
