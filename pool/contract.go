@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
@@ -136,9 +135,10 @@ const UpdateClaim = "claim"
 // BindRequest is the argument of UpdateClaim.
 type BindRequest struct {
 	Claim ClaimRequest `json:"claim"`
-	// Lease is the input of the lease's workflow, as the API built it; the pool adds the
-	// assignment as its field "bound".
-	Lease json.RawMessage `json:"lease"`
+	// Lease is the input of the lease's workflow, as the API built it; the pool sets its Bound
+	// to the assignment. (A pool of v0.1.0 read it as JSON and added the field "bound": the
+	// payloads are the same, see leasestart's tests.)
+	Lease leasestart.Input `json:"lease"`
 	// SearchAttributes are the lease workflow's keyword search attributes, by name.
 	SearchAttributes map[string]string `json:"searchAttributes,omitempty"`
 }

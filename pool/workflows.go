@@ -6,7 +6,6 @@
 package pool
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -370,28 +369,18 @@ func (p *poolRun) serveWarmBinds() error {
 			return BindResult{Bound: true, Assignment: asg}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req BindRequest) error {
-			if req.Claim.LeaseID == "" || len(req.Lease) == 0 {
-				return errors.New("a warm bind needs the claim's lease id and the lease's workflow input")
+			if req.Claim.LeaseID == "" || req.Lease.LeaseID != req.Claim.LeaseID {
+				return errors.New("a warm bind needs the claim's lease id and the lease's workflow input for that lease")
 			}
 			return nil
 		}})
 }
 
-// startLease starts the lease's workflow for a warm bind: the input the API built, with the
-// assignment as its "bound" field; a child that the pool abandons (it outlives every run).
+// startLease starts the lease's workflow for a warm bind: the input the API built, bound to
+// the assignment; a child that the pool abandons (it outlives every run).
 func (p *poolRun) startLease(req BindRequest, asg Assignment) {
-	var in map[string]json.RawMessage
-	//workflowcheck:ignore encoding a struct: its fields go out in their declared order
-	bound, err := json.Marshal(asg)
-	if err == nil {
-		//workflowcheck:ignore decoding into a map is deterministic; the child's input is encoded with sorted keys
-		err = json.Unmarshal(req.Lease, &in)
-	}
-	if err != nil || in == nil {
-		// The validator let it through, so this is a bug; the member goes back via leaseStarted.
-		in = map[string]json.RawMessage{}
-	}
-	in["bound"] = bound
+	in := req.Lease
+	in.Bound = &asg
 	var attrs []temporal.SearchAttributeUpdate
 	for _, k := range keywordKeys(req.SearchAttributes) {
 		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(k).ValueSet(req.SearchAttributes[k]))

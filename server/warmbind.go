@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -39,11 +38,7 @@ func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, i
 	}
 	ctx = context.WithoutCancel(ctx) // a client hanging up must not leave the bind unclear
 	in.SearchAttributes = s.SearchAttributes
-	raw, err := json.Marshal(in)
-	if err != nil {
-		return api.Lease{}, 0, false
-	}
-	req := pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: l.ID, Priority: in.Priority, At: time.Now()}, Lease: raw}
+	req := pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: l.ID, Priority: in.Priority, At: time.Now()}, Lease: in}
 	if s.SearchAttributes {
 		req.SearchAttributes = lease.BoundSearchAttributes(in)
 	}
