@@ -33,6 +33,14 @@ func newBox(t *testing.T) *secretbox.Box {
 	return box
 }
 
+// newStore is a real store (SQLite) for the test.
+func newStore(t *testing.T) store.Store {
+	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "kobe.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
 func TestMintWritesTheHoldersToken(t *testing.T) {
 	notAfter := time.Now().Add(time.Hour)
 	cred, err := Mint(prepared(), "lease-1", notAfter)
@@ -87,10 +95,7 @@ func TestSealedRowsOpenOnlyForTheirInstance(t *testing.T) {
 // the lease's first kubeconfig: both hand out the one stored first, on a real store.
 func TestEnsureHandsOutTheFirstStored(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "kobe.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	box := newBox(t)
+	st, box := newStore(t), newBox(t)
 	require.NoError(t, st.UpsertInstance(ctx, store.Instance{ID: "inst-1", Pool: "p", Backend: "local", Phase: api.InstanceReady}))
 	sealed, err := SealPrepared(box, "inst-1", prepared())
 	require.NoError(t, err)

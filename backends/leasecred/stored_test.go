@@ -2,7 +2,6 @@ package leasecred
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,10 +18,7 @@ import (
 // or a key that is not the workers', does not open; an ended lease stores nothing.
 func TestALeasesKubeconfigIsStoredSealedToTheLease(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "kobe.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	box := newBox(t)
+	st, box := newStore(t), newBox(t)
 	for _, id := range []string{"lease-1", "lease-2"} {
 		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "p", Principal: "alice", Phase: api.LeaseBound}))
 	}
@@ -30,7 +26,7 @@ func TestALeasesKubeconfigIsStoredSealedToTheLease(t *testing.T) {
 		return backends.Credential{Kubeconfig: []byte(kc), ID: kc, ExpiresAt: time.Now().Add(time.Hour)}
 	}
 
-	_, err = Kubeconfig(ctx, st, box, "lease-1")
+	_, err := Kubeconfig(ctx, st, box, "lease-1")
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	require.NoError(t, Put(ctx, st, box, "lease-1", cred("first")))
 	require.NoError(t, Put(ctx, st, box, "lease-1", cred("extended")))
