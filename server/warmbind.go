@@ -118,14 +118,10 @@ func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, a
 	if err != nil {
 		return nil, err
 	}
-	cred, err := leasecred.Mint(prepared, l.ID, asg.At.Add(in.MaxTTL))
-	if err != nil {
-		return nil, err
-	}
 	var kc []byte
 	err = s.Store.InTx(ctx, func(tx store.Store) error {
 		var err error
-		if kc, err = leasecred.Add(ctx, tx, s.Secrets, l.ID, cred); err != nil {
+		if kc, err = leasecred.Ensure(ctx, tx, s.Secrets, prepared, l.ID, asg.At.Add(in.MaxTTL)); err != nil {
 			return err
 		}
 		return lease.RecordLeaseIn(ctx, tx, lease.Record{ID: l.ID, Pool: l.Pool, Principal: l.Principal, Phase: api.LeaseBound,
