@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/backends/leasesigner"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 )
@@ -67,7 +67,7 @@ type Activities struct {
 	HostClusterQueue string
 	// Backends this worker runs, by name.
 	Backends map[string]backends.RuntimeBackend
-	// Secrets seals the lease signers of Ready instances; nil: this worker prepares none.
+	// Secrets seals the prepared lease credentials of Ready instances; nil: this worker prepares none.
 	Secrets *secretbox.Box
 }
 
@@ -324,7 +324,7 @@ func (a *Activities) ForgetInstance(ctx context.Context, id string) error {
 }
 
 // PrepareLeaseCredentials readies the credential of a Ready instance's future lease (see
-// backends.LeasePreparer) and stores its sealed signer, so that binding the lease mints its
+// backends.LeasePreparer) and stores it sealed, so that binding the lease mints its
 // kubeconfig without calling the instance. It answers false, doing nothing, when the backend
 // cannot prepare or this worker has no secret key: the lease then gets its credential from the
 // backend when it binds, as before.
@@ -337,13 +337,13 @@ func (a *Activities) PrepareLeaseCredentials(ctx context.Context, req BackendReq
 	if !ok || a.Secrets == nil {
 		return false, nil
 	}
-	signer, err := p.PrepareLeaseCredentials(ctx, req.Spec.ID)
+	prepared, err := p.PrepareLeaseCredentials(ctx, req.Spec.ID)
 	if err != nil {
 		return false, err
 	}
-	sealed, err := leasesigner.Seal(a.Secrets, req.Spec.ID, signer)
+	sealed, err := leasecred.SealPrepared(a.Secrets, req.Spec.ID, prepared)
 	if err != nil {
 		return false, err
 	}
-	return true, a.Store.PutLeaseSigner(ctx, req.Spec.ID, sealed)
+	return true, a.Store.PutPreparedCredential(ctx, req.Spec.ID, sealed)
 }

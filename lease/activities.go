@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/backends/leasesigner"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
@@ -135,7 +135,7 @@ type BoundLease struct {
 }
 
 // EnsureLeaseBound makes sure a warm-bound lease has its credential (minted from its
-// instance's prepared signer if the API did not store one) and its Bound row and event.
+// instance's prepared credential if the API did not store one) and its Bound row and event.
 // A lease whose row has ended before its workflow got here (ErrLeaseEnded, not retried) is
 // not bound: the workflow's failure path gives its member back.
 func (a *Activities) EnsureLeaseBound(ctx context.Context, b BoundLease) error {
@@ -143,11 +143,11 @@ func (a *Activities) EnsureLeaseBound(ctx context.Context, b BoundLease) error {
 		return temporal.NewNonRetryableApplicationError("this worker has no secret key: it cannot store lease credentials", "NoSecretKey", nil)
 	}
 	if _, err := a.Store.GetLeaseCredential(ctx, b.Record.ID); errors.Is(err, store.ErrNotFound) {
-		signer, err := leasesigner.Signer(ctx, a.Store, a.Secrets, b.Record.InstanceID)
+		prepared, err := leasecred.Prepared(ctx, a.Store, a.Secrets, b.Record.InstanceID)
 		if err != nil {
 			return err
 		}
-		if _, err := leasesigner.Ensure(ctx, a.Store, a.Secrets, signer, b.Record.ID, b.NotAfter); err != nil {
+		if _, err := leasecred.Ensure(ctx, a.Store, a.Secrets, prepared, b.Record.ID, b.NotAfter); err != nil {
 			return leaseEnded(err)
 		}
 	} else if err != nil {
@@ -220,12 +220,7 @@ func (a *Activities) IssueLeaseCredentials(ctx context.Context, req CredentialRe
 		}
 		return err
 	}
-	sealed, err := a.Secrets.Seal(cred.Kubeconfig, []byte(req.LeaseID))
-	if err != nil {
-		return err
-	}
-	return leaseEnded(a.Store.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: req.LeaseID, Sealed: sealed,
-		CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt}))
+	return leaseEnded(leasecred.Put(ctx, a.Store, a.Secrets, req.LeaseID, cred))
 }
 
 // RevokeLeaseCredentials makes the lease's credential stop working and forgets it.

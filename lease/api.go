@@ -7,7 +7,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 )
 
 // Start starts a lease's workflow (id = lease id) on the task queue, as the API does when no
@@ -16,7 +16,7 @@ import (
 // filters.
 func Start(ctx context.Context, c client.Client, taskQueue string, in Input, searchable bool) (client.WorkflowRun, error) {
 	opts := client.StartWorkflowOptions{
-		ID:        pool.LeaseWorkflowID(in.LeaseID),
+		ID:        leasestart.WorkflowID(in.LeaseID),
 		TaskQueue: taskQueue,
 		// A lease id is never reused, not even after the lease ended.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,

@@ -15,7 +15,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 )
 
 // The orphan reaper (issue 39, item 10). The API admits a lease (its Pending row, holding its
@@ -177,7 +177,7 @@ func (a *Activities) leaseWorkflowExists(ctx context.Context, leaseID string) (b
 	if a.Temporal == nil {
 		return false, errors.New("this worker has no Temporal client to look up leases' workflows")
 	}
-	_, err := a.Temporal.DescribeWorkflowExecution(ctx, pool.LeaseWorkflowID(leaseID), "")
+	_, err := a.Temporal.DescribeWorkflowExecution(ctx, leasestart.WorkflowID(leaseID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return false, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/kunobi-ninja/kobe/doctor"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 	"github.com/kunobi-ninja/kobe/pool"
 	kobetest "github.com/kunobi-ninja/kobe/testsuite"
 )
@@ -66,7 +67,7 @@ func TestOrphanReaperFailsOnlyOrphans(t *testing.T) {
 			backdate("lease-orphan")
 			// As old, but its workflow started and waits in the pool's queue.
 			require.NoError(t, admit("lease-queued", "bob"))
-			_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.LeaseWorkflowID("lease-queued"), TaskQueue: queue,
+			_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leasestart.WorkflowID("lease-queued"), TaskQueue: queue,
 				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE},
 				lease.WorkflowName, lease.Input{LeaseID: "lease-queued", Pool: heldPool, Principal: "bob", TTL: time.Hour, MaxTTL: 2 * time.Hour})
 			require.NoError(t, err)

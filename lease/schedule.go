@@ -18,6 +18,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/jsonduration"
 	"github.com/kunobi-ninja/kobe/internal/store"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/poolspec"
 )
@@ -140,7 +141,7 @@ func (a *Activities) ChangeLeaseSleep(ctx context.Context, c LeaseSleepChange) (
 		action, update, arg = "lease.wake", UpdateWake, req
 	}
 	started := time.Now()
-	h, err := a.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: pool.LeaseWorkflowID(c.LeaseID),
+	h, err := a.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: leasestart.WorkflowID(c.LeaseID),
 		UpdateName: update, Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
 		// The same run's retry is the same update: the lease runs it once.
 		UpdateID: fmt.Sprintf("%s-%s-%s", activity.GetInfo(ctx).WorkflowExecution.ID, update, activity.GetInfo(ctx).ActivityID)})

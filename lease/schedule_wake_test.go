@@ -16,6 +16,7 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/poolspec"
 	kobetest "github.com/kunobi-ninja/kobe/testsuite"
@@ -79,7 +80,7 @@ spec:
 	w.RegisterWorkflowWithOptions(standInLease, workflow.RegisterOptions{Name: "StandInLease"})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
-	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.LeaseWorkflowID("lease-w"), TaskQueue: "stand-in"}, "StandInLease")
+	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leasestart.WorkflowID("lease-w"), TaskQueue: "stand-in"}, "StandInLease")
 	require.NoError(t, err)
 
 	for _, wake := range []bool{false, true} {
@@ -91,7 +92,7 @@ spec:
 		require.Equal(t, []string{"lease-w"}, res.Changed, "wake %v: %v", wake, res.Skipped)
 	}
 
-	v, err := tmp.Client.QueryWorkflow(ctx, pool.LeaseWorkflowID("lease-w"), "", "requests")
+	v, err := tmp.Client.QueryWorkflow(ctx, leasestart.WorkflowID("lease-w"), "", "requests")
 	require.NoError(t, err)
 	var got map[string]json.RawMessage
 	require.NoError(t, v.Get(&got))

@@ -12,6 +12,7 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 
 	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"go.temporal.io/sdk/temporal"
@@ -20,7 +21,7 @@ import (
 
 // WorkflowName is the registered name of the lease workflow (the pool starts it by this name
 // on a warm bind).
-const WorkflowName = pool.LeaseWorkflowType
+const WorkflowName = leasestart.WorkflowType
 
 // Lease signals, update and query.
 const (
@@ -34,81 +35,16 @@ const (
 	QueryLease      = "lease" // → View
 )
 
-// Input starts a lease.
-type Input struct {
-	LeaseID       string        `json:"leaseId"`
-	Pool          string        `json:"pool"`
-	Principal     string        `json:"principal"`
-	TTL           time.Duration `json:"ttl"`
-	MaxTTL        time.Duration `json:"maxTtl"`
-	MaxExtensions int           `json:"maxExtensions"`
-	Priority      int           `json:"priority"`
-	// IdleTimeout, when set, ends a Bound lease (Expired, reason idle_timeout) that got no
-	// heartbeat signal for that long: a crashed CI job gives its cluster back early. Runs that
-	// predate it have it zero, so they replay unchanged.
-	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
-	// AfterInactivity, when set, puts a Bound lease to sleep once no activity was seen of it
-	// for that long (its pool's spec.sleep.afterInactivity, unless an exclusion matched the
-	// lease when it was created; see autoSleep). Runs that predate it have it zero.
-	AfterInactivity time.Duration `json:"afterInactivity,omitempty"`
-	// SearchAttributes says the starter set KobePool/KobeOwner/KobePhase (they are registered
-	// on the namespace), so the lease keeps KobePhase current for the Web UI's filters.
-	SearchAttributes bool `json:"searchAttributes,omitempty"`
-	// ContinueAsNewAfter is the history length (events) past which a Bound lease continues as
-	// new, so that heartbeats and extensions never grow one run without bound; zero means
-	// leaseContinueAsNewAfter. The server's suggestion (GetContinueAsNewSuggested) also does.
-	ContinueAsNewAfter int `json:"continueAsNewAfter,omitempty"`
-	// Resume carries a Bound lease into the next run when it continues as new: that run
-	// neither claims nor issues credentials again, it goes on holding the same instance.
-	Resume *Resume `json:"resume,omitempty"`
-	// Bound is set when the pool started the lease on a warm bind (pool.UpdateClaim): the
-	// lease is Bound from its first event, to this member, with a credential minted from the
-	// member's prepared signer. It neither claims nor issues credentials.
-	Bound *pool.Assignment `json:"bound,omitempty"`
-}
-
-// Resume is the state of a Bound lease that its next run starts from.
-type Resume struct {
-	View       View            `json:"view"`
-	Assignment pool.Assignment `json:"assignment"`
-	// LastSeen is the last heartbeat (or the bind time), for the idle timeout.
-	LastSeen time.Time `json:"lastSeen"`
-	// LastActive is the newest activity that does not count for the idle timeout (AfterInactivity).
-	LastActive time.Time `json:"lastActive,omitempty"`
-	// IssueFor is how long a credential issuance may retry.
-	IssueFor time.Duration `json:"issueFor"`
-}
+// Input, Resume and View are defined with the lease workflow's type and id in leasestart, below
+// pool, so that the pool starts a lease with a typed Input.
+type (
+	Input  = leasestart.Input
+	Resume = leasestart.Resume
+	View   = leasestart.View
+)
 
 // leaseContinueAsNewAfter is the default history length at which a Bound lease continues as new.
 const leaseContinueAsNewAfter = 5000
-
-// View answers QueryLease.
-type View struct {
-	ID         string         `json:"id"`
-	Pool       string         `json:"pool"`
-	Phase      api.LeasePhase `json:"phase"`
-	Reason     api.ReasonCode `json:"reason,omitempty"`
-	InstanceID string         `json:"instanceId,omitempty"`
-	Endpoint   string         `json:"endpoint,omitempty"`
-	BoundAt    time.Time      `json:"boundAt,omitempty"`
-	ExpiresAt  time.Time      `json:"expiresAt,omitempty"`
-	Extensions int            `json:"extensions"`
-	// ClaimedAt is when the lease asked its pool; AssignmentSeq the pool's order of assignment.
-	ClaimedAt     time.Time `json:"claimedAt"`
-	AssignmentSeq int64     `json:"assignmentSeq,omitempty"`
-	// Conditions are observations about the lease, such as its instance failing health checks.
-	Conditions []api.LeaseCondition `json:"conditions,omitempty"`
-	// IdleTimeout is the lease's idle timeout (zero: none), so that the API heartbeats only
-	// the leases that need it.
-	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
-	// AfterInactivity is the lease's Input.AfterInactivity, so that the API tells only the
-	// leases that need it of their holder's requests (SignalActivity).
-	AfterInactivity time.Duration `json:"afterInactivity,omitempty"`
-	// Sleeping says the lease's instance is asleep (UpdateSleep); Sleeps counts its sleeps and
-	// wakes, which number their workflows.
-	Sleeping bool `json:"sleeping,omitempty"`
-	Sleeps   int  `json:"sleeps,omitempty"`
-}
 
 // ExtendRequest adds By to the lease's expiry.
 type ExtendRequest struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 
 	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 
@@ -374,7 +375,7 @@ func newCredLeaseEnv(t *testing.T, children ...func(*leaseEnv)) (*leaseEnv, *cre
 // leaseHost runs a lease as its child, so that the test environment follows the lease from run
 // to run when it continues as new (it does so for children only).
 func leaseHost(ctx workflow.Context, in lease.Input) (lease.View, error) {
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: pool.LeaseWorkflowID(in.LeaseID)})
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: leasestart.WorkflowID(in.LeaseID)})
 	var v lease.View
 	err := workflow.ExecuteChildWorkflow(cctx, lease.WorkflowName, in).Get(ctx, &v)
 	return v, err

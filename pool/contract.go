@@ -1,12 +1,10 @@
 package pool
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
-
-	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 )
 
 // The messages between the pool, its leases and the API: claims, releases, assignments, claim
@@ -120,21 +118,9 @@ type ReleaseRequest struct {
 	Reason     string `json:"reason"`
 }
 
-// Assignment tells a lease which instance is its own.
-type Assignment struct {
-	// Seq numbers the pool's assignments in the order it made them.
-	Seq        int64                   `json:"seq"`
-	InstanceID string                  `json:"instanceId"`
-	Backend    string                  `json:"backend"`
-	Placement  instance.HostAssignment `json:"placement"`
-	Endpoint   string                  `json:"endpoint"`
-	// Queued is false when a Ready member was there for the claim the moment it arrived.
-	Queued bool `json:"queued,omitempty"`
-	// At is when the pool bound the member (set by UpdateClaim; the lease's bind time), and
-	// Prepared says the member's lease credential was prepared when it became Ready.
-	At       time.Time `json:"at,omitempty"`
-	Prepared bool      `json:"prepared,omitempty"`
-}
+// Assignment tells a lease which instance is its own. It is defined in leasestart: the pool
+// hands it to a lease it starts on a warm bind (its Input.Bound) as well as by signal.
+type Assignment = leasestart.Assignment
 
 // UpdateClaim is a warm bind in one round trip (BindRequest → BindResult): the API asks the
 // pool for a Ready member whose lease credential is prepared. If there is one and no claim is
@@ -146,16 +132,13 @@ type Assignment struct {
 // its assignment again.
 const UpdateClaim = "claim"
 
-// LeaseWorkflowType is the registered name of the lease workflow, which the pool starts on a
-// warm bind (package lease, above this one, registers it under this name).
-const LeaseWorkflowType = "Lease"
-
 // BindRequest is the argument of UpdateClaim.
 type BindRequest struct {
 	Claim ClaimRequest `json:"claim"`
-	// Lease is the input of the lease's workflow, as the API built it; the pool adds the
-	// assignment as its field "bound".
-	Lease json.RawMessage `json:"lease"`
+	// Lease is the input of the lease's workflow, as the API built it; the pool sets its Bound
+	// to the assignment. (A pool of v0.1.0 read it as JSON and added the field "bound": the
+	// payloads are the same, see leasestart's tests.)
+	Lease leasestart.Input `json:"lease"`
 	// SearchAttributes are the lease workflow's keyword search attributes, by name.
 	SearchAttributes map[string]string `json:"searchAttributes,omitempty"`
 }

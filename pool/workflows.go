@@ -6,7 +6,6 @@
 package pool
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 
 	"github.com/kunobi-ninja/kobe/poolspec"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -23,9 +23,6 @@ import (
 
 // WorkflowName is the registered name of the pool entity workflow.
 const WorkflowName = "Pool"
-
-// LeaseWorkflowID is the workflow id of a lease (lease ids already start with "lease-").
-func LeaseWorkflowID(leaseID string) string { return leaseID }
 
 // WorkflowID is the workflow id of a pool.
 func WorkflowID(pool string) string { return "pool-" + pool }
@@ -372,39 +369,29 @@ func (p *poolRun) serveWarmBinds() error {
 			return BindResult{Bound: true, Assignment: asg}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req BindRequest) error {
-			if req.Claim.LeaseID == "" || len(req.Lease) == 0 {
-				return errors.New("a warm bind needs the claim's lease id and the lease's workflow input")
+			if req.Claim.LeaseID == "" || req.Lease.LeaseID != req.Claim.LeaseID {
+				return errors.New("a warm bind needs the claim's lease id and the lease's workflow input for that lease")
 			}
 			return nil
 		}})
 }
 
-// startLease starts the lease's workflow for a warm bind: the input the API built, with the
-// assignment as its "bound" field; a child that the pool abandons (it outlives every run).
+// startLease starts the lease's workflow for a warm bind: the input the API built, bound to
+// the assignment; a child that the pool abandons (it outlives every run).
 func (p *poolRun) startLease(req BindRequest, asg Assignment) {
-	var in map[string]json.RawMessage
-	//workflowcheck:ignore encoding a struct: its fields go out in their declared order
-	bound, err := json.Marshal(asg)
-	if err == nil {
-		//workflowcheck:ignore decoding into a map is deterministic; the child's input is encoded with sorted keys
-		err = json.Unmarshal(req.Lease, &in)
-	}
-	if err != nil || in == nil {
-		// The validator let it through, so this is a bug; the member goes back via leaseStarted.
-		in = map[string]json.RawMessage{}
-	}
-	in["bound"] = bound
+	in := req.Lease
+	in.Bound = &asg
 	var attrs []temporal.SearchAttributeUpdate
 	for _, k := range keywordKeys(req.SearchAttributes) {
 		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(k).ValueSet(req.SearchAttributes[k]))
 	}
 	cctx := workflow.WithChildOptions(p.ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            LeaseWorkflowID(req.Claim.LeaseID),
+		WorkflowID:            leasestart.WorkflowID(req.Claim.LeaseID),
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
 	})
-	f := workflow.ExecuteChildWorkflow(cctx, LeaseWorkflowType, in)
+	f := workflow.ExecuteChildWorkflow(cctx, leasestart.WorkflowType, in)
 	p.binds = append(p.binds, &warmBind{asg: asg, leaseID: req.Claim.LeaseID, started: f.GetChildWorkflowExecution()})
 }
 
@@ -471,7 +458,7 @@ func (p *poolRun) sendIn(wctx workflow.Context, a Action) func() error {
 	case StartTeardown:
 		return p.startChild(wctx, a.WorkflowID, instance.TeardownWorkflowName, a.Input)
 	case SignalLease:
-		f := workflow.SignalExternalWorkflow(p.ctx, LeaseWorkflowID(a.LeaseID), "", a.Signal, a.Arg)
+		f := workflow.SignalExternalWorkflow(p.ctx, leasestart.WorkflowID(a.LeaseID), "", a.Signal, a.Arg)
 		return func() error { return f.Get(wctx, nil) }
 	case CancelCreation:
 		f := workflow.RequestCancelExternalWorkflow(p.ctx, instance.WorkflowID(a.MemberID), "")

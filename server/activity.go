@@ -9,7 +9,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/lease"
-	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 )
 
 // leaseActivity tells a lease with an inactivity limit (its pool's spec.sleep.afterInactivity)
@@ -50,7 +50,7 @@ func (s *Server) noteLeaseActivity(ctx context.Context, leaseID string, lv *leas
 	if !s.activity.due(leaseID, lv.AfterInactivity/4, time.Now()) {
 		return
 	}
-	err := s.Temporal.SignalWorkflow(ctx, pool.LeaseWorkflowID(leaseID), "", lease.SignalActivity, nil)
+	err := s.Temporal.SignalWorkflow(ctx, leasestart.WorkflowID(leaseID), "", lease.SignalActivity, nil)
 	if err != nil && s.Logger != nil {
 		// The lease may sleep a little early: its holder's next request is noted again.
 		s.Logger.Warn("cannot tell the lease of its holder's activity", zap.String("lease", leaseID), zap.Error(err))
@@ -59,7 +59,7 @@ func (s *Server) noteLeaseActivity(ctx context.Context, leaseID string, lv *leas
 
 // queryLease is the lease workflow's view (nil when it cannot be asked).
 func (s *Server) queryLease(ctx context.Context, leaseID string) *lease.View {
-	resp, err := s.Temporal.QueryWorkflow(ctx, pool.LeaseWorkflowID(leaseID), "", lease.QueryLease)
+	resp, err := s.Temporal.QueryWorkflow(ctx, leasestart.WorkflowID(leaseID), "", lease.QueryLease)
 	if err != nil {
 		return nil
 	}

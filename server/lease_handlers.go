@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/poolspec"
 )
@@ -335,7 +337,7 @@ func isNotFound(err error) bool {
 
 // leaseRuns says whether the lease's workflow exists (running or ended).
 func (s *Server) leaseRuns(ctx context.Context, leaseID string) bool {
-	_, err := s.Temporal.DescribeWorkflowExecution(ctx, pool.LeaseWorkflowID(leaseID), "")
+	_, err := s.Temporal.DescribeWorkflowExecution(ctx, leasestart.WorkflowID(leaseID), "")
 	var nf *serviceerror.NotFound
 	return !errors.As(err, &nf)
 }
@@ -427,13 +429,9 @@ func (s *Server) kubeconfig(ctx context.Context, leaseID string) (string, error)
 	if s.Secrets == nil {
 		return "", errors.New("this server has no secret key (--secret-key-file) to open lease credentials")
 	}
-	cred, err := s.Store.GetLeaseCredential(ctx, leaseID)
+	kc, err := leasecred.Kubeconfig(ctx, s.Store, s.Secrets, leaseID)
 	if err != nil {
-		return "", fmt.Errorf("lease credential: %w", err)
-	}
-	kc, err := s.Secrets.Open(cred.Sealed, []byte(leaseID))
-	if err != nil {
-		return "", fmt.Errorf("opening the lease credential (is --secret-key-file the workers' key?): %w", err)
+		return "", err
 	}
 	return string(kc), nil
 }
@@ -687,7 +685,7 @@ func (s *Server) handleLeaseRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := s.untilLeaseRuns(r.Context(), l, func() error {
-		return s.Temporal.SignalWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.SignalReleaseLease, nil)
+		return s.Temporal.SignalWorkflow(r.Context(), leasestart.WorkflowID(l.ID), "", lease.SignalReleaseLease, nil)
 	})
 	if err != nil && !isNotRunning(err) {
 		s.auditOutcome(r, "lease.release", l.ID, l.Pool, "failed", map[string]any{"error": err.Error()})
@@ -705,7 +703,7 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 	// Only a lease with an idle timeout or an inactivity limit needs its heartbeats: signalling
 	// any other would grow its history for nothing. The lease's own view says whether it has one; when the lease cannot
 	// be asked, the heartbeat is sent, as it costs little.
-	if resp, err := s.Temporal.QueryWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.QueryLease); err == nil {
+	if resp, err := s.Temporal.QueryWorkflow(r.Context(), leasestart.WorkflowID(l.ID), "", lease.QueryLease); err == nil {
 		var lv lease.View
 		if resp.Get(&lv) == nil {
 			switch {
@@ -719,7 +717,7 @@ func (s *Server) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	err := s.untilLeaseRuns(r.Context(), l, func() error {
-		return s.Temporal.SignalWorkflow(r.Context(), pool.LeaseWorkflowID(l.ID), "", lease.SignalHeartbeat, nil)
+		return s.Temporal.SignalWorkflow(r.Context(), leasestart.WorkflowID(l.ID), "", lease.SignalHeartbeat, nil)
 	})
 	if isNotRunning(err) {
 		writeError(w, http.StatusGone, api.ReasonExpired, "Lease ended", "the lease is "+string(l.Phase))

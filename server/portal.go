@@ -25,7 +25,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/access"
-	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 )
 
 //go:embed portal
@@ -246,7 +246,7 @@ func (p *portal) leasesPage(r *http.Request, d *pageData) error {
 				l = full
 			}
 		}
-		data.Leases = append(data.Leases, leaseRow{Lease: l, Workflow: pool.LeaseWorkflowID(l.ID)})
+		data.Leases = append(data.Leases, leaseRow{Lease: l, Workflow: leasestart.WorkflowID(l.ID)})
 	}
 	d.Data = data
 	return nil
@@ -292,7 +292,7 @@ func (p *portal) adminPage(r *http.Request, d *pageData) error {
 			return err
 		}
 		for _, l := range leases {
-			data.Leases = append(data.Leases, adminLease{PoolLease: l, Pool: pl.Name, Workflow: pool.LeaseWorkflowID(l.ID)})
+			data.Leases = append(data.Leases, adminLease{PoolLease: l, Pool: pl.Name, Workflow: leasestart.WorkflowID(l.ID)})
 		}
 	}
 	return nil

@@ -15,7 +15,7 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
-	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 )
 
 // Only a Bound lease sleeps or wakes: an ended one is refused with not_ready (and nothing is
@@ -64,7 +64,7 @@ func TestLeaseSleepRightAfterABindFollowsTheWorkflow(t *testing.T) {
 	w.RegisterWorkflowWithOptions(sleepyLease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
-	_, err := e.tc.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.LeaseWorkflowID("lease-s2"), TaskQueue: queue},
+	_, err := e.tc.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leasestart.WorkflowID("lease-s2"), TaskQueue: queue},
 		lease.WorkflowName, lease.View{ID: "lease-s2", Pool: "ci-a", Phase: api.LeaseBound, InstanceID: "ci-a-1"})
 	require.NoError(t, err)
 	status, raw := e.do(tok, "POST", "/v1/leases/lease-s2/sleep", "")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 	"github.com/kunobi-ninja/kobe/pool"
 
 	"github.com/stretchr/testify/assert"
@@ -316,7 +317,7 @@ func TestLeaseShowsConditions(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.st.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: "lease-c1", Sealed: sealed, ExpiresAt: time.Now().Add(time.Hour)}))
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	_, err = e.tc.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.LeaseWorkflowID("lease-c1"), TaskQueue: stubQueue},
+	_, err = e.tc.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leasestart.WorkflowID("lease-c1"), TaskQueue: stubQueue},
 		lease.WorkflowName, lease.View{ID: "lease-c1", Pool: "ci-a", Phase: "Bound", InstanceID: "ci-a-1",
 			Conditions: []api.LeaseCondition{{Type: lease.ConditionInstanceHealthy, Status: "False", Reason: pool.ReasonHealthFailed,
 				Message: "3 failed checks: connection refused", LastTransitionTime: at}}})

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 
 	"github.com/kunobi-ninja/kobe/lease"
-	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 
 	"go.temporal.io/sdk/client"
 )
 
 func clientUpdate(leaseID, name string, args ...any) client.UpdateWorkflowOptions {
-	return client.UpdateWorkflowOptions{WorkflowID: pool.LeaseWorkflowID(leaseID), UpdateName: name, Args: args,
+	return client.UpdateWorkflowOptions{WorkflowID: leasestart.WorkflowID(leaseID), UpdateName: name, Args: args,
 		WaitForStage: client.WorkflowUpdateStageCompleted}
 }
 

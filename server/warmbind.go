@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -11,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kunobi-ninja/kobe/api"
-	"github.com/kunobi-ninja/kobe/backends/leasesigner"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
@@ -24,11 +23,11 @@ const warmBindFor = 10 * time.Second
 // warmBind binds an admitted lease at once if its pool has a prepared Ready member: one Update
 // to the pool (its id is the lease id, so a retry replays the first answer), which binds the
 // member and starts the lease's workflow; then the lease's kubeconfig is minted here from the
-// member's prepared signer and stored with the Bound row. It answers false when the pool did
+// member's prepared credential and stored with the Bound row. It answers false when the pool did
 // not bind (no prepared member, claims queued, the pool not answering): the caller starts the
 // lease's workflow, which claims by signal and waits in the queue. When it answers true, status
 // is the answer's: 200 with the Bound lease and its kubeconfig, or the lease as the store has it.
-// A lease bound by the pool whose kubeconfig cannot be minted here (the signer cannot be opened,
+// A lease bound by the pool whose kubeconfig cannot be minted here (the prepared credential cannot be opened,
 // the store is busy) is still bound by its workflow, which mints it: the answer is the store's
 // row, Pending (202: the client polls GET /v1/leases/{id}), never 200 Bound without a
 // kubeconfig — a client would take that for a lease it can use, and the API itself would find
@@ -39,11 +38,7 @@ func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, i
 	}
 	ctx = context.WithoutCancel(ctx) // a client hanging up must not leave the bind unclear
 	in.SearchAttributes = s.SearchAttributes
-	raw, err := json.Marshal(in)
-	if err != nil {
-		return api.Lease{}, 0, false
-	}
-	req := pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: l.ID, Priority: in.Priority, At: time.Now()}, Lease: raw}
+	req := pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: l.ID, Priority: in.Priority, At: time.Now()}, Lease: in}
 	if s.SearchAttributes {
 		req.SearchAttributes = lease.BoundSearchAttributes(in)
 	}
@@ -113,29 +108,20 @@ func (s *Server) unmintedView(ctx context.Context, admitted store.Lease) (api.Le
 	return v, http.StatusAccepted
 }
 
-// mintBound stores the bound lease's kubeconfig (minted from its member's signer, valid until
+// mintBound stores the bound lease's kubeconfig (minted from its member's prepared credential, valid until
 // bind + maxTtl) with its Bound row and the lease.bound event, in one transaction; the lease's
 // workflow does the same if this does not happen (whoever is first wins: both hand out the
 // stored kubeconfig, and the event is written once). A lease that has ended meanwhile is
 // refused both writes (store.ErrLeaseEnded) and nothing is written: it is not Bound again.
 func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, asg pool.Assignment) ([]byte, error) {
-	signer, err := leasesigner.Signer(ctx, s.Store, s.Secrets, asg.InstanceID)
+	prepared, err := leasecred.Prepared(ctx, s.Store, s.Secrets, asg.InstanceID)
 	if err != nil {
 		return nil, err
 	}
-	cred, err := leasesigner.Mint(signer, l.ID, asg.At.Add(in.MaxTTL))
-	if err != nil {
-		return nil, err
-	}
-	sealed, err := s.Secrets.Seal(cred.Kubeconfig, []byte(l.ID))
-	if err != nil {
-		return nil, err
-	}
-	var stored store.LeaseCredential
+	var kc []byte
 	err = s.Store.InTx(ctx, func(tx store.Store) error {
 		var err error
-		stored, err = tx.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: l.ID, Sealed: sealed, CredentialID: cred.ID, ExpiresAt: cred.ExpiresAt})
-		if err != nil {
+		if kc, err = leasecred.Ensure(ctx, tx, s.Secrets, prepared, l.ID, asg.At.Add(in.MaxTTL)); err != nil {
 			return err
 		}
 		return lease.RecordLeaseIn(ctx, tx, lease.Record{ID: l.ID, Pool: l.Pool, Principal: l.Principal, Phase: api.LeaseBound,
@@ -144,7 +130,7 @@ func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, a
 	if err != nil {
 		return nil, err
 	}
-	return s.Secrets.Open(stored.Sealed, []byte(l.ID))
+	return kc, nil
 }
 
 func (s *Server) logWarmBind(msg, leaseID string, r *http.Request, err error) {

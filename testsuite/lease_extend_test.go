@@ -27,6 +27,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/lease"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/testsuite"
@@ -83,7 +84,7 @@ func standInPool(ctx workflow.Context, queue string) error {
 	for {
 		var r pool.ClaimRequest
 		claims.Receive(ctx, &r)
-		_ = workflow.SignalExternalWorkflow(ctx, pool.LeaseWorkflowID(r.LeaseID), "", pool.SignalAssigned, pool.Assignment{
+		_ = workflow.SignalExternalWorkflow(ctx, leasestart.WorkflowID(r.LeaseID), "", pool.SignalAssigned, pool.Assignment{
 			InstanceID: "i-" + r.LeaseID, Backend: "slow", Placement: instance.HostAssignment{HostID: "h", TaskQueue: queue},
 			Endpoint: "https://stand-in"}).Get(ctx, nil)
 	}
@@ -125,7 +126,7 @@ func leaseExtendEnv(t *testing.T, queue string) (*testsuite.Temporal, *slowClust
 // startBoundLease starts a lease of the stand-in pool and returns its view once it is Bound.
 func startBoundLease(t *testing.T, ctx context.Context, c client.Client, queue string, in lease.Input) lease.View {
 	t.Helper()
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pool.LeaseWorkflowID(in.LeaseID), TaskQueue: queue}, lease.WorkflowName, in)
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leasestart.WorkflowID(in.LeaseID), TaskQueue: queue}, lease.WorkflowName, in)
 	require.NoError(t, err)
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, c, in.LeaseID); return lv.Phase == api.LeaseBound }, 30*time.Second, 20*time.Millisecond)

@@ -2,7 +2,6 @@ package testsuite_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -115,11 +114,9 @@ spec:
 	// starts the lease's workflow; the lease is extended (no new credential) and released.
 	warm := lease.Input{LeaseID: "lease-rec-warm", Pool: "rec", Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour,
 		MaxExtensions: 1, SearchAttributes: true}
-	raw, err := json.Marshal(warm)
-	require.NoError(t, err)
 	bind, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: pool.WorkflowID("rec"), UpdateID: warm.LeaseID,
 		UpdateName: pool.UpdateClaim, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: warm.LeaseID, At: time.Now()}, Lease: raw,
+		Args: []any{pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: warm.LeaseID, At: time.Now()}, Lease: warm,
 			SearchAttributes: lease.BoundSearchAttributes(warm)}}})
 	require.NoError(t, err)
 	var bound pool.BindResult

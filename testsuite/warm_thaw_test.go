@@ -2,7 +2,6 @@ package testsuite_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,12 +71,10 @@ spec:
 
 	// The API's warm bind: an Update it stops waiting for (warmBindFor, shortened).
 	in := lease.Input{LeaseID: "lease-1", Pool: name, Principal: "p", TTL: time.Hour, MaxTTL: time.Hour}
-	raw, err := json.Marshal(in)
-	require.NoError(t, err)
 	uctx, ucancel := context.WithTimeout(ctx, 2*time.Second)
 	h, err := c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{WorkflowID: pool.WorkflowID(name), UpdateID: in.LeaseID,
 		UpdateName: pool.UpdateClaim, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: in.LeaseID, At: time.Now()}, Lease: raw}}})
+		Args: []any{pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: in.LeaseID, At: time.Now()}, Lease: in}}})
 	var res pool.BindResult
 	if err == nil {
 		err = h.Get(uctx, &res)

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/backends/internal/leasecred"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
 
@@ -53,7 +53,7 @@ func (b *Backend) Credentials(ctx context.Context, id string, req backends.Crede
 	if err != nil {
 		return backends.Credential{}, fmt.Errorf("instance %s: cluster CA: %w", id, err)
 	}
-	ca, err := leasecred.LoadCA(caSecret.Data["tls.crt"], caSecret.Data["tls.key"])
+	ca, err := pki.LoadCA(caSecret.Data["tls.crt"], caSecret.Data["tls.key"])
 	if err != nil {
 		return backends.Credential{}, fmt.Errorf("instance %s: Secret %s-ca: %w", id, id, err)
 	}

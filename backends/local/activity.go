@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/backends/internal/leasecred"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 )
 
 // What a lease does with its kubeconfig is observed in the API server's audit log: a policy

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/backends/internal/leasecred"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 	"github.com/kunobi-ninja/kobe/internal/kubeconfig"
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
@@ -173,7 +173,7 @@ func virtualClient(kc []byte) (*kubernetes.Clientset, error) {
 func clientCA(s *corev1.Secret) (*pki.CA, error) {
 	for _, pair := range [][2]string{{"client-ca.crt", "client-ca.key"}, {"ca.crt", "ca.key"}} {
 		if len(s.Data[pair[0]]) > 0 && len(s.Data[pair[1]]) > 0 {
-			return leasecred.LoadCA(s.Data[pair[0]], s.Data[pair[1]])
+			return pki.LoadCA(s.Data[pair[0]], s.Data[pair[1]])
 		}
 	}
 	return nil, errors.New("no client CA (client-ca.crt/key or ca.crt/key)")

@@ -81,7 +81,9 @@ func NewCA(commonName string, validity time.Duration) (*CA, error) {
 	return &CA{Cert: cert, Key: key, CertPEM: encodeCert(der), KeyPEM: keyPEM}, nil
 }
 
-// LoadCA parses a CA from PEM.
+// LoadCA parses a CA from PEM: kobe's own, or one made by someone else (Cluster API's, or
+// kubeadm's code in the vcluster syncer; see ParseKey for the keys it reads). A key that is
+// not the certificate's is refused here: the CA would sign certificates that nobody verifies.
 func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
 	cert, err := ParseCert(certPEM)
 	if err != nil {
@@ -93,6 +95,10 @@ func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
 	key, err := ParseKey(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("ca key: %w", err)
+	}
+	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(cert.PublicKey) {
+		return nil, errors.New("ca key: it is not the certificate's")
 	}
 	return &CA{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
 }
@@ -157,6 +163,9 @@ func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (Credential,
 	if tmpl.NotAfter.After(ca.Cert.NotAfter) {
 		tmpl.NotAfter = ca.Cert.NotAfter
 	}
+	// A certificate holds whole seconds: the Credential says the end it really has, not one up
+	// to a second later.
+	tmpl.NotAfter = tmpl.NotAfter.Truncate(time.Second)
 	tmpl.BasicConstraintsValid = true
 	tmpl.AuthorityKeyId = ca.Cert.SubjectKeyId
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
@@ -197,11 +206,15 @@ func ParseCert(certPEM []byte) (*x509.Certificate, error) {
 	return x509.ParseCertificate(block.Bytes)
 }
 
-// ParseKey parses a PKCS#8 or EC private key.
+// ParseKey parses a private key in PKCS#8, EC or PKCS#1 RSA ("RSA PRIVATE KEY", what Cluster
+// API and kubeadm write).
 func ParseKey(keyPEM []byte) (crypto.Signer, error) {
 	block, _ := pem.Decode(keyPEM)
 	if block == nil {
 		return nil, errors.New("no PEM key")
+	}
+	if block.Type == "RSA PRIVATE KEY" {
+		return x509.ParsePKCS1PrivateKey(block.Bytes)
 	}
 	if k, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
 		s, ok := k.(crypto.Signer)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/lease/leasestart"
 
 	"github.com/kunobi-ninja/kobe/lease"
 	"github.com/kunobi-ninja/kobe/pool"
@@ -69,7 +70,7 @@ func (p *Process) Down(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("listing leases: %w", err)
 	}
 	for _, l := range leases {
-		err := c.SignalWorkflow(ctx, pool.LeaseWorkflowID(l.ID), "", lease.SignalReleaseLease, nil)
+		err := c.SignalWorkflow(ctx, leasestart.WorkflowID(l.ID), "", lease.SignalReleaseLease, nil)
 		if err != nil && !notFound(err) {
 			return fmt.Errorf("releasing lease %s: %w", l.ID, err)
 		}

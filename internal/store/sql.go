@@ -314,7 +314,7 @@ func whereClause(conds []string) string {
 }
 
 func (s *sqlStore) DeleteInstance(ctx context.Context, id string) error {
-	if _, err := s.exec(ctx, `DELETE FROM lease_signers WHERE instance_id = ?`, id); err != nil {
+	if _, err := s.exec(ctx, `DELETE FROM prepared_credentials WHERE instance_id = ?`, id); err != nil {
 		return err
 	}
 	if _, err := s.exec(ctx, `DELETE FROM instance_certificates WHERE instance_id = ?`, id); err != nil {
@@ -323,21 +323,21 @@ func (s *sqlStore) DeleteInstance(ctx context.Context, id string) error {
 	return s.deleteOne(ctx, `DELETE FROM instances WHERE id = ?`, "instance", id)
 }
 
-func (s *sqlStore) PutLeaseSigner(ctx context.Context, instanceID string, sealed []byte) error {
+func (s *sqlStore) PutPreparedCredential(ctx context.Context, instanceID string, sealed []byte) error {
 	if instanceID == "" || len(sealed) == 0 {
-		return errors.New("lease signer needs an instance id and a sealed value")
+		return errors.New("a prepared lease credential needs an instance id and a sealed value")
 	}
-	_, err := s.exec(ctx, `INSERT INTO lease_signers (instance_id, sealed, updated_at) VALUES (?, ?, ?)
+	_, err := s.exec(ctx, `INSERT INTO prepared_credentials (instance_id, sealed, updated_at) VALUES (?, ?, ?)
 		ON CONFLICT (instance_id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at`,
 		instanceID, sealed, now())
 	return err
 }
 
-func (s *sqlStore) GetLeaseSigner(ctx context.Context, instanceID string) ([]byte, error) {
+func (s *sqlStore) GetPreparedCredential(ctx context.Context, instanceID string) ([]byte, error) {
 	var sealed []byte
-	err := s.queryRow(ctx, `SELECT sealed FROM lease_signers WHERE instance_id = ?`, instanceID).Scan(&sealed)
+	err := s.queryRow(ctx, `SELECT sealed FROM prepared_credentials WHERE instance_id = ?`, instanceID).Scan(&sealed)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("lease signer of %q: %w", instanceID, ErrNotFound)
+		return nil, fmt.Errorf("prepared lease credential of %q: %w", instanceID, ErrNotFound)
 	}
 	return sealed, err
 }

@@ -229,11 +229,11 @@ type Store interface {
 	// and returns the one stored: of two writers racing to mint a lease's first credential
 	// (the API binding it, its workflow making sure it exists), both hand out the same.
 	AddLeaseCredential(ctx context.Context, c LeaseCredential) (LeaseCredential, error)
-	// PutLeaseSigner stores the sealed signer of an instance's lease credentials (replacing an
-	// older one); GetLeaseSigner reads it (ErrNotFound: the instance has none). DeleteInstance
-	// removes it with the instance.
-	PutLeaseSigner(ctx context.Context, instanceID string, sealed []byte) error
-	GetLeaseSigner(ctx context.Context, instanceID string) ([]byte, error)
+	// PutPreparedCredential stores the sealed prepared lease credential of a Ready instance
+	// (backends.PreparedCredential, replacing an older one); GetPreparedCredential reads it
+	// (ErrNotFound: the instance has none). DeleteInstance removes it with the instance.
+	PutPreparedCredential(ctx context.Context, instanceID string, sealed []byte) error
+	GetPreparedCredential(ctx context.Context, instanceID string) ([]byte, error)
 	// PutInstanceCertificates records when an instance's certificates expire (replacing what
 	// was recorded); ListInstanceCertificates lists every instance's, by instance id.
 	// DeleteInstance removes it with the instance.

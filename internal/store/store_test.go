@@ -76,7 +76,7 @@ func TestStore(t *testing.T) {
 			t.Run("events", func(t *testing.T) { testEvents(t, s, d.rawSQL(t, dsn)) })
 			t.Run("probes", func(t *testing.T) { testProbes(t, s) })
 			t.Run("lease credentials", func(t *testing.T) { testLeaseCredentials(t, s) })
-			t.Run("lease signers and first credentials", func(t *testing.T) { testLeaseSigners(t, s) })
+			t.Run("prepared credentials and first credentials", func(t *testing.T) { testPreparedCredentials(t, s) })
 			t.Run("instance certificates", func(t *testing.T) { testInstanceCertificates(t, s) })
 			t.Run("tokens", func(t *testing.T) { testTokens(t, s) })
 			t.Run("sessions", func(t *testing.T) { testSessions(t, s) })
@@ -582,22 +582,22 @@ func testLeaseCredentials(t *testing.T, s store.Store) {
 	assert.Error(t, s.PutLeaseCredential(ctx, store.LeaseCredential{LeaseID: "x"}))
 }
 
-// A Ready instance's sealed lease signer is stored, replaced, and goes with the instance; the
+// A Ready instance's sealed prepared lease credential is stored, replaced, and goes with the instance; the
 // first credential of a lease wins when two writers race (AddLeaseCredential).
-func testLeaseSigners(t *testing.T, s store.Store) {
+func testPreparedCredentials(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	_, err := s.GetLeaseSigner(ctx, "inst-s")
+	_, err := s.GetPreparedCredential(ctx, "inst-s")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.NoError(t, s.UpsertInstance(ctx, store.Instance{ID: "inst-s", Pool: "p", Backend: "local", Phase: api.InstanceReady}))
-	require.NoError(t, s.PutLeaseSigner(ctx, "inst-s", []byte("one")))
-	require.NoError(t, s.PutLeaseSigner(ctx, "inst-s", []byte("two")))
-	got, err := s.GetLeaseSigner(ctx, "inst-s")
+	require.NoError(t, s.PutPreparedCredential(ctx, "inst-s", []byte("one")))
+	require.NoError(t, s.PutPreparedCredential(ctx, "inst-s", []byte("two")))
+	got, err := s.GetPreparedCredential(ctx, "inst-s")
 	require.NoError(t, err)
 	assert.Equal(t, []byte("two"), got)
-	require.Error(t, s.PutLeaseSigner(ctx, "inst-s", nil), "an empty signer is refused")
+	require.Error(t, s.PutPreparedCredential(ctx, "inst-s", nil), "an empty credential is refused")
 	require.NoError(t, s.DeleteInstance(ctx, "inst-s"))
-	_, err = s.GetLeaseSigner(ctx, "inst-s")
-	require.ErrorIs(t, err, store.ErrNotFound, "the signer goes with its instance")
+	_, err = s.GetPreparedCredential(ctx, "inst-s")
+	require.ErrorIs(t, err, store.ErrNotFound, "the prepared credential goes with its instance")
 
 	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
 	first, err := s.AddLeaseCredential(ctx, store.LeaseCredential{LeaseID: "lease-first", Sealed: []byte("api"), CredentialID: "1", ExpiresAt: exp})

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/backends"
-	"github.com/kunobi-ninja/kobe/backends/leasesigner"
+	"github.com/kunobi-ninja/kobe/backends/leasecred"
 )
 
 // Subject describes the backend under test.
@@ -255,7 +255,7 @@ func preparedCredentialStep(t *testing.T, b backends.RuntimeBackend, p backends.
 	assert.Empty(t, privateKeysIn(t, prepared), "a prepared credential carries no key that can sign")
 
 	leaseID := "lease-p-" + suffix
-	cred, err := leasesigner.Mint(prepared, leaseID, time.Now().Add(time.Hour))
+	cred, err := leasecred.Mint(prepared, leaseID, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	holder := clientFromKubeconfig(t, cred.Kubeconfig)
 	got, err := holder.CoreV1().ConfigMaps("conformance").Get(ctx, "probe", metav1.GetOptions{})
@@ -273,7 +273,7 @@ func preparedCredentialStep(t *testing.T, b backends.RuntimeBackend, p backends.
 	_, err = holder.CoreV1().Namespaces().Get(ctx, "conformance", metav1.GetOptions{})
 	require.NoError(t, err, "and keeps the first credential working")
 
-	second, err := leasesigner.Mint(again, leaseID, time.Now().Add(time.Hour))
+	second, err := leasecred.Mint(again, leaseID, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 
 	require.NoError(t, b.RevokeCredentials(ctx, id, leaseID))

@@ -1,4 +1,4 @@
-package leasesigner
+package leasecred
 
 import (
 	"context"
@@ -31,6 +31,14 @@ func newBox(t *testing.T) *secretbox.Box {
 	box, err := secretbox.New(key)
 	require.NoError(t, err)
 	return box
+}
+
+// newStore is a real store (SQLite) for the test.
+func newStore(t *testing.T) store.Store {
+	st, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "kobe.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }
 
 func TestMintWritesTheHoldersToken(t *testing.T) {
@@ -69,17 +77,17 @@ func TestMintRefusesWhatCannotBeValid(t *testing.T) {
 // copied to another instance does not bind that instance's lease to this instance.
 func TestSealedRowsOpenOnlyForTheirInstance(t *testing.T) {
 	box := newBox(t)
-	sealed, err := Seal(box, "inst-1", prepared())
+	sealed, err := SealPrepared(box, "inst-1", prepared())
 	require.NoError(t, err)
 	assert.NotContains(t, string(sealed), "holder-token")
-	got, err := Open(box, "inst-1", sealed)
+	got, err := OpenPrepared(box, "inst-1", sealed)
 	require.NoError(t, err)
 	assert.Equal(t, "holder-token", got.Token)
 	assert.WithinDuration(t, prepared().ExpiresAt, got.ExpiresAt, time.Second)
 
-	_, err = Open(box, "inst-2", sealed)
-	assert.ErrorContains(t, err, "opening the lease signer of inst-2")
-	_, err = Open(newBox(t), "inst-1", sealed)
+	_, err = OpenPrepared(box, "inst-2", sealed)
+	assert.ErrorContains(t, err, "opening the prepared lease credential of inst-2")
+	_, err = OpenPrepared(newBox(t), "inst-1", sealed)
 	assert.ErrorContains(t, err, "is the secret key the workers' key")
 }
 
@@ -87,17 +95,14 @@ func TestSealedRowsOpenOnlyForTheirInstance(t *testing.T) {
 // the lease's first kubeconfig: both hand out the one stored first, on a real store.
 func TestEnsureHandsOutTheFirstStored(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "kobe.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	box := newBox(t)
+	st, box := newStore(t), newBox(t)
 	require.NoError(t, st.UpsertInstance(ctx, store.Instance{ID: "inst-1", Pool: "p", Backend: "local", Phase: api.InstanceReady}))
-	sealed, err := Seal(box, "inst-1", prepared())
+	sealed, err := SealPrepared(box, "inst-1", prepared())
 	require.NoError(t, err)
-	require.NoError(t, st.PutLeaseSigner(ctx, "inst-1", sealed))
+	require.NoError(t, st.PutPreparedCredential(ctx, "inst-1", sealed))
 	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: "lease-1", Pool: "p", Principal: "alice", Phase: api.LeasePending}))
 
-	p, err := Signer(ctx, st, box, "inst-1")
+	p, err := Prepared(ctx, st, box, "inst-1")
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	got := make([][]byte, 8)
@@ -114,7 +119,7 @@ func TestEnsureHandsOutTheFirstStored(t *testing.T) {
 	for _, kc := range got[1:] {
 		assert.Equal(t, got[0], kc)
 	}
-	_, err = Signer(ctx, st, box, "inst-2")
+	_, err = Prepared(ctx, st, box, "inst-2")
 	assert.ErrorIs(t, err, store.ErrNotFound)
 
 	// An ended lease gets none (its credential was revoked when it ended).

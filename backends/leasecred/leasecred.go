@@ -1,19 +1,16 @@
-// Package leasecred is the per-lease credential of the backends that reach their instances'
-// Kubernetes API as an admin (capi, vcluster, and the hosted k3s and k0s): a client certificate
-// for kobe:lease:<user> (group kobe:leases) signed with the instance's client CA and valid for
-// the lease's TTL, bound to cluster-admin in the instance by ClusterRoleBinding
+package leasecred
+
+// The per-lease certificate, for a lease bound the slow way by a backend that reaches its
+// instances' Kubernetes API as an admin (capi, vcluster, and the hosted k3s and k0s): a client
+// certificate for kobe:lease:<user> (group kobe:leases) signed with the instance's client CA and
+// valid for the lease's TTL, bound to cluster-admin in the instance by ClusterRoleBinding
 // kobe-lease-<user>; revoking it deletes the binding, so the certificate, still valid until it
 // expires, authorizes nothing (403). A credential is handed out only once the instance's
 // authorizer allows its user. The local backend issues the same identity through its own HTTP
 // client.
-package leasecred
 
 import (
 	"context"
-	"crypto"
-	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -136,32 +133,6 @@ func Revoke(ctx context.Context, id string, admin kubernetes.Interface, user str
 
 // BindingName is the ClusterRoleBinding of a lease user.
 func BindingName(user string) string { return "kobe-lease-" + user }
-
-// LoadCA reads a CA made by someone else (Cluster API's, or kubeadm's code in the vcluster
-// syncer): certificate and key in PEM, the key RSA (PKCS#1, what both write), PKCS#8 or EC.
-func LoadCA(certPEM, keyPEM []byte) (*pki.CA, error) {
-	cert, err := pki.ParseCert(certPEM)
-	if err != nil {
-		return nil, fmt.Errorf("ca certificate: %w", err)
-	}
-	if !cert.IsCA {
-		return nil, errors.New("ca certificate: not a CA")
-	}
-	block, _ := pem.Decode(keyPEM)
-	if block == nil {
-		return nil, errors.New("ca key: no PEM key")
-	}
-	var key crypto.Signer
-	if block.Type == "RSA PRIVATE KEY" {
-		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-	} else {
-		key, err = pki.ParseKey(keyPEM)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ca key: %w", err)
-	}
-	return &pki.CA{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
-}
 
 // servesAccessReviews says whether the API server lists the authorization.k8s.io group. If it
 // cannot be asked, it is taken to serve it: kobe then waits and says why it gave up.
