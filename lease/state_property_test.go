@@ -108,7 +108,7 @@ func describeInput(in Input) string {
 }
 
 func randomEvent(r *rand.Rand) event {
-	weights := [evKinds]int{evAssign: 6, evClaimFailed: 1, evRelease: 3, evHeartbeat: 6, evActivity: 4, evExtend: 14,
+	weights := [evKinds]int{evAssign: 10, evClaimFailed: 1, evRelease: 3, evHeartbeat: 6, evActivity: 4, evExtend: 14,
 		evIssued: 10, evSleep: 6, evWake: 6, evScheduleSleep: 2, evScheduleWake: 2, evChildDone: 10, evInactivityCheck: 5,
 		evUnhealthy: 3, evSynced: 3, evCertificates: 2, evTime: 14, evContinueAsNew: 3}
 	total := 0
@@ -127,7 +127,9 @@ func randomEvent(r *rand.Rand) event {
 	var dt time.Duration
 	switch kind {
 	case evExtend:
-		dt = []time.Duration{-time.Minute, 0, 10 * time.Minute, 30 * time.Minute, time.Hour}[r.IntN(5)]
+		// Mostly valid extensions, so that the budget and the ceiling are reached.
+		dts := []time.Duration{-time.Minute, 0, 5 * time.Minute, 10 * time.Minute, 10 * time.Minute, 30 * time.Minute, 30 * time.Minute, time.Hour}
+		dt = dts[r.IntN(len(dts))]
 	case evTime:
 		dt = []time.Duration{time.Second, time.Minute, 5 * time.Minute, 11 * time.Minute, 20 * time.Minute, 45 * time.Minute}[r.IntN(6)]
 	}
@@ -196,6 +198,8 @@ type world struct {
 	lastSeen  time.Time
 	revoked   bool
 	violation string
+	// stats counts what the sequences went through (nil: not counted).
+	stats map[string]int
 }
 
 func newWorld(setup uint64) *world {
@@ -231,6 +235,12 @@ func (w *world) violate(format string, args ...any) {
 
 func (w *world) note(format string, args ...any) { w.log = append(w.log, fmt.Sprintf(format, args...)) }
 
+func (w *world) count(what string) {
+	if w.stats != nil {
+		w.stats[what]++
+	}
+}
+
 // held says the hold loop runs and takes signals.
 func (w *world) held() bool {
 	return w.holding && !w.done && !w.ending && !w.blocked && w.s.View.Phase == api.LeaseBound
@@ -240,6 +250,7 @@ func (w *world) step(e event) {
 	if w.blocked && isSignal(e.kind) {
 		w.deferred = append(w.deferred, e)
 		w.note("delivered while the hold waits for its inactivity sleep")
+		w.count("signals delivered during an inactivity sleep")
 		return
 	}
 	switch e.kind {
@@ -344,6 +355,7 @@ func (w *world) extend(by time.Duration) {
 	}
 	if refused := w.s.ExtendRefusal(by); refused != "" {
 		w.note("refused: %s", refused)
+		w.count("extensions refused " + string(refused))
 		return
 	}
 	w.waitingExt = append(w.waitingExt, by)
@@ -359,6 +371,7 @@ func (w *world) pumpExtensions() {
 		next, refused := w.s.BeginExtension(by)
 		if refused != "" {
 			w.note("extension by %s refused: %s", by, refused)
+			w.count("extensions refused after waiting " + string(refused))
 			continue
 		}
 		if w.s.NeedsCredential() {
@@ -596,6 +609,7 @@ func (w *world) end() {
 		}
 		w.s.EndExtension()
 		w.note("the extension under way abandoned")
+		w.count("extensions abandoned")
 		w.pumpExtensions()
 	}
 	w.pumpSleeps()
@@ -641,6 +655,7 @@ func (w *world) continueAsNew() {
 		w.violate("continue-as-new changed the lease: %s → %s", before, after)
 	}
 	w.note("continued as new")
+	w.count("continued as new")
 }
 
 func terminal(p api.LeasePhase) bool {
@@ -698,6 +713,7 @@ func (w *world) check() string {
 // invariant broke and what broke, or -1.
 func play(seq sequence, stats map[string]int) (int, string) {
 	w := newWorld(seq.setup)
+	w.stats = stats
 	if msg := w.check(); msg != "" {
 		return -1, "initial state: " + msg
 	}
@@ -708,7 +724,7 @@ func play(seq sequence, stats map[string]int) (int, string) {
 		}
 	}
 	if stats != nil {
-		stats["ended "+string(w.s.View.Phase)+" "+string(w.s.View.Reason)]++
+		stats["at the end "+string(w.s.View.Phase)+" "+string(w.s.View.Reason)]++
 		stats["extensions committed"] += w.commits
 		stats["instance workflows"] += w.sleeps
 		if w.instance == instBroken {

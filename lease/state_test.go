@@ -233,8 +233,8 @@ func TestSetConditionAuditsChanges(t *testing.T) {
 	s := boundState()
 	c := api.LeaseCondition{Type: ConditionSynced, Status: "False", Reason: api.ReasonSyncDenied, LastTransitionTime: t0}
 	for i, step := range []struct {
-		status        string
-		reason        api.ReasonCode
+		status         string
+		reason         api.ReasonCode
 		changed, audit bool
 	}{
 		{"False", api.ReasonSyncDenied, true, true},
