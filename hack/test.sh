@@ -11,8 +11,8 @@
 #            tests check by name prefix (backends/local, instance, datastore, server); and the
 #            two that must not overlap each other, the check that no `kobe dev --ephemeral`
 #            cluster outlives its process and the end-to-end runs of the binary
-#            (internal/service, testsuite/e2e), here to balance the lanes; then the pool's
-#            property test at its full count, without -race
+#            (internal/service, testsuite/e2e), here to balance the lanes; then the pool's and
+#            the lease's property tests at their full count, without -race
 #   rest     every other package, among them two that must not overlap each other: the Cluster
 #            API managers' fixed ports (backends/capi, testsuite)
 #
@@ -57,9 +57,10 @@ machine_lane() {
   local rc=0
   # shellcheck disable=SC2086 # one package path a word
   KOBE_TEST_REQUIRE_POSTGRES=1 $TIMED "test: lane machine (race)" "$GO" test "${RACE_FLAGS[@]}" $machine || rc=1
-  # The pool's property test at its full count, 100,000 random sequences (under -race it plays
-  # 10,000: the race detector makes it ten times slower).
+  # The pool's and the lease's property tests at their full count, 100,000 random sequences each
+  # (under -race they play 10,000: the race detector makes them ten times slower).
   $TIMED "test: pool property" "$GO" test -count=1 -run TestPoolDecisionsHoldTheirInvariants ./pool/ || rc=1
+  $TIMED "test: lease property" "$GO" test -count=1 -run TestLeaseDecisionsHoldTheirInvariants ./lease/ || rc=1
   return $rc
 }
 

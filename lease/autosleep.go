@@ -57,11 +57,8 @@ func inactiveFor(now time.Time, after time.Duration, seen ...time.Time) (inactiv
 }
 
 // autoSleep is a Bound lease's inactivity check (nil when the lease has no AfterInactivity).
+// What is activity, and when a check is due, is State's (InactivityCheckAt, Inactive, Used).
 type autoSleep struct {
-	after time.Duration
-	// lastActive is the newest activity that does not move lastSeen (the idle timeout's): the
-	// API's SignalActivity, extensions, and the cluster's use the backend observed.
-	lastActive *time.Time
 	// notBefore holds the next check back after a check that failed.
 	notBefore time.Time
 	timer     workflow.Future
@@ -72,18 +69,11 @@ type autoSleep struct {
 // arm starts the timer of the next check unless the lease sleeps, a timer runs or a check is
 // due; it says whether one is due now.
 func (s *autoSleep) arm(b *boundLease) bool {
-	if b.view.Sleeping || s.timer != nil || s.due {
+	if b.st.View.Sleeping || s.timer != nil || s.due {
 		return s.due
 	}
 	now := workflow.Now(b.ctx)
-	inactive, at := inactiveFor(now, s.after, *b.lastSeen, *s.lastActive)
-	if inactive {
-		at = now
-	}
-	if at.Before(s.notBefore) {
-		at = s.notBefore
-	}
-	if d := at.Sub(now); d > 0 {
+	if d := b.st.InactivityCheckAt(now, s.notBefore).Sub(now); d > 0 {
 		s.timer = workflow.NewTimer(b.ctx, d)
 		b.events += 2
 		return false
@@ -96,35 +86,30 @@ func (s *autoSleep) arm(b *boundLease) bool {
 // when the cluster was last used, and sleeps the lease if that is old enough too.
 func (s *autoSleep) check(b *boundLease) {
 	s.due = false
-	ctx := b.ctx
-	if b.view.Sleeping {
-		return
-	}
-	if inactive, _ := inactiveFor(workflow.Now(ctx), s.after, *b.lastSeen, *s.lastActive); !inactive {
+	ctx, st := b.ctx, b.st
+	if st.View.Sleeping || !st.Inactive(workflow.Now(ctx)) {
 		return // the timer is re-armed from the newer activity
 	}
 	var a *Activities
-	actx := workflow.WithActivityOptions(ctx, activityCheckOptions(b.sleeps.asg.Placement.TaskQueue))
+	actx := workflow.WithActivityOptions(ctx, activityCheckOptions(st.asg.Placement.TaskQueue))
 	var seen ObservedActivity
 	b.events += 3
 	err := workflow.ExecuteActivity(actx, a.LeaseLastActivity, ActivityRequest{
-		Backend: b.sleeps.asg.Backend, InstanceID: b.sleeps.asg.InstanceID}).Get(ctx, &seen)
+		Backend: st.asg.Backend, InstanceID: st.asg.InstanceID}).Get(ctx, &seen)
 	if err != nil {
 		// Not knowing is not inactivity: ask again one period later.
 		workflow.GetLogger(ctx).Warn("cannot read the instance's activity; the lease stays awake", "error", err)
-		s.notBefore = workflow.Now(ctx).Add(s.after)
+		s.notBefore = workflow.Now(ctx).Add(st.after)
 		return
 	}
-	if seen.Last.After(*s.lastActive) {
-		*s.lastActive = seen.Last
-	}
-	if inactive, _ := inactiveFor(workflow.Now(ctx), s.after, *b.lastSeen, *s.lastActive); !inactive {
+	st.Used(seen.Last)
+	if !st.Inactive(workflow.Now(ctx)) {
 		return
 	}
 	b.events += 10 // the sleep's child workflow, its condition and its audit event
-	if _, err := b.sleeps.change(ctx, true, WakeRequest{}, sleepCauseInactivity); err != nil {
+	if _, err := b.changeSleep(ctx, true, WakeRequest{}, sleepCauseInactivity); err != nil {
 		workflow.GetLogger(ctx).Warn("the lease did not sleep after its inactivity", "error", err)
-		s.notBefore = workflow.Now(ctx).Add(s.after)
+		s.notBefore = workflow.Now(ctx).Add(st.after)
 	}
 }
 
@@ -135,7 +120,7 @@ func (s *autoSleep) take(b *boundLease, c workflow.ReceiveChannel) {
 	for c.ReceiveAsync(nil) {
 		b.events++
 	}
-	*s.lastActive = workflow.Now(b.ctx)
+	b.st.Active(workflow.Now(b.ctx))
 }
 
 // ActivityRequest names the instance whose use LeaseLastActivity reads.

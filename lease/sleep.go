@@ -2,7 +2,6 @@ package lease
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -11,7 +10,6 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
@@ -57,37 +55,22 @@ func WakeFor(pol poolspec.Policy) WakeRequest {
 	return WakeRequest{ResumeTimeout: pol.ResumeTimeout, CertificatesMinRemaining: instance.WakeCertificateMinimum(pol)}
 }
 
-// sleeper carries a lease's sleeps and wakes: its update handlers and what they share with the
-// rest of the workflow.
-type sleeper struct {
-	in       Input
-	view     *View
-	asg      *pool.Assignment
-	lastSeen *time.Time
-	// lastActive is the inactivity check's activity that does not move lastSeen: a schedule's
-	// wake moves it, so that a woken lease has another afterInactivity before it sleeps again.
-	lastActive *time.Time
-	// holding is set once the lease is held (boundLease); the
-	// updates are refused before it.
-	holding bool
-	// busy is true while a sleep or a wake runs: they go one at a time, and the lease does not
-	// end under one.
-	busy bool
-}
-
-func (s *sleeper) register(ctx workflow.Context) error {
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSleep,
+// registerSleep registers the sleep and wake Updates. They exist from the start; their
+// validator (State.SleepAdmission) refuses them until the lease is Bound.
+func (r *leaseRun) registerSleep() error {
+	admission := func() error { return sleepRejection(r.st.SleepAdmission()) }
+	if err := workflow.SetUpdateHandlerWithOptions(r.ctx, UpdateSleep,
 		func(ctx workflow.Context, req SleepRequest) (View, error) {
-			return s.change(ctx, true, WakeRequest{}, causeOf(req.Cause))
+			return r.changeSleep(ctx, true, WakeRequest{}, causeOf(req.Cause))
 		},
-		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, SleepRequest) error { return s.admission() }}); err != nil {
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, SleepRequest) error { return admission() }}); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateWake,
+	return workflow.SetUpdateHandlerWithOptions(r.ctx, UpdateWake,
 		func(ctx workflow.Context, req WakeRequest) (View, error) {
-			return s.change(ctx, false, req, causeOf(req.Cause))
+			return r.changeSleep(ctx, false, req, causeOf(req.Cause))
 		},
-		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return s.admission() }})
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return admission() }})
 }
 
 // causeOf is the cause of a sleep or wake request: sleepCauseSchedule for a schedule's, else
@@ -99,54 +82,36 @@ func causeOf(cause string) string {
 	return sleepCauseRequest
 }
 
-// admission is the validator of both updates: only a Bound lease sleeps or wakes. A warm-bound
-// lease is Bound from its first event, a moment before it holds its member (while it makes
-// sure of its credential): its holder, just answered Bound, may already ask; the update then
-// waits for the hold (change).
-func (s *sleeper) admission() error {
-	if s.view.Phase != api.LeaseBound {
-		return temporal.NewApplicationError(string(api.ReasonNotReady), SleepRejection)
+// sleepRejection is the error of a refused sleep or wake ("": none).
+func sleepRejection(reason api.ReasonCode) error {
+	if reason == "" {
+		return nil
 	}
-	return nil
+	return temporal.NewApplicationError(string(reason), SleepRejection)
 }
 
-// refusal says whether a sleep or wake can be carried out now: the lease is Bound and holds
-// its member.
-func (s *sleeper) refusal() error {
-	if !s.holding || s.view.Phase != api.LeaseBound {
-		return temporal.NewApplicationError(string(api.ReasonNotReady), SleepRejection)
-	}
-	return nil
-}
-
-// change puts the instance to sleep (asleep) or wakes it (as wake asks), through the
+// changeSleep puts the instance to sleep (asleep) or wakes it (as wake asks), through the
 // instance's workflow, for the holder's request (sleepCauseRequest), a pool's schedule
-// (sleepCauseSchedule) or the lease's inactivity (sleepCauseInactivity).
-func (s *sleeper) change(ctx workflow.Context, asleep bool, wake WakeRequest, cause string) (View, error) {
+// (sleepCauseSchedule) or the lease's inactivity (sleepCauseInactivity). State.BeginSleep
+// decides whether it runs; Slept and WakeFailed what its outcome means.
+func (r *leaseRun) changeSleep(ctx workflow.Context, asleep bool, wake WakeRequest, cause string) (View, error) {
+	st := r.st
 	// One change at a time, and none before the lease holds its member (or has ended).
-	if err := workflow.Await(ctx, func() bool { return !s.busy && (s.holding || s.view.Phase != api.LeaseBound) }); err != nil {
-		return *s.view, err
+	if err := workflow.Await(ctx, st.SleepMayStart); err != nil {
+		return st.View, err
 	}
-	if cause == sleepCauseRequest {
-		// A request through kobe's API for the lease is activity (idle timeout).
-		*s.lastSeen = workflow.Now(ctx)
+	run, refused := st.BeginSleep(asleep, cause, workflow.Now(ctx))
+	if !run {
+		return st.View, sleepRejection(refused)
 	}
-	// Decide on the state as it is now: the lease may have ended, or another request done it.
-	if err := s.refusal(); err != nil {
-		return *s.view, err
-	}
-	if s.view.Sleeping == asleep {
-		return *s.view, nil
-	}
-	s.busy = true
-	defer func() { s.busy = false }()
-	s.view.Sleeps++
-	in := instance.SleepInput{Backend: s.asg.Backend, Spec: backends.InstanceSpec{ID: s.asg.InstanceID, Pool: s.in.Pool},
-		Placement: s.asg.Placement, Endpoint: s.asg.Endpoint, LeaseID: s.in.LeaseID, ResumeTimeout: wake.ResumeTimeout,
+	defer st.EndSleep()
+	asg := st.asg
+	in := instance.SleepInput{Backend: asg.Backend, Spec: backends.InstanceSpec{ID: asg.InstanceID, Pool: r.in.Pool},
+		Placement: asg.Placement, Endpoint: asg.Endpoint, LeaseID: r.in.LeaseID, ResumeTimeout: wake.ResumeTimeout,
 		CertificatesMinRemaining: wake.CertificatesMinRemaining}
-	name, id := instance.SleepWorkflowName, instance.SleepWorkflowID(s.asg.InstanceID, s.view.Sleeps)
+	name, id := instance.SleepWorkflowName, instance.SleepWorkflowID(asg.InstanceID, st.View.Sleeps)
 	if !asleep {
-		name, id = instance.WakeWorkflowName, instance.WakeWorkflowID(s.asg.InstanceID, s.view.Sleeps)
+		name, id = instance.WakeWorkflowName, instance.WakeWorkflowID(asg.InstanceID, st.View.Sleeps)
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id,
 		WorkflowExecutionTimeout: max(wake.ResumeTimeout, instance.DefaultResumeTimeout) + 10*time.Minute})
@@ -156,53 +121,23 @@ func (s *sleeper) change(ctx workflow.Context, asleep bool, wake WakeRequest, ca
 	if err != nil {
 		var ae *temporal.ApplicationError
 		if errors.As(err, &ae) && ae.Type() == instance.ErrCannotSleep {
-			return *s.view, temporal.NewApplicationError(string(api.ReasonSleepUnsupported), SleepRejection)
+			return st.View, sleepRejection(api.ReasonSleepUnsupported)
 		}
 		if asleep {
-			return *s.view, err
+			return st.View, err
 		}
-		// The instance did not come back: it is broken. The lease stays Bound (its holder
-		// decides whether to give it back), no longer asleep. Certificates that expired in
-		// its sleep and could not be re-issued have their own reason.
-		s.view.Sleeping = false
-		reason := api.ReasonWakeFailed
-		if instance.CertificatesExpiredInSleep(err) {
-			reason = api.ReasonCertificatesExpiring
+		reason, conds := st.WakeFailed(err, instance.CertificatesExpiredInSleep(err), now)
+		for _, c := range conds {
+			r.audit(ctx, c)
 		}
-		msg := fmt.Sprintf("the instance did not wake: %v", err)
-		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "False", Reason: reason, Message: msg, LastTransitionTime: now})
-		s.condition(ctx, api.LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: reason, Message: msg, LastTransitionTime: now})
-		return *s.view, temporal.NewApplicationError(string(reason), SleepRejection, err)
+		return st.View, temporal.NewApplicationError(string(reason), SleepRejection, err)
 	}
-	s.view.Sleeping = asleep
-	if !asleep && cause == sleepCauseSchedule && s.lastActive != nil && now.After(*s.lastActive) {
-		// Not the holder's activity (lastSeen stays), but a woken lease is not slept again at once.
-		*s.lastActive = now
-	}
+	c := st.Slept(asleep, cause, now, res.Duration)
 	if asleep {
-		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": s.in.Pool, "cause": cause}).Counter(MetricLeaseSleeps).Inc(1)
-		reason, why := api.ReasonAsleep, ""
-		if cause == sleepCauseInactivity {
-			reason, why = api.ReasonInactive, fmt.Sprintf(" after %s without activity", s.in.AfterInactivity)
-		} else if cause == sleepCauseSchedule {
-			why = " on its pool's sleep schedule"
-		}
-		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "True", Reason: reason, LastTransitionTime: now,
-			Message: "the instance is asleep" + why + ": its kubeconfig's requests are refused until it wakes (kobe lease wake " + s.in.LeaseID + ")"})
-	} else {
-		s.condition(ctx, api.LeaseCondition{Type: ConditionSleeping, Status: "False", Reason: api.ReasonAwake, LastTransitionTime: now,
-			Message: fmt.Sprintf("the instance woke in %s", res.Duration.Round(time.Millisecond))})
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": r.in.Pool, "cause": cause}).Counter(MetricLeaseSleeps).Inc(1)
 	}
-	return *s.view, nil
-}
-
-// condition puts c in the view and audits it (RecordLeaseCondition).
-func (s *sleeper) condition(ctx workflow.Context, c api.LeaseCondition) {
-	setCondition(s.view, c)
-	var a *Activities
-	short := workflow.WithActivityOptions(ctx, instance.StoreWriteOptions())
-	_ = workflow.ExecuteActivity(short, a.RecordLeaseCondition, ConditionChange{LeaseID: s.view.ID, Pool: s.view.Pool,
-		InstanceID: s.view.InstanceID, Condition: c, At: workflow.Now(ctx)}).Get(ctx, nil)
+	r.audit(ctx, c)
+	return st.View, nil
 }
 
 // IsSleepRejection returns the reason code of a refused sleep or wake.

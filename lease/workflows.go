@@ -61,359 +61,347 @@ const ExtendRejection = "ExtendRejected"
 
 // Lease claims an instance from its pool, issues the lease's credentials, holds the instance
 // until its TTL (extendable within budget and ceiling) or a release, then hands it back to the
-// pool, which tears it down: an instance is never reused.
+// pool, which tears it down: an instance is never reused. What the lease decides is State's
+// (state.go); this carries it out.
 func Lease(ctx workflow.Context, in Input) (View, error) {
-	var a *Activities
-	view := View{ID: in.LeaseID, Pool: in.Pool, Phase: api.LeasePending, IdleTimeout: in.IdleTimeout, AfterInactivity: in.AfterInactivity}
+	st := NewState(in)
+	r := &leaseRun{ctx: ctx, in: in, st: st}
 	resumed := in.Resume != nil
 	// A lease the pool bound (a warm bind) starts Bound.
 	warm := in.Bound != nil && !resumed
-	var asg pool.Assignment
-	var lastSeen, lastActive time.Time
-	issueFor := 2 * time.Minute
-	if resumed {
-		view, asg, lastSeen, issueFor = in.Resume.View, in.Resume.Assignment, in.Resume.LastSeen, in.Resume.IssueFor
-		lastActive = in.Resume.LastActive
+	if err := r.registerWaits(); err != nil {
+		return st.View, err
 	}
-	if warm {
-		// Bound from the first event, before the handlers below exist: an extension or a
-		// release sent the moment the API answered finds it Bound.
-		asg = *in.Bound
-		view.Phase = api.LeaseBound // the pool started the workflow with KobePhase Bound
-		view.ClaimedAt, view.BoundAt = asg.At, asg.At
-		view.InstanceID, view.Endpoint, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, asg.Seq
-		view.ExpiresAt = view.BoundAt.Add(in.TTL)
-		issueFor = 10 * time.Minute
-	}
-	if err := workflow.SetQueryHandler(ctx, QueryLease, func() (View, error) { return view, nil }); err != nil {
-		return view, err
-	}
-	if err := workflow.SetUpdateHandler(ctx, UpdateWaitBound, func(ctx workflow.Context) (View, error) {
-		err := workflow.Await(ctx, func() bool { return view.Phase != api.LeasePending })
-		return view, err
-	}); err != nil {
-		return view, err
-	}
-	short := workflow.WithActivityOptions(ctx, instance.StoreWriteOptions())
-	projectAsync := func() workflow.Future {
-		return workflow.ExecuteActivity(short, a.RecordLease, Record{
-			ID: view.ID, Pool: view.Pool, Principal: in.Principal, Phase: view.Phase, InstanceID: view.InstanceID,
-			TTL: in.TTL, ExpiresAt: view.ExpiresAt, Reason: view.Reason,
-		})
-	}
-	project := func() { _ = projectAsync().Get(ctx, nil) }
 	var pendingRecorded workflow.Future
 	if !resumed && !warm {
 		// The claim goes out at once and the Pending row is written meanwhile: the projection
 		// is not on the bind path.
-		pendingRecorded = projectAsync()
+		pendingRecorded = r.projectAsync()
 	}
-	metrics := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": in.Pool})
-	claimEvent := func(event string) {
-		metrics.WithTags(map[string]string{"event": event}).Counter(MetricClaims).Inc(1)
+	r.metrics = workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"profile": in.Pool})
+	// The extend, sleep and wake handlers exist from the start (their validators refuse until
+	// Bound): a client that sees Bound — by query or by the wait-bound update — can extend at once.
+	if err := r.registerUpdates(); err != nil {
+		return st.View, err
 	}
-	searchable := in.SearchAttributes
-	setPhase := func(phase api.LeasePhase) {
-		view.Phase = phase
-		if searchable {
-			if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttributePhase.ValueSet(string(phase))); err != nil {
-				workflow.GetLogger(ctx).Warn("cannot update the lease's search attributes", "error", err)
-			}
-		}
-	}
+	r.release = workflow.GetSignalChannel(ctx, SignalReleaseLease)
+	r.assigned = workflow.GetSignalChannel(ctx, pool.SignalAssigned)
+	r.failed = workflow.GetSignalChannel(ctx, pool.SignalClaimFailed)
 
-	// issueUntil issues a credential for this lease expiring at expiresAt, on the instance's
-	// host (it replaces the stored one).
-	issueUntil := func(ctx workflow.Context, expiresAt time.Time) error {
-		if asg.Prepared {
-			// Minted from the prepared signer, valid until the lease's ceiling: an extension
-			// (refused past the ceiling) needs no new credential.
-			return nil
+	switch {
+	case warm:
+		if !r.ensureWarmBound() {
+			return st.View, nil
 		}
-		hctx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
-		return workflow.ExecuteActivity(hctx, a.IssueLeaseCredentials, CredentialRequest{
-			LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID, ExpiresAt: expiresAt,
-		}).Get(ctx, nil)
-	}
-	refusal := func(req ExtendRequest) error {
-		switch {
-		case view.Phase != api.LeaseBound:
-			return temporal.NewApplicationError(string(api.ReasonNotReady), ExtendRejection)
-		case req.By <= 0:
-			return temporal.NewApplicationError(string(api.ReasonInvalidRequest), ExtendRejection)
-		case view.Extensions >= in.MaxExtensions:
-			return temporal.NewApplicationError(string(api.ReasonExtensionBudgetExhausted), ExtendRejection)
-		case view.ExpiresAt.Add(req.By).After(view.BoundAt.Add(in.MaxTTL)):
-			return temporal.NewApplicationError(string(api.ReasonMaxTTLCeiling), ExtendRejection)
+	case !resumed:
+		if bound, err := r.claimAndBind(pendingRecorded); !bound {
+			return st.View, err
 		}
-		return nil
-	}
-
-	// The sleep and wake updates' state: an extension asks it whether the lease sleeps.
-	sleeps := &sleeper{in: in, view: &view, asg: &asg, lastSeen: &lastSeen, lastActive: &lastActive}
-	// asleep: the lease's instance is asleep, or a sleep or a wake of it is under way: its
-	// cluster cannot issue a credential now (a stopped API server refuses the connection, and an
-	// issuance would retry for issueFor).
-	asleep := func() bool { return view.Sleeping || sleeps.busy }
-	sleepingRefusal := func() error { return temporal.NewApplicationError(string(api.ReasonSleeping), ExtendRejection) }
-
-	// The extend handler exists from the start (its validator refuses until Bound): a client
-	// that sees Bound — by query or by the wait-bound update — can extend at once.
-	// extending is true while an extension issues its credential: extensions go one at a time,
-	// and the lease does not continue as new under one. It does expire (and end) under one:
-	// abandonExtension cancels the issuance, and abandoned tells the extension why.
-	extending := false
-	var abandonExtension workflow.CancelFunc
-	abandoned := false
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend,
-		func(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
-			if err := workflow.Await(ctx, func() bool { return !extending }); err != nil {
-				return ExtendResult{}, err
-			}
-			// Another extension may have run meanwhile: decide on the state as it is now.
-			if err := refusal(req); err != nil {
-				return ExtendResult{}, err
-			}
-			// The lease may have fallen asleep while this extension waited for another one (the
-			// validator refused it only if it was asleep when it came).
-			if asleep() {
-				return ExtendResult{}, sleepingRefusal()
-			}
-			extending = true
-			// The issuance runs in a context the lease cancels when it ends under it (it is not
-			// cancelled otherwise).
-			ictx, abandon := workflow.WithCancel(ctx)
-			abandonExtension = abandon
-			defer func() { extending, abandonExtension = false, nil }()
-			// Compute, issue a fresh certificate that expires with the lease, then commit: a
-			// failed issuance changes nothing and spends no extension.
-			next := view.ExpiresAt.Add(req.By)
-			if err := issueUntil(ictx, next); err != nil {
-				switch {
-				case abandoned:
-					// The lease ended (expired or released) while this issued: nothing changed.
-					return ExtendResult{}, temporal.NewApplicationError(string(api.ReasonNotReady), ExtendRejection)
-				case IsInstanceSleeping(err):
-					// The lease's instance fell asleep while this issued (its backend says so).
-					return ExtendResult{}, sleepingRefusal()
-				}
-				return ExtendResult{}, err
-			}
-			if view.Phase != api.LeaseBound {
-				return ExtendResult{}, temporal.NewApplicationError(string(api.ReasonNotReady), ExtendRejection)
-			}
-			view.ExpiresAt = next
-			view.Extensions++
-			lastActive = workflow.Now(ctx) // an extension is its holder's activity (AfterInactivity)
-			claimEvent("extended")
-			return ExtendResult{ExpiresAt: view.ExpiresAt}, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ExtendRequest) error {
-			if err := refusal(req); err != nil {
-				return err
-			}
-			// A sleeping lease's cluster cannot issue the extension's credential: refused at
-			// once (validators do not run on replay), whatever its kind of
-			// credential, so that the holder learns it must wake the lease first.
-			if asleep() {
-				return sleepingRefusal()
-			}
-			return nil
-		}}); err != nil {
-		return view, err
-	}
-
-	// The sleep and wake updates exist from the start too; they are refused until the lease is
-	// held.
-	if err := sleeps.register(ctx); err != nil {
-		return view, err
-	}
-
-	releaseCh := workflow.GetSignalChannel(ctx, SignalReleaseLease)
-	assignedCh := workflow.GetSignalChannel(ctx, pool.SignalAssigned)
-	failedCh := workflow.GetSignalChannel(ctx, pool.SignalClaimFailed)
-
-	if warm {
-		// The API minted the credential and wrote the Bound row before it answered; if it died
-		// in between, this mints and writes them. In this workflow task, as a local activity:
-		// the bound lease's first task is its only one until it ends or is extended.
-		lctx := workflow.WithLocalActivityOptions(ctx, bindLocalOptions())
-		err := workflow.ExecuteLocalActivity(lctx, ActivityEnsureLeaseBound, BoundLease{
-			Record: Record{ID: view.ID, Pool: view.Pool, Principal: in.Principal, Phase: api.LeaseBound, InstanceID: view.InstanceID,
-				TTL: in.TTL, ExpiresAt: view.ExpiresAt},
-			NotAfter: view.BoundAt.Add(in.MaxTTL),
-		}).Get(ctx, nil)
-		if err != nil {
-			setPhase(api.LeaseFailed)
-			view.Reason = api.ReasonBackendError
-			claimEvent("failed")
-			project()
-			revokeCtx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
-			_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, CredentialRequest{
-				LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
-			giveBack(ctx, in, asg.InstanceID, "credentials failed")
-			return view, nil
-		}
-		// Claimed and bound in the same instant of workflow time (the pool's Update).
-		metrics.Timer(MetricClaimBindDuration).Record(0)
-		claimEvent("created_fast")
-		lastSeen = view.BoundAt
-	} else if !resumed {
-		view.ClaimedAt = workflow.Now(ctx)
-		claimErr := workflow.SignalExternalWorkflow(ctx, pool.WorkflowID(in.Pool), "", pool.SignalClaim,
-			pool.ClaimRequest{LeaseID: in.LeaseID, Priority: in.Priority, At: view.ClaimedAt}).Get(ctx, nil)
-		if pendingRecorded != nil {
-			_ = pendingRecorded.Get(ctx, nil)
-		}
-		if err := claimErr; err != nil {
-			setPhase(api.LeaseFailed)
-			view.Reason = "not_found"
-			claimEvent("failed")
-			project()
-			return view, fmt.Errorf("pool %s: %w", in.Pool, err)
-		}
-
-		for view.Phase == api.LeasePending && asg.InstanceID == "" {
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(assignedCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &asg) })
-			sel.AddReceive(failedCh, func(c workflow.ReceiveChannel, _ bool) {
-				var f pool.ClaimFailure
-				c.Receive(ctx, &f)
-				view.Phase, view.Reason = api.LeaseFailed, api.ReasonCode(f.Reason)
-			})
-			sel.AddReceive(releaseCh, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				view.Phase = api.LeaseReleased
-			})
-			sel.Select(ctx)
-		}
-		if view.Phase != api.LeasePending {
-			phase := view.Phase
-			setPhase(phase)
-			if phase == api.LeaseFailed {
-				claimEvent("failed")
-			} else {
-				claimEvent("released")
-			}
-			// Failed or released while waiting: the pool forgets the claim.
-			_ = workflow.SignalExternalWorkflow(ctx, pool.WorkflowID(in.Pool), "", pool.SignalCancelClaim, in.LeaseID).Get(ctx, nil)
-			// An assignment racing with the cancellation is handed straight back.
-			var late pool.Assignment
-			if assignedCh.ReceiveAsync(&late) {
-				giveBack(ctx, in, late.InstanceID, "cancelled")
-			}
-			project()
-			return view, nil
-		}
-
-		// Bound: issue credentials for exactly this lease, valid for its TTL.
-		view.InstanceID, view.Endpoint, view.AssignmentSeq = asg.InstanceID, asg.Endpoint, asg.Seq
-		view.BoundAt = workflow.Now(ctx)
-		view.ExpiresAt = view.BoundAt.Add(in.TTL)
-		// Issuing credentials is a few milliseconds of work against a Ready instance; when it takes
-		// minutes the host is overloaded, not broken (the 50-client bench on 2 cores: a lease failed
-		// with backend_error after 2 minutes while its instance was fine). The lease waits
-		// longer, so an overloaded host slows binds down instead of failing them.
-		issueFor = 10 * time.Minute
-		if err := issueUntil(ctx, view.ExpiresAt); err != nil {
-			setPhase(api.LeaseFailed)
-			view.Reason = "backend_error"
-			claimEvent("failed")
-			project()
-			giveBack(ctx, in, asg.InstanceID, "credentials failed")
-			return view, nil
-		}
-		setPhase(api.LeaseBound)
-		project()
-		metrics.Timer(MetricClaimBindDuration).Record(workflow.Now(ctx).Sub(view.ClaimedAt))
-		if asg.Queued {
-			claimEvent("created_queued")
-		} else {
-			claimEvent("created_fast")
-		}
-		lastSeen = workflow.Now(ctx)
-	} else if searchable {
+	case in.SearchAttributes:
 		// A new run: the phase it shows in the Web UI is the one it carries on.
-		setPhase(view.Phase)
+		r.showPhase()
 	}
 
-	heartbeatCh := workflow.GetSignalChannel(ctx, SignalHeartbeat)
-	b := &boundLease{ctx: ctx, in: in, view: &view, lastSeen: &lastSeen, extending: &extending, metrics: metrics,
-		release: releaseCh, heartbeat: heartbeatCh, unhealthy: workflow.GetSignalChannel(ctx, pool.SignalInstanceUnhealthy),
-		assigned: assignedCh, leftovers: []workflow.ReceiveChannel{failedCh}, project: project, sleeps: sleeps,
-		synced: workflow.GetSignalChannel(ctx, pool.SignalInstanceSync), certs: workflow.GetSignalChannel(ctx, pool.SignalInstanceCertificates)}
-	if in.AfterInactivity > 0 {
-		b.auto = &autoSleep{after: in.AfterInactivity, lastActive: &lastActive, signals: workflow.GetSignalChannel(ctx, SignalActivity)}
-	}
-	sleeps.holding = true
+	b := r.holder()
+	st.Hold()
 	if b.hold() {
 		next := in
-		next.Resume = &Resume{View: view, Assignment: asg, LastSeen: lastSeen, LastActive: lastActive, IssueFor: issueFor}
-		return view, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
+		next.Resume = st.Resume()
+		return st.View, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 	}
-	// An extension still issuing when the lease ended is abandoned (its issuance cancelled),
-	// so that the lease ends now, not when the issuance gives up.
-	if extending && abandonExtension != nil {
-		abandoned = true
-		abandonExtension()
+	return st.View, r.end()
+}
+
+// leaseRun is one run of a lease's workflow: its state, and what carries its decisions out.
+type leaseRun struct {
+	ctx     workflow.Context
+	in      Input
+	st      *State
+	metrics metricsHandler
+	// abandonExtension cancels the issuance of the extension under way (nil when none).
+	abandonExtension          workflow.CancelFunc
+	release, assigned, failed workflow.ReceiveChannel
+}
+
+// registerWaits registers the query and the wait-bound Update.
+func (r *leaseRun) registerWaits() error {
+	if err := workflow.SetQueryHandler(r.ctx, QueryLease, func() (View, error) { return r.st.View, nil }); err != nil {
+		return err
 	}
-	// An extension that was issuing when the lease ended has stored its credential by now
-	// (or was abandoned): the revocation below is the last word. A sleep or wake under way
-	// finishes first.
-	if err := workflow.Await(ctx, func() bool { return !extending && !sleeps.busy }); err != nil {
-		return view, err
+	return workflow.SetUpdateHandler(r.ctx, UpdateWaitBound, func(ctx workflow.Context) (View, error) {
+		err := workflow.Await(ctx, func() bool { return r.st.View.Phase != api.LeasePending })
+		return r.st.View, err
+	})
+}
+
+// registerUpdates registers the extend Update (validated by State.ExtendRefusal: a refused
+// Update leaves no event, and validators do not run on replay), and the sleep and wake ones.
+func (r *leaseRun) registerUpdates() error {
+	if err := workflow.SetUpdateHandlerWithOptions(r.ctx, UpdateExtend, r.extend,
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, req ExtendRequest) error {
+			return extendRejection(r.st.ExtendRefusal(req.By))
+		}}); err != nil {
+		return err
 	}
-	if abandoned {
-		// The abandoned issuance's attempt may still be running on the instance's host:
-		// the lease's end is recorded before the revocation, so that the store refuses a
-		// credential it stores after (ErrLeaseEnded) and the revocation deletes one it
-		// stored before.
-		setPhase(view.Phase)
-		project()
+	return r.registerSleep()
+}
+
+// extend carries an extension out: after the extensions before it, it issues a credential that
+// expires with the lease's new expiry, then commits (State.BeginExtension, ExtensionIssued).
+// The lease may expire or be released while it issues: the issuance is then cancelled (end).
+func (r *leaseRun) extend(ctx workflow.Context, req ExtendRequest) (ExtendResult, error) {
+	st := r.st
+	if err := workflow.Await(ctx, func() bool { return !st.Extending() }); err != nil {
+		return ExtendResult{}, err
+	}
+	// Another extension may have run meanwhile, or the lease fallen asleep: decide on the
+	// state as it is now.
+	next, refused := st.BeginExtension(req.By)
+	if refused != "" {
+		return ExtendResult{}, extendRejection(refused)
+	}
+	// The issuance runs in a context the lease cancels when it ends under it (it is not
+	// cancelled otherwise).
+	ictx, abandon := workflow.WithCancel(ctx)
+	r.abandonExtension = abandon
+	defer func() { st.EndExtension(); r.abandonExtension = nil }()
+	if err := r.issueUntil(ictx, next); err != nil {
+		if refused := st.ExtensionFailed(IsInstanceSleeping(err)); refused != "" {
+			return ExtendResult{}, extendRejection(refused)
+		}
+		return ExtendResult{}, err
+	}
+	if refused := st.ExtensionIssued(next, workflow.Now(ctx)); refused != "" {
+		return ExtendResult{}, extendRejection(refused)
+	}
+	r.claimEvent("extended")
+	return ExtendResult{ExpiresAt: st.View.ExpiresAt}, nil
+}
+
+// extendRejection is the error of a refused extension ("": none).
+func extendRejection(reason api.ReasonCode) error {
+	if reason == "" {
+		return nil
+	}
+	return temporal.NewApplicationError(string(reason), ExtendRejection)
+}
+
+// ensureWarmBound makes sure a warm-bound lease has its credential and its Bound row: the API
+// minted and wrote them before it answered; if it died in between, this does. In the lease's
+// first workflow task, as a local activity: the bound lease's first task is its only one until
+// it ends or is extended. It says whether the lease goes on to hold its member.
+func (r *leaseRun) ensureWarmBound() bool {
+	lctx := workflow.WithLocalActivityOptions(r.ctx, bindLocalOptions())
+	err := workflow.ExecuteLocalActivity(lctx, ActivityEnsureLeaseBound, BoundLease{
+		Record: r.record(), NotAfter: r.st.View.BoundAt.Add(r.in.MaxTTL),
+	}).Get(r.ctx, nil)
+	if err != nil {
+		r.st.Fail(api.ReasonBackendError)
+		r.showPhase()
+		r.claimEvent("failed")
+		r.project()
+		r.revoke()
+		giveBack(r.ctx, r.in, r.st.asg.InstanceID, "credentials failed")
+		return false
+	}
+	// Claimed and bound in the same instant of workflow time (the pool's Update).
+	r.metrics.Timer(MetricClaimBindDuration).Record(0)
+	r.claimEvent("created_fast")
+	return true
+}
+
+// claimAndBind claims a member of the pool, waits for it and issues the lease's credential. It
+// says whether the lease is Bound; an error when the pool could not be asked.
+func (r *leaseRun) claimAndBind(pendingRecorded workflow.Future) (bool, error) {
+	ctx, st := r.ctx, r.st
+	st.Claimed(workflow.Now(ctx))
+	claimErr := workflow.SignalExternalWorkflow(ctx, pool.WorkflowID(r.in.Pool), "", pool.SignalClaim,
+		pool.ClaimRequest{LeaseID: r.in.LeaseID, Priority: r.in.Priority, At: st.View.ClaimedAt}).Get(ctx, nil)
+	if pendingRecorded != nil {
+		_ = pendingRecorded.Get(ctx, nil)
+	}
+	if err := claimErr; err != nil {
+		st.Fail(api.ReasonNotFound)
+		r.showPhase()
+		r.claimEvent("failed")
+		r.project()
+		return false, fmt.Errorf("pool %s: %w", r.in.Pool, err)
 	}
 
-	// Revoke first so the credential dies at once, then hand the instance back for teardown.
-	// An instance asleep serves nothing: its credential dies with its teardown (a revocation
-	// that needs its API would only wait for it).
-	if !view.Sleeping {
-		revokeCtx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, issueFor))
-		_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, CredentialRequest{
-			LeaseID: in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(ctx, nil)
+	for st.Waiting() {
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(r.assigned, func(c workflow.ReceiveChannel, _ bool) {
+			var asg pool.Assignment
+			c.Receive(ctx, &asg)
+			st.Assigned(asg)
+		})
+		sel.AddReceive(r.failed, func(c workflow.ReceiveChannel, _ bool) {
+			var f pool.ClaimFailure
+			c.Receive(ctx, &f)
+			st.Fail(api.ReasonCode(f.Reason))
+		})
+		sel.AddReceive(r.release, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			st.Release()
+		})
+		sel.Select(ctx)
 	}
-	giveBack(ctx, in, asg.InstanceID, string(view.Phase))
-	setPhase(view.Phase)
-	if view.Phase == api.LeaseExpired {
-		claimEvent("expired")
+	if st.View.Phase != api.LeasePending {
+		r.showPhase()
+		r.claimEvent(st.EndEvent())
+		// Failed or released while waiting: the pool forgets the claim.
+		_ = workflow.SignalExternalWorkflow(ctx, pool.WorkflowID(r.in.Pool), "", pool.SignalCancelClaim, r.in.LeaseID).Get(ctx, nil)
+		// An assignment racing with the cancellation is handed straight back.
+		var late pool.Assignment
+		if r.assigned.ReceiveAsync(&late) {
+			giveBack(ctx, r.in, late.InstanceID, "cancelled")
+		}
+		r.project()
+		return false, nil
+	}
+
+	// Bound: issue credentials for exactly this lease, valid for its TTL.
+	expiresAt := st.Bind(workflow.Now(ctx))
+	if err := r.issueUntil(ctx, expiresAt); err != nil {
+		st.Fail(api.ReasonBackendError)
+		r.showPhase()
+		r.claimEvent("failed")
+		r.project()
+		giveBack(ctx, r.in, st.asg.InstanceID, "credentials failed")
+		return false, nil
+	}
+	st.Bound()
+	r.showPhase()
+	r.project()
+	r.metrics.Timer(MetricClaimBindDuration).Record(workflow.Now(ctx).Sub(st.View.ClaimedAt))
+	if st.asg.Queued {
+		r.claimEvent("created_queued")
 	} else {
-		claimEvent("released")
+		r.claimEvent("created_fast")
 	}
-	project()
-	return view, nil
+	// The bind, once recorded, is the holder's first sign of life (the idle timeout's).
+	st.Heartbeat(workflow.Now(ctx))
+	return true, nil
+}
+
+// end carries out the end of a lease that was held: it abandons an extension still issuing,
+// waits for a sleep or wake under way, revokes the credential and gives the member back.
+func (r *leaseRun) end() error {
+	st := r.st
+	if r.abandonExtension != nil && st.AbandonExtension() {
+		r.abandonExtension()
+	}
+	// An extension that was issuing when the lease ended has stored its credential by now (or
+	// was abandoned): the revocation below is the last word.
+	if err := workflow.Await(r.ctx, st.Settled); err != nil {
+		return err
+	}
+	if st.Abandoned() {
+		r.showPhase()
+		r.project()
+	}
+	// Revoke first so the credential dies at once, then hand the instance back for teardown.
+	if st.Revokes() {
+		r.revoke()
+	}
+	giveBack(r.ctx, r.in, st.asg.InstanceID, string(st.View.Phase))
+	r.showPhase()
+	r.claimEvent(st.EndEvent())
+	r.project()
+	return nil
+}
+
+// record is the lease's store row as the state has it.
+func (r *leaseRun) record() Record {
+	v := &r.st.View
+	return Record{ID: v.ID, Pool: v.Pool, Principal: r.in.Principal, Phase: v.Phase, InstanceID: v.InstanceID,
+		TTL: r.in.TTL, ExpiresAt: v.ExpiresAt, Reason: v.Reason}
+}
+
+// projectAsync writes the lease's row (RecordLease); project waits for it.
+func (r *leaseRun) projectAsync() workflow.Future {
+	var a *Activities
+	short := workflow.WithActivityOptions(r.ctx, instance.StoreWriteOptions())
+	return workflow.ExecuteActivity(short, a.RecordLease, r.record())
+}
+
+func (r *leaseRun) project() { _ = r.projectAsync().Get(r.ctx, nil) }
+
+// showPhase shows the lease's phase in its search attribute KobePhase, when it has them.
+func (r *leaseRun) showPhase() {
+	if !r.in.SearchAttributes {
+		return
+	}
+	if err := workflow.UpsertTypedSearchAttributes(r.ctx, SearchAttributePhase.ValueSet(string(r.st.View.Phase))); err != nil {
+		workflow.GetLogger(r.ctx).Warn("cannot update the lease's search attributes", "error", err)
+	}
+}
+
+func (r *leaseRun) claimEvent(event string) {
+	r.metrics.WithTags(map[string]string{"event": event}).Counter(MetricClaims).Inc(1)
+}
+
+// issueUntil issues a credential for this lease expiring at expiresAt, on the instance's host
+// (it replaces the stored one), unless the lease's credential needs none.
+func (r *leaseRun) issueUntil(ctx workflow.Context, expiresAt time.Time) error {
+	if !r.st.NeedsCredential() {
+		return nil
+	}
+	var a *Activities
+	asg := r.st.asg
+	hctx := workflow.WithActivityOptions(ctx, credentialOptions(asg.Placement.TaskQueue, r.st.issueFor))
+	return workflow.ExecuteActivity(hctx, a.IssueLeaseCredentials, CredentialRequest{
+		LeaseID: r.in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID, ExpiresAt: expiresAt,
+	}).Get(ctx, nil)
+}
+
+// revoke revokes the lease's credential on the instance's host.
+func (r *leaseRun) revoke() {
+	var a *Activities
+	asg := r.st.asg
+	revokeCtx := workflow.WithActivityOptions(r.ctx, credentialOptions(asg.Placement.TaskQueue, r.st.issueFor))
+	_ = workflow.ExecuteActivity(revokeCtx, a.RevokeLeaseCredentials, CredentialRequest{
+		LeaseID: r.in.LeaseID, Backend: asg.Backend, InstanceID: asg.InstanceID}).Get(r.ctx, nil)
+}
+
+// audit records a change of one of the lease's conditions (RecordLeaseCondition).
+func (r *leaseRun) audit(ctx workflow.Context, c api.LeaseCondition) {
+	var a *Activities
+	short := workflow.WithActivityOptions(ctx, instance.StoreWriteOptions())
+	v := &r.st.View
+	_ = workflow.ExecuteActivity(short, a.RecordLeaseCondition, ConditionChange{LeaseID: v.ID, Pool: v.Pool,
+		InstanceID: v.InstanceID, Condition: c, At: workflow.Now(ctx)}).Get(ctx, nil)
+}
+
+// holder is the hold of the lease's member, with the signals it takes.
+func (r *leaseRun) holder() *boundLease {
+	b := &boundLease{leaseRun: r, heartbeat: workflow.GetSignalChannel(r.ctx, SignalHeartbeat),
+		unhealthy: workflow.GetSignalChannel(r.ctx, pool.SignalInstanceUnhealthy),
+		synced:    workflow.GetSignalChannel(r.ctx, pool.SignalInstanceSync),
+		certs:     workflow.GetSignalChannel(r.ctx, pool.SignalInstanceCertificates),
+		leftovers: []workflow.ReceiveChannel{r.failed}}
+	if r.in.AfterInactivity > 0 {
+		b.auto = &autoSleep{signals: workflow.GetSignalChannel(r.ctx, SignalActivity)}
+	}
+	return b
 }
 
 // boundLease holds a Bound lease until it ends or its run should continue as new. Heartbeats
 // and extensions only move lastSeen and ExpiresAt: the timers are re-armed when they fire, not
 // on every signal, so a burst of heartbeats costs its signals and nothing more.
 type boundLease struct {
-	ctx       workflow.Context
-	in        Input
-	view      *View
-	lastSeen  *time.Time
-	extending *bool
-	metrics   metricsHandler
-	release   workflow.ReceiveChannel
+	*leaseRun
 	heartbeat workflow.ReceiveChannel
 	unhealthy workflow.ReceiveChannel
 	// synced receives the pool's sync reports.
 	synced workflow.ReceiveChannel
 	// certs receives SignalInstanceCertificates.
 	certs     workflow.ReceiveChannel
-	assigned  workflow.ReceiveChannel
 	leftovers []workflow.ReceiveChannel
-	project   func()
-	sleeps    *sleeper
 	// auto checks the lease's inactivity (nil without Input.AfterInactivity).
 	auto *autoSleep
+	// ttlTimer and idleTimer run until the lease's expiry and its idle timeout (nil: not armed).
+	ttlTimer, idleTimer workflow.Future
 	// events is a lower bound of this run's history length (signals and timers), for when the
 	// server's count is not known.
 	events int
@@ -422,34 +410,27 @@ type boundLease struct {
 // hold returns true when the run should continue as new (every signal taken, every handler
 // finished), false once the lease has ended.
 func (b *boundLease) hold() bool {
-	ctx, view := b.ctx, b.view
+	ctx, st := b.ctx, b.st
 	threshold := b.in.ContinueAsNewAfter
 	if threshold <= 0 {
 		threshold = leaseContinueAsNewAfter
 	}
-	projected := view.ExpiresAt
-	var ttlTimer, idleTimer workflow.Future
-	for view.Phase == api.LeaseBound {
+	projected := st.View.ExpiresAt
+	for st.View.Phase == api.LeaseBound {
 		now := workflow.Now(ctx)
-		expired := !now.Before(view.ExpiresAt)
-		idle := b.in.IdleTimeout > 0 && !now.Before(b.lastSeen.Add(b.in.IdleTimeout))
-		if expired || idle {
-			view.Phase = api.LeaseExpired
-			if !expired {
-				view.Reason = api.ReasonIdleTimeout
-			}
+		if st.Expire(now) {
 			break
 		}
-		if !*b.extending && b.auto != nil && b.auto.due && !b.sleeps.busy {
+		if b.auto != nil && b.auto.due && st.MayCheckInactivity() {
 			b.auto.check(b)
 			continue
 		}
-		if !projected.Equal(view.ExpiresAt) {
-			projected = view.ExpiresAt
+		if !projected.Equal(st.View.ExpiresAt) {
+			projected = st.View.ExpiresAt
 			b.project()
 			continue
 		}
-		if !*b.extending && b.continueAsNew(threshold) {
+		if !st.Extending() && b.continueAsNew(threshold) {
 			if !workflow.AllHandlersFinished(ctx) {
 				_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 				continue
@@ -459,51 +440,59 @@ func (b *boundLease) hold() bool {
 			}
 			return true
 		}
-		if d := view.ExpiresAt.Sub(now); ttlTimer == nil && d > 0 {
-			ttlTimer = workflow.NewTimer(ctx, d)
+		if d := st.untilExpiry(now); b.ttlTimer == nil && d > 0 {
+			b.ttlTimer = workflow.NewTimer(ctx, d)
 			b.events += 2
 		}
-		if d := b.lastSeen.Add(b.in.IdleTimeout).Sub(now); b.in.IdleTimeout > 0 && idleTimer == nil && d > 0 {
-			idleTimer = workflow.NewTimer(ctx, d)
+		if d := st.untilIdle(now); b.idleTimer == nil && d > 0 {
+			b.idleTimer = workflow.NewTimer(ctx, d)
 			b.events += 2
 		}
-		if b.auto != nil && b.auto.arm(b) && !*b.extending && !b.sleeps.busy {
+		if b.auto != nil && b.auto.arm(b) && st.MayCheckInactivity() {
 			continue // a check is due now
 		}
-		wctx, cancel := workflow.WithCancel(ctx)
-		sel := workflow.NewSelector(ctx)
-		if ttlTimer != nil {
-			sel.AddFuture(ttlTimer, func(workflow.Future) { ttlTimer = nil })
-		}
-		if idleTimer != nil {
-			sel.AddFuture(idleTimer, func(workflow.Future) { idleTimer = nil })
-		}
-		sel.AddReceive(b.release, func(c workflow.ReceiveChannel, _ bool) { b.takeRelease(c) })
-		sel.AddReceive(b.heartbeat, func(c workflow.ReceiveChannel, _ bool) { b.takeHeartbeats(c) })
-		sel.AddReceive(b.unhealthy, func(c workflow.ReceiveChannel, _ bool) { b.takeUnhealthy(c) })
-		sel.AddReceive(b.synced, func(c workflow.ReceiveChannel, _ bool) { b.takeSynced(c) })
-		sel.AddReceive(b.certs, func(c workflow.ReceiveChannel, _ bool) { b.takeCertificates(c) })
-		sel.AddReceive(b.assigned, func(c workflow.ReceiveChannel, _ bool) { b.takeAssigned(c) })
-		for _, ch := range b.leftovers {
-			sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { b.takeLeftover(c) })
-		}
-		if b.auto != nil {
-			if b.auto.timer != nil {
-				sel.AddFuture(b.auto.timer, func(workflow.Future) { b.auto.timer, b.auto.due = nil, true })
-			}
-			sel.AddReceive(b.auto.signals, func(c workflow.ReceiveChannel, _ bool) { b.auto.take(b, c) })
-		}
-		wasExtending, wasSleeping, wasBusy := *b.extending, view.Sleeping, b.sleeps.busy
-		sel.AddFuture(waitChanged(wctx, func() bool {
-			// A lease that checks its inactivity re-arms its check when it wakes, and runs a
-			// due check once a sleep or wake is over.
-			slept := b.auto != nil && (view.Sleeping != wasSleeping || b.sleeps.busy != wasBusy)
-			return *b.extending != wasExtending || !view.ExpiresAt.Equal(projected) || slept
-		}), func(workflow.Future) {})
-		sel.Select(ctx)
-		cancel()
+		b.wait(projected)
 	}
 	return false
+}
+
+// wait waits for the next thing that may change what the hold does: a timer, a signal, or a
+// change that an Update made (an extension starting or ending, a new expiry to project, a
+// sleep or wake).
+func (b *boundLease) wait(projected time.Time) {
+	ctx, st := b.ctx, b.st
+	wctx, cancel := workflow.WithCancel(ctx)
+	sel := workflow.NewSelector(ctx)
+	if b.ttlTimer != nil {
+		sel.AddFuture(b.ttlTimer, func(workflow.Future) { b.ttlTimer = nil })
+	}
+	if b.idleTimer != nil {
+		sel.AddFuture(b.idleTimer, func(workflow.Future) { b.idleTimer = nil })
+	}
+	sel.AddReceive(b.release, func(c workflow.ReceiveChannel, _ bool) { b.takeRelease(c) })
+	sel.AddReceive(b.heartbeat, func(c workflow.ReceiveChannel, _ bool) { b.takeHeartbeats(c) })
+	sel.AddReceive(b.unhealthy, func(c workflow.ReceiveChannel, _ bool) { b.takeUnhealthy(c) })
+	sel.AddReceive(b.synced, func(c workflow.ReceiveChannel, _ bool) { b.takeSynced(c) })
+	sel.AddReceive(b.certs, func(c workflow.ReceiveChannel, _ bool) { b.takeCertificates(c) })
+	sel.AddReceive(b.assigned, func(c workflow.ReceiveChannel, _ bool) { b.takeAssigned(c) })
+	for _, ch := range b.leftovers {
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { b.takeLeftover(c) })
+	}
+	if b.auto != nil {
+		if b.auto.timer != nil {
+			sel.AddFuture(b.auto.timer, func(workflow.Future) { b.auto.timer, b.auto.due = nil, true })
+		}
+		sel.AddReceive(b.auto.signals, func(c workflow.ReceiveChannel, _ bool) { b.auto.take(b, c) })
+	}
+	wasExtending, wasSleeping, wasBusy := st.Extending(), st.View.Sleeping, st.SleepBusy()
+	sel.AddFuture(waitChanged(wctx, func() bool {
+		// A lease that checks its inactivity re-arms its check when it wakes, and runs a
+		// due check once a sleep or wake is over.
+		slept := b.auto != nil && (st.View.Sleeping != wasSleeping || st.SleepBusy() != wasBusy)
+		return st.Extending() != wasExtending || !st.View.ExpiresAt.Equal(projected) || slept
+	}), func(workflow.Future) {})
+	sel.Select(ctx)
+	cancel()
 }
 
 func (b *boundLease) continueAsNew(threshold int) bool {
@@ -548,7 +537,7 @@ func (b *boundLease) drain() bool {
 func (b *boundLease) takeRelease(c workflow.ReceiveChannel) {
 	c.Receive(b.ctx, nil)
 	b.events++
-	b.view.Phase = api.LeaseReleased
+	b.st.Release()
 }
 
 // takeHeartbeats coalesces a burst: every heartbeat waiting counts as one.
@@ -558,98 +547,50 @@ func (b *boundLease) takeHeartbeats(c workflow.ReceiveChannel) {
 	for c.ReceiveAsync(nil) {
 		b.events++
 	}
-	*b.lastSeen = workflow.Now(b.ctx)
+	b.st.Heartbeat(workflow.Now(b.ctx))
 }
 
-// takeUnhealthy records that the lease's instance failed its health checks. The lease stays
-// Bound: its holder decides whether to give it back.
+// takeUnhealthy records that the lease's instance failed its health checks
+// (State.UnhealthyCondition).
 func (b *boundLease) takeUnhealthy(c workflow.ReceiveChannel) {
 	var r pool.HealthReport
 	c.Receive(b.ctx, &r)
-	at, ours := b.about(r.InstanceID, r.At)
-	if !ours {
-		return
-	}
-	reason := r.Reason
-	if reason == "" {
-		reason = pool.ReasonHealthFailed
-	}
-	msg := r.Message
-	if msg == "" {
-		msg = fmt.Sprintf("instance %s failed %d health checks in a row", b.view.InstanceID, r.Failures)
-	}
-	if b.setCondition(api.LeaseCondition{Type: ConditionInstanceHealthy, Status: "False", Reason: api.ReasonCode(reason),
-		Message: msg, LastTransitionTime: at}) {
+	b.events++
+	if cond, ours := b.st.UnhealthyCondition(r, workflow.Now(b.ctx)); ours && b.setCondition(cond) {
 		b.metrics.Counter(MetricLeaseInstanceUnhealthy).Inc(1)
 	}
 }
 
-// takeSynced records what the lease's instance could not sync onto its host (condition
-// Synced: False with the newest error's reason, True once every object synced again).
+// takeSynced records what the lease's instance could not sync onto its host
+// (State.SyncCondition).
 func (b *boundLease) takeSynced(c workflow.ReceiveChannel) {
 	var r pool.SyncReport
 	c.Receive(b.ctx, &r)
-	at, ours := b.about(r.InstanceID, r.At)
-	if !ours {
-		return
+	b.events++
+	if cond, ours := b.st.SyncCondition(r, workflow.Now(b.ctx)); ours {
+		b.setCondition(cond)
 	}
-	cond := api.LeaseCondition{Type: ConditionSynced, Status: "True", Message: "every object synced onto the host", LastTransitionTime: at}
-	if !r.Synced {
-		cond.Status, cond.Reason = "False", r.Reason
-		cond.Message = r.Message
-		if r.Objects > 1 {
-			cond.Message = fmt.Sprintf("%s (and %d more objects)", r.Message, r.Objects-1)
-		}
-	}
-	b.setCondition(cond)
 }
 
 // takeCertificates records that the lease's instance's certificates expire soon and cannot be
-// re-issued in place (condition CertificatesValid: False): the holder should move to another
-// cluster before then.
+// re-issued in place (State.CertificatesCondition).
 func (b *boundLease) takeCertificates(c workflow.ReceiveChannel) {
 	var r pool.CertificateReport
 	c.Receive(b.ctx, &r)
-	at, ours := b.about(r.InstanceID, r.At)
-	if !ours {
-		return
-	}
-	b.setCondition(api.LeaseCondition{Type: ConditionCertificatesValid, Status: "False", Reason: api.ReasonCertificatesExpiring,
-		Message: r.Message, LastTransitionTime: at})
-}
-
-// about counts a report of the pool just received and says whether it is about this lease's
-// instance (a report naming none is), and when it was made (now, for a report without a time).
-func (b *boundLease) about(instanceID string, at time.Time) (time.Time, bool) {
 	b.events++
-	if instanceID != "" && instanceID != b.view.InstanceID {
-		return at, false
+	if cond, ours := b.st.CertificatesCondition(r, workflow.Now(b.ctx)); ours {
+		b.setCondition(cond)
 	}
-	if at.IsZero() {
-		at = workflow.Now(b.ctx)
-	}
-	return at, true
 }
 
-// setCondition puts c in the view (see setCondition) and audits a change of its status or
-// reason; it says whether the status changed.
+// setCondition puts c in the view and audits a change of its status or reason
+// (State.SetCondition); it says whether the status changed.
 func (b *boundLease) setCondition(c api.LeaseCondition) bool {
-	var before *api.LeaseCondition
-	for i := range b.view.Conditions {
-		if b.view.Conditions[i].Type == c.Type {
-			old := b.view.Conditions[i]
-			before = &old
-		}
+	changed, audit := b.st.SetCondition(c)
+	if audit {
+		b.events += 3
+		b.audit(b.ctx, c)
 	}
-	changed := setCondition(b.view, c)
-	if before != nil && before.Status == c.Status && before.Reason == c.Reason {
-		return changed
-	}
-	var a *Activities
-	short := workflow.WithActivityOptions(b.ctx, instance.StoreWriteOptions())
-	b.events += 3
-	_ = workflow.ExecuteActivity(short, a.RecordLeaseCondition, ConditionChange{LeaseID: b.view.ID, Pool: b.view.Pool,
-		InstanceID: b.view.InstanceID, Condition: c, At: workflow.Now(b.ctx)}).Get(b.ctx, nil)
 	return changed
 }
 
@@ -659,7 +600,7 @@ func (b *boundLease) takeAssigned(c workflow.ReceiveChannel) {
 	var late pool.Assignment
 	c.Receive(b.ctx, &late)
 	b.events++
-	if late.InstanceID != "" && late.InstanceID != b.view.InstanceID {
+	if late.InstanceID != "" && late.InstanceID != b.st.View.InstanceID {
 		giveBack(b.ctx, b.in, late.InstanceID, "cancelled")
 	}
 }
@@ -669,24 +610,6 @@ func (b *boundLease) takeLeftover(c workflow.ReceiveChannel) {
 	var ignored any
 	c.Receive(b.ctx, &ignored)
 	b.events++
-}
-
-// setCondition puts c in the view in place of a condition of the same type, keeping its
-// transition time when the status is unchanged; it says whether the status changed.
-func setCondition(v *View, c api.LeaseCondition) bool {
-	for i, old := range v.Conditions {
-		if old.Type != c.Type {
-			continue
-		}
-		changed := old.Status != c.Status
-		if !changed {
-			c.LastTransitionTime = old.LastTransitionTime
-		}
-		v.Conditions[i] = c
-		return changed
-	}
-	v.Conditions = append(v.Conditions, c)
-	return true
 }
 
 // waitChanged returns a future that resolves once cond holds.
