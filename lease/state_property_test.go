@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/propertytest"
 	"github.com/kunobi-ninja/kobe/pool"
 )
 
@@ -734,75 +732,17 @@ func play(seq sequence, stats map[string]int) (int, string) {
 	return -1, ""
 }
 
-// shrink drops events, one at a time and then in runs, for as long as the sequence still breaks
-// an invariant.
-func shrink(seq sequence) sequence {
-	events := seq.events
-	for changed := true; changed; {
-		changed = false
-		for size := len(events) / 2; size >= 1; size /= 2 {
-			for i := 0; i+size <= len(events); {
-				candidate := append(append([]event{}, events[:i]...), events[i+size:]...)
-				if at, _ := play(sequence{setup: seq.setup, events: candidate}, nil); at >= 0 {
-					events, changed = candidate[:at+1], true
-					continue
-				}
-				i++
-			}
-		}
-	}
-	return sequence{setup: seq.setup, events: events}
-}
-
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return n
-}
-
 func TestLeaseDecisionsHoldTheirInvariants(t *testing.T) {
-	sequences := envInt(t, "PROPERTY_SEQUENCES", propertySequences)
-	if testing.Short() {
-		sequences = min(sequences, 10_000)
-	}
-	first := uint64(envInt(t, "PROPERTY_SEED", 1))
-	start := time.Now()
-	steps := 0
-	stats := map[string]int{}
-	for seed := first; seed < first+uint64(sequences); seed++ {
+	propertytest.Run(t, propertySequences, func(seed uint64) propertytest.Sequence[event] {
 		seq := randomSequence(seed)
-		steps += len(seq.events)
-		at, msg := play(seq, stats)
-		if at < 0 {
-			if msg != "" {
-				t.Fatalf("sequence %d: %s", seed, msg)
-			}
-			continue
+		return propertytest.Sequence[event]{
+			Events: seq.events,
+			Play: func(events []event, stats map[string]int) (int, string) {
+				return play(sequence{setup: seq.setup, events: events}, stats)
+			},
+			Trace: func(events []event) string { return trace(sequence{setup: seq.setup, events: events}) },
 		}
-		seq.events = seq.events[:at+1]
-		small := shrink(seq)
-		_, smallMsg := play(small, nil)
-		var b strings.Builder
-		fmt.Fprintf(&b, "sequence %d (PROPERTY_SEED=%d PROPERTY_SEQUENCES=1) broke an invariant after step %d: %s\n", seed, seed, at+1, msg)
-		fmt.Fprintf(&b, "shrunk to %d steps, which break: %s\n", len(small.events), smallMsg)
-		b.WriteString(trace(small))
-		t.Fatal(b.String())
-	}
-	t.Logf("%d sequences, %d steps, in %s", sequences, steps, time.Since(start).Round(time.Millisecond))
-	var kinds []string
-	for k := range stats {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	for _, k := range kinds {
-		t.Logf("  %-40s %d", k, stats[k])
-	}
+	})
 }
 
 // trace replays a sequence and writes each step with what it led to and the lease after it.

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/internal/propertytest"
 	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
@@ -868,25 +867,6 @@ func play(events []event, stats map[string]int) (int, string) {
 	return -1, ""
 }
 
-// shrink drops events, one at a time and then in runs, for as long as the sequence still breaks
-// an invariant.
-func shrink(events []event) []event {
-	for changed := true; changed; {
-		changed = false
-		for size := len(events) / 2; size >= 1; size /= 2 {
-			for i := 0; i+size <= len(events); {
-				candidate := append(append([]event{}, events[:i]...), events[i+size:]...)
-				if at, _ := play(candidate, nil); at >= 0 {
-					events, changed = candidate[:at+1], true
-					continue
-				}
-				i++
-			}
-		}
-	}
-	return events
-}
-
 func randomSequence(seed uint64) []event {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	n := 1 + r.IntN(40)
@@ -904,51 +884,10 @@ func randomSequence(seed uint64) []event {
 	return events
 }
 
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return n
-}
-
 func TestPoolDecisionsHoldTheirInvariants(t *testing.T) {
-	sequences := envInt(t, "PROPERTY_SEQUENCES", propertySequences)
-	if testing.Short() {
-		sequences = min(sequences, 10_000)
-	}
-	first := uint64(envInt(t, "PROPERTY_SEED", 1))
-	start := time.Now()
-	steps := 0
-	stats := map[string]int{}
-	for seed := first; seed < first+uint64(sequences); seed++ {
-		events := randomSequence(seed)
-		steps += len(events)
-		at, msg := play(events, stats)
-		if at < 0 {
-			continue
-		}
-		small := shrink(events[:at+1])
-		_, smallMsg := play(small, nil)
-		var b strings.Builder
-		fmt.Fprintf(&b, "sequence %d (PROPERTY_SEED=%d PROPERTY_SEQUENCES=1) broke an invariant after step %d: %s\n", seed, seed, at+1, msg)
-		fmt.Fprintf(&b, "shrunk to %d steps, which break: %s\n", len(small), smallMsg)
-		b.WriteString(trace(small))
-		t.Fatal(b.String())
-	}
-	t.Logf("%d sequences, %d steps, in %s", sequences, steps, time.Since(start).Round(time.Millisecond))
-	var kinds []string
-	for k := range stats {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	for _, k := range kinds {
-		t.Logf("  %-40s %d", k, stats[k])
-	}
+	propertytest.Run(t, propertySequences, func(seed uint64) propertytest.Sequence[event] {
+		return propertytest.Sequence[event]{Events: randomSequence(seed), Play: play, Trace: trace}
+	})
 }
 
 // trace replays a sequence and writes each step with the actions it led to and the pool after it.
