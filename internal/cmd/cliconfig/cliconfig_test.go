@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kunobi-ninja/kobe/api"
 )
 
 func TestPath(t *testing.T) {
@@ -170,4 +172,57 @@ func TestResolvePrecedence(t *testing.T) {
 		_, err := Resolve(Overrides{}, env(nil), path)
 		require.ErrorContains(t, err, "kobe context use")
 	})
+}
+
+// How the server's certificate is checked follows the server: flags, else the environment,
+// else the context whose server it is (never another server's CA or trust).
+func TestResolveTLS(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	c := &Config{CurrentContext: "prod", Contexts: map[string]Context{
+		"prod": {Server: "https://prod", Token: "t", CertificateAuthority: "/etc/prod-ca.pem"},
+		"lab":  {Server: "https://lab", Token: "t", InsecureSkipTLSVerify: true},
+	}}
+	require.NoError(t, c.Save(path))
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	for _, tc := range []struct {
+		name string
+		o    Overrides
+		env  map[string]string
+		want api.TLSOptions
+	}{
+		{"the context's CA", Overrides{}, nil, api.TLSOptions{CAFile: "/etc/prod-ca.pem"}},
+		{"the context's insecure-skip-tls-verify", Overrides{Context: "lab"}, nil, api.TLSOptions{InsecureSkipVerify: true}},
+		{"the flag beats the context", Overrides{TLS: api.TLSOptions{CAFile: "/flag.pem"}}, map[string]string{"KOBE_CERTIFICATE_AUTHORITY": "/env.pem"}, api.TLSOptions{CAFile: "/flag.pem"}},
+		{"the environment beats the context", Overrides{}, map[string]string{"KOBE_INSECURE_SKIP_TLS_VERIFY": "true"}, api.TLSOptions{InsecureSkipVerify: true}},
+		{"another server gets no context's CA", Overrides{Server: "https://elsewhere"}, nil, api.TLSOptions{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Resolve(tc.o, env(tc.env), path)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got.TLS)
+		})
+	}
+	_, err := Resolve(Overrides{}, env(map[string]string{"KOBE_INSECURE_SKIP_TLS_VERIFY": "yes please"}), path)
+	require.ErrorContains(t, err, "KOBE_INSECURE_SKIP_TLS_VERIFY")
+
+	c.Contexts["both"] = Context{Server: "https://both", CertificateAuthority: "/ca.pem", InsecureSkipTLSVerify: true}
+	require.NoError(t, c.Save(path))
+	_, err = Load(path)
+	require.ErrorContains(t, err, "contexts.both: give certificate-authority or insecure-skip-tls-verify, not both")
+	delete(c.Contexts, "both")
+	require.NoError(t, c.Save(path))
+
+	// kobe dev rewriting its context keeps the trust set on it while its server stays the same.
+	t.Setenv("KOBE_CONFIG", path)
+	require.NoError(t, WriteContext("prod", "https://prod", "", true))
+	again, err := Load(path)
+	require.NoError(t, err)
+	assert.Equal(t, "/etc/prod-ca.pem", again.Contexts["prod"].CertificateAuthority)
+	require.NoError(t, WriteContext("prod", "https://prod-2", "", true))
+	again, err = Load(path)
+	require.NoError(t, err)
+	assert.Empty(t, again.Contexts["prod"].CertificateAuthority, "a CA is not carried to another server")
 }
