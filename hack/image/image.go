@@ -108,25 +108,32 @@ func Build(s Spec) (v1.Image, error) {
 		// kobe worker's (and kobe dev's) --state-dir.
 		"KOBE_STATE_DIR=" + stateDir,
 	}
-	layers := [][]entry{base}
+	// Layers in the order they change least often: a new binary leaves the others as they were.
+	type layerSpec struct {
+		what  string // the history's created_by
+		files []entry
+	}
+	layers := []layerSpec{{"the nonroot user, CA certificates, writable directories", base}}
 	if s.VclusterChart != "" {
 		chart, version, err := chartEntries(s.VclusterChart)
 		if err != nil {
 			return nil, err
 		}
-		layers = append(layers, chart)
+		layers = append(layers, layerSpec{"the vcluster chart " + version, chart})
 		env = append(env, "KOBE_VCLUSTER_CHART="+chartPath, "KOBE_VCLUSTER_CHART_VERSION="+version)
 	}
-	layers = append(layers, []entry{{path: binaryPath, source: s.Binary, mode: 0o755}})
+	layers = append(layers, layerSpec{"kobe " + s.Version, []entry{{path: binaryPath, source: s.Binary, mode: 0o755}}})
 
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	for _, files := range layers {
-		layer, err := newLayer(files)
+	for _, l := range layers {
+		layer, err := newLayer(l.files)
 		if err != nil {
 			return nil, err
 		}
-		if img, err = mutate.AppendLayers(img, layer); err != nil {
+		img, err = mutate.Append(img, mutate.Addendum{Layer: layer,
+			History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/image: " + l.what}})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -306,13 +313,14 @@ func newLayer(files []entry) (v1.Layer, error) {
 type Outputs struct {
 	// Layout is an OCI image layout directory holding the image under its name.
 	Layout string
-	// Archive is a `docker save`-style tarball: `ctr images import`, `docker load` and
-	// `podman load` read it and tag the image with its name.
+	// Archive is the same layout as one tar file (an OCI archive): `ctr images import`,
+	// `docker load` (Docker 25 and later) and `podman load` read it and name the image from
+	// its index, keeping the manifest's digest.
 	Archive string
 }
 
 // Write writes img, named ref (repository:tag), as <dir>/<base>.oci (an OCI layout) and
-// <dir>/<base>.tar, replacing earlier ones.
+// <dir>/<base>.tar (that layout in a tar), replacing earlier ones.
 func Write(img v1.Image, ref, dir, base string) (Outputs, error) {
 	tag, err := parseTag(ref)
 	if err != nil {
@@ -342,13 +350,31 @@ func Write(img v1.Image, ref, dir, base string) (Outputs, error) {
 		})); err != nil {
 		return Outputs{}, fmt.Errorf("writing %s: %w", out.Layout, err)
 	}
-	// Written beside, then renamed: a reader never sees half an archive.
-	tmp := out.Archive + ".tmp"
-	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
-		os.Remove(tmp)
-		return Outputs{}, fmt.Errorf("writing %s: %w", out.Archive, err)
+	return out, archiveLayout(out.Layout, out.Archive)
+}
+
+// archiveLayout puts the layout directory's files into a tar file, written beside and renamed:
+// a reader never sees half an archive.
+func archiveLayout(layoutDir, file string) error {
+	tmp := file + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
 	}
-	return out, os.Rename(tmp, out.Archive)
+	defer os.Remove(tmp) // after the rename there is nothing left to remove
+	tw := tar.NewWriter(f)
+	if err := tw.AddFS(os.DirFS(layoutDir)); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", file, err)
+	}
+	if err := tw.Close(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
 
 // parseTag parses a reference that names its tag: an image without one would be "latest",

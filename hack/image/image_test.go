@@ -9,10 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -146,16 +144,33 @@ func TestImageIsNonRootAndLabelled(t *testing.T) {
 		assert.Zero(t, hdr.Mode&0o002, "%s is writable by others (mode %o)", p, hdr.Mode)
 	}
 
-	// The archive: `docker save`'s format, tagged with the image's name, the same image.
-	tag, err := name.NewTag("example.com/kobe:v9.8.7")
+	// The archive: the same layout in one tar file.
+	unpacked := t.TempDir()
+	af, err := os.Open(o.Archive)
 	require.NoError(t, err)
-	fromArchive, err := tarball.ImageFromPath(o.Archive, &tag)
+	defer af.Close()
+	tr := tar.NewReader(af)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		target := filepath.Join(unpacked, hdr.Name)
+		if hdr.Typeflag == tar.TypeDir {
+			require.NoError(t, os.MkdirAll(target, 0o755))
+			continue
+		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(target), 0o755))
+		data, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(target, data, 0o644))
+	}
+	fromArchive, err := layout.ImageIndexFromPath(unpacked)
 	require.NoError(t, err)
-	want, err := got.ConfigName()
+	archived, err := fromArchive.IndexManifest()
 	require.NoError(t, err)
-	have, err := fromArchive.ConfigName()
-	require.NoError(t, err)
-	assert.Equal(t, want, have)
+	assert.Equal(t, im, archived, "the archive holds the same index: the same name, the same digest")
 
 	// The same inputs give the same image.
 	again, err := Build(Spec{Binary: bin, Version: "v9.8.7", Revision: "0123456789ab", Source: "https://example.com/kobe", CABundle: ca, VclusterChart: fakeChart(t)})
