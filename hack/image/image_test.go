@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -201,4 +202,88 @@ func TestImageRefusesAMismatch(t *testing.T) {
 
 	_, err = Write(nil, "example.com/kobe", t.TempDir(), "x")
 	require.ErrorContains(t, err, "want repository:tag")
+}
+
+// containerdTools are the containerd and ctr `make tools` built, from its versions.env; empty
+// when they were not built.
+func containerdTools() (containerd, ctr string) {
+	dir := os.Getenv("KOBE_TOOLS_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", ".cache", "tools")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "versions.env"))
+	if err != nil {
+		return "", ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
+		switch k {
+		case "CONTAINERD":
+			containerd = v
+		case "CTR":
+			ctr = v
+		}
+	}
+	return containerd, ctr
+}
+
+// `ctr images import` reads the archive and holds the image under its name with the digest
+// Write printed: what a node's containerd does with it before a pod runs it. Needs root and
+// the containerd `make tools` builds (the real node's).
+func TestArchiveImportsIntoContainerd(t *testing.T) {
+	containerd, ctr := containerdTools()
+	if containerd == "" || ctr == "" || os.Geteuid() != 0 {
+		t.Skip("needs root and containerd from `make tools` (KOBE_TOOLS_DIR)")
+	}
+	bin := fakeKobe(t, "v9.8.7", "0123456789abcdef")
+	img, err := Build(Spec{Binary: bin, Version: "v9.8.7", Revision: "0123456789ab", Source: "https://example.com/kobe", CABundle: bin})
+	require.NoError(t, err)
+	o, err := Write(img, "example.com/kobe:v9.8.7", t.TempDir(), "kobe")
+	require.NoError(t, err)
+	digest, err := img.Digest()
+	require.NoError(t, err)
+
+	// A containerd of its own: its root, state and socket in a temporary directory (short:
+	// a unix socket path has a length limit), nothing but the image store.
+	dir, err := os.MkdirTemp("", "ctrd-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	config := `version = 3
+root = '` + dir + `/root'
+state = '` + dir + `/state'
+disabled_plugins = ['io.containerd.nri.v1.nri', 'io.containerd.internal.v1.tracing', 'io.containerd.tracing.processor.v1.otlp', 'io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images']
+[grpc]
+  address = '` + dir + `/c.sock'
+[ttrpc]
+  address = '` + dir + `/c.sock.ttrpc'
+[debug]
+  address = ''
+[metrics]
+  address = ''
+[plugins.'io.containerd.internal.v1.opt']
+  path = '` + dir + `/opt'
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o600))
+	var log strings.Builder
+	daemon := exec.Command(containerd, "--config", filepath.Join(dir, "config.toml"))
+	daemon.Stdout, daemon.Stderr = &log, &log
+	require.NoError(t, daemon.Start())
+	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
+	socket := filepath.Join(dir, "c.sock")
+	ctrCmd := func(args ...string) (string, error) {
+		out, err := exec.Command(ctr, append([]string{"--address", socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	var out string
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		if out, err = ctrCmd("version"); err == nil {
+			break
+		}
+		require.Less(t, time.Since(start), 30*time.Second, "containerd did not answer: %s\n%s", out, log.String())
+	}
+	out, err = ctrCmd("images", "import", o.Archive)
+	require.NoError(t, err, out)
+	out, err = ctrCmd("images", "list")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `example.com/kobe:v9.8.7\s+application/vnd.oci.image.manifest.v1\+json\s+`+digest.String(), out)
 }
