@@ -38,9 +38,10 @@ func replaceFile(t *testing.T, path string, data []byte) {
 // certificate the server presents.
 func servedSerial(t *testing.T, addr string, roots *x509.CertPool) string {
 	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2", "http/1.1"}})
 	require.NoError(t, err)
 	defer conn.Close()
+	assert.Equal(t, "h2", conn.ConnectionState().NegotiatedProtocol, "HTTP/2 is offered")
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Text(16)
 }
 
