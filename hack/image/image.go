@@ -251,31 +251,31 @@ type entry struct {
 	owner  int
 }
 
-// newLayer writes the entries (and the directories above them, root's, 0755) as a tar and
-// makes it a gzip layer. The tar is kept in memory: the largest layer is the binary.
-func newLayer(files []entry) (v1.Layer, error) {
-	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	written := map[string]bool{}
-	var parents func(dir string) error
-	parents = func(dir string) error {
-		if dir == "/" || written[dir] {
-			return nil
-		}
-		if err := parents(path.Dir(dir)); err != nil {
-			return err
-		}
-		written[dir] = true
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir[1:] + "/", Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX})
+// withParents adds the directories above the entries that are not listed themselves (root's,
+// 0755), and sorts the whole by path: a directory comes before what it holds.
+func withParents(files []entry) []entry {
+	listed := map[string]bool{}
+	for _, f := range files {
+		listed[f.path] = true
 	}
 	for _, f := range files {
-		if err := parents(path.Dir(f.path)); err != nil {
-			return nil, err
+		for dir := path.Dir(f.path); dir != "/" && !listed[dir]; dir = path.Dir(dir) {
+			listed[dir] = true
+			files = append(files, entry{path: dir, dir: true, mode: 0o755})
 		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+	return files
+}
+
+// newLayer writes the entries (and the directories above them) as a tar and makes it a gzip
+// layer. The tar is kept in memory: the largest layer is the binary.
+func newLayer(files []entry) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range withParents(files) {
 		hdr := &tar.Header{Name: f.path[1:], Mode: int64(f.mode.Perm()), Uid: f.owner, Gid: f.owner, ModTime: epoch, Format: tar.FormatPAX}
 		if f.dir {
-			written[f.path] = true
 			hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"
 			if err := tw.WriteHeader(hdr); err != nil {
 				return nil, err

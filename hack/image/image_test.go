@@ -137,6 +137,11 @@ func TestImageIsNonRootAndLabelled(t *testing.T) {
 		require.Contains(t, files, p)
 		assert.Equal(t, int64(0o644), files[p].Mode, p)
 	}
+	for _, p := range []string{"/usr", "/usr/local", "/usr/local/bin", "/etc/ssl/certs", "/usr/share/kobe/charts"} {
+		require.Contains(t, files, p, "the directories above the files are in the layers")
+		assert.Equal(t, int64(0o755), files[p].Mode, p)
+		assert.Equal(t, 0, files[p].Uid, p)
+	}
 	for _, p := range []string{"/tmp", "/var/lib/kobe", "/home/nonroot"} {
 		require.Contains(t, files, p)
 		assert.Equal(t, 65532, files[p].Uid, p)

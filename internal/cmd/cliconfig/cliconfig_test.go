@@ -87,6 +87,11 @@ func TestLoadRejectsTyposAndBothTokens(t *testing.T) {
 	assert.Empty(t, c.Contexts)
 }
 
+// lookup is an environment of the given variables, for Resolve.
+func lookup(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
 func TestResolvePrecedence(t *testing.T) {
 	dir := t.TempDir()
 	tokFile := filepath.Join(dir, "admin-token")
@@ -99,9 +104,6 @@ func TestResolvePrecedence(t *testing.T) {
 	}}
 	require.NoError(t, c.Save(path))
 
-	env := func(m map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
 	for _, tc := range []struct {
 		name string
 		o    Overrides
@@ -126,26 +128,26 @@ func TestResolvePrecedence(t *testing.T) {
 			Target{Server: "http://bare", Context: "bare", ServerFrom: "context bare"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Resolve(tc.o, env(tc.env), path)
+			got, err := Resolve(tc.o, lookup(tc.env), path)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
 	}
 
 	t.Run("default without a config", func(t *testing.T) {
-		got, err := Resolve(Overrides{}, env(nil), filepath.Join(dir, "none.yaml"))
+		got, err := Resolve(Overrides{}, lookup(nil), filepath.Join(dir, "none.yaml"))
 		require.NoError(t, err)
 		assert.Equal(t, Target{Server: DefaultServer, ServerFrom: "default"}, got)
 	})
 	t.Run("unknown --context", func(t *testing.T) {
-		_, err := Resolve(Overrides{Context: "staging", Server: "http://x", Token: "t"}, env(nil), path)
+		_, err := Resolve(Overrides{Context: "staging", Server: "http://x", Token: "t"}, lookup(nil), path)
 		require.ErrorContains(t, err, `--context "staging"`)
 		assert.ErrorContains(t, err, "bare, dev, prod")
 	})
 	t.Run("a broken token file does not matter for another server", func(t *testing.T) {
 		c.Contexts["dev"] = Context{Server: "http://dev:8080", TokenFile: filepath.Join(dir, "gone")}
 		require.NoError(t, c.Save(path))
-		got, err := Resolve(Overrides{Server: "http://other"}, env(nil), path)
+		got, err := Resolve(Overrides{Server: "http://other"}, lookup(nil), path)
 		require.NoError(t, err)
 		assert.Equal(t, Target{Server: "http://other", ServerFrom: "--server"}, got)
 		c.Contexts["dev"] = Context{Server: "http://dev:8080", TokenFile: tokFile}
@@ -154,22 +156,22 @@ func TestResolvePrecedence(t *testing.T) {
 	t.Run("flags need no config file", func(t *testing.T) {
 		bad := filepath.Join(dir, "bad.yaml")
 		require.NoError(t, os.WriteFile(bad, []byte("nonsense: [\n"), 0o600))
-		got, err := Resolve(Overrides{Server: "http://x", Token: "t"}, env(nil), bad)
+		got, err := Resolve(Overrides{Server: "http://x", Token: "t"}, lookup(nil), bad)
 		require.NoError(t, err)
 		assert.Equal(t, "http://x", got.Server)
-		_, err = Resolve(Overrides{}, env(nil), bad)
+		_, err = Resolve(Overrides{}, lookup(nil), bad)
 		require.Error(t, err)
 	})
 	t.Run("missing token file", func(t *testing.T) {
 		c.Contexts["dev"] = Context{Server: "http://dev", TokenFile: filepath.Join(dir, "gone")}
 		require.NoError(t, c.Save(path))
-		_, err := Resolve(Overrides{}, env(nil), path)
+		_, err := Resolve(Overrides{}, lookup(nil), path)
 		require.ErrorContains(t, err, "context dev: token-file")
 	})
 	t.Run("dangling current context", func(t *testing.T) {
 		c.CurrentContext = "old"
 		require.NoError(t, c.Save(path))
-		_, err := Resolve(Overrides{}, env(nil), path)
+		_, err := Resolve(Overrides{}, lookup(nil), path)
 		require.ErrorContains(t, err, "kobe context use")
 	})
 }
@@ -184,9 +186,6 @@ func TestResolveTLS(t *testing.T) {
 		"lab":  {Server: "https://lab", Token: "t", InsecureSkipTLSVerify: true},
 	}}
 	require.NoError(t, c.Save(path))
-	env := func(m map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
 	for _, tc := range []struct {
 		name string
 		o    Overrides
@@ -200,12 +199,12 @@ func TestResolveTLS(t *testing.T) {
 		{"another server gets no context's CA", Overrides{Server: "https://elsewhere"}, nil, api.TLSOptions{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Resolve(tc.o, env(tc.env), path)
+			got, err := Resolve(tc.o, lookup(tc.env), path)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got.TLS)
 		})
 	}
-	_, err := Resolve(Overrides{}, env(map[string]string{"KOBE_INSECURE_SKIP_TLS_VERIFY": "yes please"}), path)
+	_, err := Resolve(Overrides{}, lookup(map[string]string{"KOBE_INSECURE_SKIP_TLS_VERIFY": "yes please"}), path)
 	require.ErrorContains(t, err, "KOBE_INSECURE_SKIP_TLS_VERIFY")
 
 	c.Contexts["both"] = Context{Server: "https://both", CertificateAuthority: "/ca.pem", InsecureSkipTLSVerify: true}
