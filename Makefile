@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X github.com/kunobi-ninja/kobe/internal/buildinfo.Version=$(VE
 ARGS ?=
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
-.PHONY: all build dev test test-short bench soak fuzz lint tools postgres-check postgres clean help
+.PHONY: all build dev test test-short bench soak fuzz lint tools postgres-check postgres clean help images
 
 all: build
 
@@ -24,11 +24,25 @@ help:
 	@echo "make fuzz        search for new inputs with the fuzz targets, FUZZTIME each (make test runs their seed corpora)"
 	@echo "make lint        gofmt, go vet, staticcheck and workflowcheck (the linters built once into \$$KOBE_TOOLS_DIR)"
 	@echo "make build       bin/kobe"
+	@echo "make images      kobe's container image as an OCI layout and a ctr/docker-loadable archive in \$$IMAGES_DIR (build/images), no Docker needed"
 	@echo "make tools       build kube-apiserver, etcd, kine, kwok, kubelet, containerd, the Cluster API managers, the vcluster syncer… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
 	@echo "make postgres    install and start Debian's PostgreSQL for the tests (root; what CI does)"
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/kobe ./cmd/kobe
+
+# kobe's container image (hack/image; docs/production.md, "The image"): a static build of the
+# binary with the same VERSION and COMMIT, the vcluster chart (hack/build-vcluster-tools.sh
+# chart: copied from the Go module cache, no syncer build) and the build machine's CA bundle,
+# written as build/images/kobe-$(VERSION).oci (OCI layout) and kobe-$(VERSION).tar (for
+# `ctr images import`, `docker load`).
+IMAGES_DIR ?= build/images
+IMAGE_REPOSITORY ?= ghcr.io/kunobi-ninja/kobe
+images:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGES_DIR)/kobe ./cmd/kobe
+	chart=$$(hack/build-vcluster-tools.sh chart) && \
+	  $(GO) run ./hack/image -binary $(IMAGES_DIR)/kobe -version $(VERSION) -revision $(COMMIT) \
+	    -repository $(IMAGE_REPOSITORY) -vcluster-chart "$$chart" -out $(IMAGES_DIR)
 
 dev: build tools
 	./bin/kobe dev $(ARGS)
@@ -108,4 +122,4 @@ postgres:
 	hack/postgres.sh ensure
 
 clean:
-	rm -rf bin
+	rm -rf bin build

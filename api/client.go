@@ -3,11 +3,15 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -28,6 +32,47 @@ func NewClient(baseURL string) (*Client, error) {
 		return nil, fmt.Errorf("--server %q: want a URL such as http://127.0.0.1:8080", baseURL)
 	}
 	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), HTTPClient: &http.Client{Timeout: 90 * time.Second}}, nil
+}
+
+// TLSOptions say how the client checks an https:// server's certificate. The zero value checks
+// it against the system's certificate authorities.
+type TLSOptions struct {
+	// CAFile is a PEM bundle of the certificate authorities the server's certificate must chain
+	// to, in place of the system's (kubectl's --certificate-authority).
+	CAFile string
+	// InsecureSkipVerify accepts any certificate: the connection is encrypted but the server
+	// is not authenticated (kubectl's --insecure-skip-tls-verify).
+	InsecureSkipVerify bool
+}
+
+// NewClientTLS is NewClient with the server's certificate checked as o says. Either option on
+// an http:// URL, or both at once, is refused: neither would do what it says.
+func NewClientTLS(baseURL string, o TLSOptions) (*Client, error) {
+	c, err := NewClient(baseURL)
+	if err != nil || o == (TLSOptions{}) {
+		return c, err
+	}
+	if !strings.HasPrefix(strings.ToLower(baseURL), "https://") {
+		return nil, fmt.Errorf("%s is not an https:// URL: a certificate authority or --insecure-skip-tls-verify applies to HTTPS only", baseURL)
+	}
+	if o.CAFile != "" && o.InsecureSkipVerify {
+		return nil, errors.New("give a certificate authority or --insecure-skip-tls-verify, not both: the second would ignore the first")
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.InsecureSkipVerify}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("certificate authority: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("certificate authority %s: no PEM certificate in it", o.CAFile)
+		}
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = cfg
+	c.HTTPClient.Transport = transport
+	return c, nil
 }
 
 // Error is a non-2xx answer, carrying the API's error envelope.
@@ -112,9 +157,15 @@ func (c *Client) send(ctx context.Context, method, path string, in, out any) (in
 	return resp.StatusCode, nil
 }
 
+// unwrapURLError drops the URL (the caller names the server) and says what to do about a
+// certificate that could not be verified.
 func unwrapURLError(err error) error {
 	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
+		err = ue.Err
+	}
+	var unverified *tls.CertificateVerificationError
+	if errors.As(err, &unverified) {
+		return fmt.Errorf("%w (give the certificate authority that signed it with --certificate-authority, or accept any certificate with --insecure-skip-tls-verify)", err)
 	}
 	return err
 }

@@ -9,6 +9,8 @@
 # Usage:
 #   hack/build-vcluster-tools.sh        build whatever is missing, then record it in versions.env
 #   hack/build-vcluster-tools.sh sync   regenerate hack/tools/vcluster/go.mod + go.sum from the version below
+#   hack/build-vcluster-tools.sh chart  copy only the chart (no syncer: seconds, not minutes) and
+#                                       print its directory (`make images` puts it in kobe's image)
 #
 # Output: ${KOBE_TOOLS_DIR:-<repo>/.cache/tools}/vcluster-<version>/{vcluster,chart/}. Keyed by
 # version: a warm run only checks files. Run after hack/build-tools.sh (which rewrites
@@ -104,6 +106,13 @@ EOM
 }
 
 main() {
+  if [[ ${1:-} == chart ]]; then
+    mkdir -p "$OUT"
+    check_pin "$MODDIR" "$MODULE" "$VCLUSTER_VERSION" "hack/build-vcluster-tools.sh sync"
+    copy_chart
+    printf '%s\n' "$DEST/chart"
+    return
+  fi
   tools_command sync_module "$MODDIR" "$OUT" "$@"
   local t0; t0=$(now)
   check_pin "$MODDIR" "$MODULE" "$VCLUSTER_VERSION" "hack/build-vcluster-tools.sh sync"

@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -37,6 +36,8 @@ type Server struct {
 	Logger          *zap.Logger
 	// Registry is what /metrics serves; NewRegistry builds the standard one.
 	Registry *prometheus.Registry
+	// MetricsTokenFile, when set, holds the bearer token /metrics requires (--metrics-token-file).
+	MetricsTokenFile string
 	// Backends lists the backends compiled in (for /v1/status).
 	Backends []string
 	// InstanceName distinguishes this process in probes (host/pid).
@@ -127,7 +128,7 @@ func (s *Server) mux() *http.ServeMux {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", metricsHandler(reg, s.MetricsTokenFile))
 	if s.Policy == nil {
 		s.Policy = access.DefaultPolicy()
 	}
@@ -201,12 +202,13 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// WorkerHandler serves what a worker-only process exposes: /healthz, /livez and /metrics.
-func WorkerHandler(reg *prometheus.Registry) http.Handler {
+// WorkerHandler serves what a worker-only process exposes: /healthz, /livez and /metrics (with
+// a token file, only to a request bearing its token).
+func WorkerHandler(reg *prometheus.Registry, metricsTokenFile string) http.Handler {
 	mux := http.NewServeMux()
 	ok := func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) }
 	mux.HandleFunc("GET /healthz", ok)
 	mux.HandleFunc("GET /livez", ok)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", metricsHandler(reg, metricsTokenFile))
 	return mux
 }

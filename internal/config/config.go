@@ -67,6 +67,16 @@ type Config struct {
 
 	APIAddress     string // server and dev
 	MetricsAddress string // worker: /metrics and /healthz of a worker-only process
+	// TLSCertFile and TLSKeyFile (server and dev) make the API serve HTTPS with this PEM
+	// certificate (chain) and key, re-read when either file changes.
+	TLSCertFile, TLSKeyFile string
+	// InsecureHTTP (server and dev) allows plain HTTP on an --api-address that is not
+	// loopback: tokens and kubeconfigs then cross the network in clear unless a proxy in front
+	// terminates TLS.
+	InsecureHTTP bool
+	// MetricsTokenFile (every mode) holds a bearer token /metrics then requires; empty: /metrics
+	// is open, as /healthz.
+	MetricsTokenFile string
 	// ProfileAddress (every mode), when set, serves Go's profiles (net/http/pprof) there, on a
 	// listener of its own so that they are never reachable through the API's address.
 	ProfileAddress string
@@ -151,6 +161,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: console or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&c.ProfileAddress, "pprof-address", c.ProfileAddress, "serve Go's runtime profiles (/debug/pprof/) at this address, e.g. 127.0.0.1:6060; empty = off. Unauthenticated: keep it on loopback")
+	fs.StringVar(&c.MetricsTokenFile, "metrics-token-file", c.MetricsTokenFile, "file holding a bearer token that /metrics then requires (Prometheus: authorization.credentials_file); re-read at every scrape; empty = /metrics is open")
+	if mode == ModeServer || mode == ModeDev {
+		fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "serve the API over HTTPS with this PEM certificate (chain); re-read when it changes, no restart")
+		fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "the PEM private key of --tls-cert-file")
+		fs.BoolVar(&c.InsecureHTTP, "insecure-http", c.InsecureHTTP, "serve plain HTTP on an --api-address that is not loopback (behind a proxy that terminates TLS); without TLS flags a non-loopback address is refused")
+	}
 	switch mode {
 	case ModeDev:
 		fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for the embedded Temporal database, the store and cluster data")
@@ -268,6 +284,16 @@ func (c *Config) Validate(mode Mode) error {
 	if c.ContinueAsNewAfter < 0 {
 		return fmt.Errorf("--continue-as-new-after %d: must be 0 (the workflows' defaults) or a positive history length", c.ContinueAsNewAfter)
 	}
+	if mode == ModeServer || mode == ModeDev {
+		if err := c.validateTransport(); err != nil {
+			return err
+		}
+	}
+	if c.MetricsTokenFile != "" {
+		if _, err := os.Stat(c.MetricsTokenFile); err != nil {
+			return fmt.Errorf("--metrics-token-file: %v", err)
+		}
+	}
 	if mode != ModeServer && c.OrphanGrace < MinOrphanGrace {
 		return fmt.Errorf("--orphan-grace %s: must be at least %s (the API's longest wait between admitting a lease and starting it is about 55 s)", c.OrphanGrace, MinOrphanGrace)
 	}
@@ -347,6 +373,40 @@ func (c *Config) Validate(mode Mode) error {
 		return fmt.Errorf("unknown mode %q", mode)
 	}
 	return nil
+}
+
+// validateTransport refuses an API that would hand out tokens and kubeconfigs in clear on a
+// network without being told to, and TLS settings that do not go together.
+func (c *Config) validateTransport() error {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("--tls-cert-file and --tls-key-file must be given together")
+	}
+	if c.TLSCertFile != "" {
+		if c.InsecureHTTP {
+			return errors.New("--insecure-http and --tls-cert-file: choose one (HTTPS, or plain HTTP behind a proxy that terminates TLS)")
+		}
+		for flag, path := range map[string]string{"--tls-cert-file": c.TLSCertFile, "--tls-key-file": c.TLSKeyFile} {
+			if _, err := os.Stat(path); err != nil {
+				return fmt.Errorf("%s: %v", flag, err)
+			}
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.APIAddress)
+	if err != nil || c.InsecureHTTP || IsLoopback(host) {
+		return nil // a malformed address is reported as such by the mode's own check
+	}
+	return fmt.Errorf("--api-address %s is not a loopback address: serve HTTPS with --tls-cert-file and --tls-key-file, or pass --insecure-http to serve plain HTTP (tokens and kubeconfigs in clear unless a proxy in front terminates TLS)", c.APIAddress)
+}
+
+// IsLoopback reports whether a listening host only accepts connections from this machine:
+// "localhost" or a loopback IP. The empty host and names other than localhost do not.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func validateHostPort(flag, addr string) error {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -122,6 +124,76 @@ func TestFlagsPerMode(t *testing.T) {
 	assert.True(t, has(ModeDev, "orphan-grace"))
 	assert.True(t, has(ModeWorker, "orphan-grace"))
 	assert.False(t, has(ModeServer, "orphan-grace"))
+	// TLS is the API's; every mode can guard its /metrics.
+	for _, f := range []string{"tls-cert-file", "tls-key-file", "insecure-http"} {
+		assert.True(t, has(ModeServer, f), f)
+		assert.True(t, has(ModeDev, f), f)
+		assert.False(t, has(ModeWorker, f), f)
+	}
+	for _, m := range []Mode{ModeDev, ModeServer, ModeWorker} {
+		assert.True(t, has(m, "metrics-token-file"), m)
+	}
+}
+
+// An API on the network serves HTTPS, or plain HTTP only when told with --insecure-http;
+// loopback needs neither. The refusal names the flags that lift it.
+func TestAPIOnTheNetworkNeedsTLSOrInsecureHTTP(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	require.NoError(t, os.WriteFile(cert, []byte("x"), 0o600))
+	require.NoError(t, os.WriteFile(key, []byte("x"), 0o600))
+	server := func(addr string) Config {
+		c := Default()
+		c.Store, c.APIAddress = "sqlite:///tmp/x.db", addr
+		return c
+	}
+	for _, addr := range []string{"0.0.0.0:8080", ":8080", "[::]:8080", "10.1.2.3:8080", "kobe.example.com:443"} {
+		for _, mode := range []Mode{ModeServer, ModeDev} {
+			c := server(addr)
+			err := c.Validate(mode)
+			require.Error(t, err, "%s %s", mode, addr)
+			assert.Contains(t, err.Error(), "--api-address "+addr+" is not a loopback address")
+			assert.Contains(t, err.Error(), "--insecure-http")
+			assert.Contains(t, err.Error(), "--tls-cert-file")
+
+			c.InsecureHTTP = true
+			assert.NoError(t, c.Validate(mode), "%s %s --insecure-http", mode, addr)
+			c.InsecureHTTP, c.TLSCertFile, c.TLSKeyFile = false, cert, key
+			assert.NoError(t, c.Validate(mode), "%s %s with TLS", mode, addr)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:8080", "localhost:8080", "[::1]:8080", "127.0.0.2:0"} {
+		c := server(addr)
+		assert.NoError(t, c.Validate(ModeServer), addr)
+	}
+	for name, tc := range map[string]struct {
+		edit func(*Config)
+		want string
+	}{
+		"cert without key":     {func(c *Config) { c.TLSCertFile = cert }, "--tls-cert-file and --tls-key-file must be given together"},
+		"key without cert":     {func(c *Config) { c.TLSKeyFile = key }, "--tls-cert-file and --tls-key-file must be given together"},
+		"missing key":          {func(c *Config) { c.TLSCertFile, c.TLSKeyFile = cert, filepath.Join(dir, "none") }, "--tls-key-file"},
+		"TLS and insecure":     {func(c *Config) { c.TLSCertFile, c.TLSKeyFile, c.InsecureHTTP = cert, key, true }, "choose one"},
+		"missing metrics file": {func(c *Config) { c.MetricsTokenFile = filepath.Join(dir, "none") }, "--metrics-token-file"},
+	} {
+		c := server("127.0.0.1:8080")
+		tc.edit(&c)
+		assert.ErrorContains(t, c.Validate(ModeServer), tc.want, name)
+	}
+	// Like every flag, they come from KOBE_* variables too.
+	c := server("0.0.0.0:8080")
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	c.AddFlags(fs, ModeServer)
+	env := map[string]string{"KOBE_TLS_CERT_FILE": cert, "KOBE_TLS_KEY_FILE": key, "KOBE_METRICS_TOKEN_FILE": key}
+	require.NoError(t, ApplyEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	assert.Equal(t, cert, c.TLSCertFile)
+	assert.Equal(t, key, c.MetricsTokenFile)
+	assert.NoError(t, c.Validate(ModeServer))
+
+	// A worker's metrics listener is not the API: its address needs neither.
+	w := Default()
+	w.Store, w.MetricsAddress = "sqlite:///tmp/x.db", "0.0.0.0:9090"
+	assert.NoError(t, w.Validate(ModeWorker))
 }
 
 func TestDevStoreDSN(t *testing.T) {

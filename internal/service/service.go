@@ -102,6 +102,15 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	}
 	p.stops = append(p.stops, func() { _ = ln.Close() })
 	baseURL := "http://" + ln.Addr().String()
+	var tlsConfig *tls.Config
+	if cfg.TLSCertFile != "" && mode != config.ModeWorker {
+		certs, err := newCertificateFiles(cfg.TLSCertFile, cfg.TLSKeyFile, logger.Named("api"))
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}
+		baseURL = "https://" + ln.Addr().String()
+	}
 	if cfg.ProfileAddress != "" {
 		if err := p.serveProfiles(cfg.ProfileAddress); err != nil {
 			return nil, err
@@ -264,6 +273,7 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		Store:            st,
 		Logger:           logger.Named("api"),
 		Registry:         server.NewRegistry(sdkMetrics, &server.PoolCollector{Temporal: c, Store: st}, &server.CertificateCollector{Store: st}),
+		MetricsTokenFile: cfg.MetricsTokenFile,
 		Backends:         backends.Names(),
 		InstanceName:     fmt.Sprintf("%s-%d", host, os.Getpid()),
 		TemporalUI:       cmp.Or(p.UIURL, cfg.TemporalUIURL),
@@ -272,13 +282,25 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 	}
 	var handler http.Handler = apiServer.Handler()
 	if mode == config.ModeWorker {
-		handler = server.WorkerHandler(apiServer.Registry)
+		handler = server.WorkerHandler(apiServer.Registry, cfg.MetricsTokenFile)
 		p.MetricsURL = baseURL
 	} else {
 		p.APIURL = baseURL
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go func() { p.httpDone <- srv.Serve(ln) }()
+	// The server's own errors (a failed handshake, a handler's panic) go to kobe's log in its
+	// format, not to the standard logger's stderr lines.
+	errorLog, err := zap.NewStdLogAt(logger.Named("http"), zapcore.WarnLevel)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig, ErrorLog: errorLog}
+	go func() {
+		if tlsConfig != nil {
+			p.httpDone <- srv.ServeTLS(ln, "", "") // the certificate comes from GetCertificate
+			return
+		}
+		p.httpDone <- srv.Serve(ln)
+	}()
 	p.stops = append(p.stops, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -261,6 +261,8 @@ func TestBadConfigurationFailsWithOneLine(t *testing.T) {
 	defer busy.Close()
 	closed := freePort(t)
 	sqlite := "sqlite://" + filepath.Join(t.TempDir(), "kobe.db")
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
 
 	cases := []struct {
 		name string
@@ -277,6 +279,9 @@ func TestBadConfigurationFailsWithOneLine(t *testing.T) {
 		{"temporal port in use", []string{"dev", "--ephemeral", "--no-default-pool", "--api-address", "127.0.0.1:0", "--temporal-port", fmt.Sprint(busy.Addr().(*net.TCPAddr).Port)},
 			"--temporal-port"},
 		{"bad log format", []string{"dev", "--log-format", "xml"}, "--log-format"},
+		{"plain http off loopback", []string{"server", "--store", sqlite, "--api-address", "0.0.0.0:0"}, "pass --insecure-http to serve plain HTTP"},
+		{"a TLS pair that does not load", []string{"server", "--store", sqlite, "--api-address", "127.0.0.1:0", "--tls-cert-file", notPEM, "--tls-key-file", notPEM},
+			"--tls-cert-file " + notPEM + " and --tls-key-file " + notPEM + ": tls: failed to find any PEM data"},
 		{"unknown flag", []string{"dev", "--nope"}, "unknown flag: --nope"},
 	}
 	for _, tc := range cases {

@@ -10,6 +10,7 @@
 //	  prod:
 //	    server: https://kobe.example.com
 //	    token: kobe_…
+//	    certificate-authority: /home/me/.config/kobe/prod-ca.pem
 //
 // It is written with mode 0600, atomically (a reader never sees half a file).
 package cliconfig
@@ -21,9 +22,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kunobi-ninja/kobe/api"
 )
 
 // DefaultServer is the API used when nothing names one.
@@ -43,6 +47,10 @@ type Context struct {
 	Token     string `json:"token,omitempty"`
 	// Login is the SSO credential `kobe login` stored (oidc.go); its ID token is the bearer.
 	Login *Login `json:"login,omitempty"`
+	// CertificateAuthority is a PEM bundle the server's certificate must chain to (in place of
+	// the system's authorities); InsecureSkipTLSVerify accepts any certificate. As kubectl's.
+	CertificateAuthority  string `json:"certificate-authority,omitempty"`
+	InsecureSkipTLSVerify bool   `json:"insecure-skip-tls-verify,omitempty"`
 }
 
 // Path returns the config file's path.
@@ -77,6 +85,9 @@ func Load(path string) (*Config, error) {
 	for name, ctx := range c.Contexts {
 		if ctx.Token != "" && ctx.TokenFile != "" {
 			return nil, fmt.Errorf("%s: contexts.%s: give token or token-file, not both", path, name)
+		}
+		if ctx.CertificateAuthority != "" && ctx.InsecureSkipTLSVerify {
+			return nil, fmt.Errorf("%s: contexts.%s: give certificate-authority or insecure-skip-tls-verify, not both", path, name)
 		}
 	}
 	return &c, nil
@@ -140,7 +151,7 @@ func ValidateName(name string) error {
 }
 
 // WriteContext records a context (server and token file) in the CLI config, replacing any
-// context of that name, and makes it the current context when makeCurrent is set. `kobe dev`
+// context of that name (keeping its certificate authority if the server is the same), and makes it the current context when makeCurrent is set. `kobe dev`
 // calls it so that the CLI finds the dev server and its admin token without flags.
 func WriteContext(name, server, tokenFile string, makeCurrent bool) error {
 	if err := ValidateName(name); err != nil {
@@ -162,7 +173,12 @@ func WriteContext(name, server, tokenFile string, makeCurrent bool) error {
 	if c.Contexts == nil {
 		c.Contexts = map[string]Context{}
 	}
-	c.Contexts[name] = Context{Server: server, TokenFile: tokenFile}
+	next := Context{Server: server, TokenFile: tokenFile}
+	if old, ok := c.Contexts[name]; ok && SameServer(old.Server, server) {
+		// The trust a user gave this server (kobe context set --certificate-authority) stays.
+		next.CertificateAuthority, next.InsecureSkipTLSVerify = old.CertificateAuthority, old.InsecureSkipTLSVerify
+	}
+	c.Contexts[name] = next
 	if makeCurrent {
 		c.CurrentContext = name
 	}
@@ -178,11 +194,17 @@ type Target struct {
 	// ServerFrom and TokenFrom say where each came from: "--server", "KOBE_SERVER", "context dev",
 	// "default" (and "" for no token).
 	ServerFrom, TokenFrom string
+	// TLS is how the server's certificate is checked: from the flags, else the environment
+	// (KOBE_CERTIFICATE_AUTHORITY, KOBE_INSECURE_SKIP_TLS_VERIFY), else the context whose
+	// server this is.
+	TLS api.TLSOptions
 }
 
-// Overrides are the command line's --server, --token and --context ("" = not given).
+// Overrides are the command line's --server, --token, --context, --certificate-authority and
+// --insecure-skip-tls-verify (zero = not given).
 type Overrides struct {
 	Server, Token, Context string
+	TLS                    api.TLSOptions
 }
 
 // Resolve works out the target. Precedence, for the server and the token separately:
@@ -212,6 +234,20 @@ func Resolve(o Overrides, lookupEnv func(string) (string, bool), configPath stri
 	case env("KOBE_TOKEN") != "":
 		t.Token, t.TokenFrom = env("KOBE_TOKEN"), "KOBE_TOKEN"
 	}
+	switch {
+	case o.TLS != api.TLSOptions{}:
+		t.TLS = o.TLS
+	case env("KOBE_CERTIFICATE_AUTHORITY") != "" || env("KOBE_INSECURE_SKIP_TLS_VERIFY") != "":
+		t.TLS.CAFile = env("KOBE_CERTIFICATE_AUTHORITY")
+		if v := env("KOBE_INSECURE_SKIP_TLS_VERIFY"); v != "" {
+			skip, err := strconv.ParseBool(v)
+			if err != nil {
+				return t, fmt.Errorf("KOBE_INSECURE_SKIP_TLS_VERIFY=%q: want true or false", v)
+			}
+			t.TLS.InsecureSkipVerify = skip
+		}
+	}
+	tlsGiven := t.TLS != api.TLSOptions{}
 	if t.Server == "" || t.Token == "" || o.Context != "" {
 		c, err := Load(configPath)
 		if err != nil {
@@ -232,6 +268,10 @@ func Resolve(o Overrides, lookupEnv func(string) (string, bool), configPath stri
 			from := "context " + name
 			if t.Server == "" && ctx.Server != "" {
 				t.Server, t.ServerFrom, t.Context = ctx.Server, from, name
+			}
+			// Like the token, the context's trust goes only to the context's server.
+			if !tlsGiven && (t.Server == "" || SameServer(t.Server, ctx.Server)) {
+				t.TLS = api.TLSOptions{CAFile: ctx.CertificateAuthority, InsecureSkipVerify: ctx.InsecureSkipTLSVerify}
 			}
 			if t.Token == "" && (t.Server == "" || SameServer(t.Server, ctx.Server)) && ctx.Login != nil {
 				tok, err := ctx.Login.Fresh(name, c, configPath)

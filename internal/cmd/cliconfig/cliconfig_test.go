@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kunobi-ninja/kobe/api"
 )
 
 func TestPath(t *testing.T) {
@@ -85,6 +87,11 @@ func TestLoadRejectsTyposAndBothTokens(t *testing.T) {
 	assert.Empty(t, c.Contexts)
 }
 
+// lookup is an environment of the given variables, for Resolve.
+func lookup(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
 func TestResolvePrecedence(t *testing.T) {
 	dir := t.TempDir()
 	tokFile := filepath.Join(dir, "admin-token")
@@ -97,9 +104,6 @@ func TestResolvePrecedence(t *testing.T) {
 	}}
 	require.NoError(t, c.Save(path))
 
-	env := func(m map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
 	for _, tc := range []struct {
 		name string
 		o    Overrides
@@ -124,26 +128,26 @@ func TestResolvePrecedence(t *testing.T) {
 			Target{Server: "http://bare", Context: "bare", ServerFrom: "context bare"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Resolve(tc.o, env(tc.env), path)
+			got, err := Resolve(tc.o, lookup(tc.env), path)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
 	}
 
 	t.Run("default without a config", func(t *testing.T) {
-		got, err := Resolve(Overrides{}, env(nil), filepath.Join(dir, "none.yaml"))
+		got, err := Resolve(Overrides{}, lookup(nil), filepath.Join(dir, "none.yaml"))
 		require.NoError(t, err)
 		assert.Equal(t, Target{Server: DefaultServer, ServerFrom: "default"}, got)
 	})
 	t.Run("unknown --context", func(t *testing.T) {
-		_, err := Resolve(Overrides{Context: "staging", Server: "http://x", Token: "t"}, env(nil), path)
+		_, err := Resolve(Overrides{Context: "staging", Server: "http://x", Token: "t"}, lookup(nil), path)
 		require.ErrorContains(t, err, `--context "staging"`)
 		assert.ErrorContains(t, err, "bare, dev, prod")
 	})
 	t.Run("a broken token file does not matter for another server", func(t *testing.T) {
 		c.Contexts["dev"] = Context{Server: "http://dev:8080", TokenFile: filepath.Join(dir, "gone")}
 		require.NoError(t, c.Save(path))
-		got, err := Resolve(Overrides{Server: "http://other"}, env(nil), path)
+		got, err := Resolve(Overrides{Server: "http://other"}, lookup(nil), path)
 		require.NoError(t, err)
 		assert.Equal(t, Target{Server: "http://other", ServerFrom: "--server"}, got)
 		c.Contexts["dev"] = Context{Server: "http://dev:8080", TokenFile: tokFile}
@@ -152,22 +156,72 @@ func TestResolvePrecedence(t *testing.T) {
 	t.Run("flags need no config file", func(t *testing.T) {
 		bad := filepath.Join(dir, "bad.yaml")
 		require.NoError(t, os.WriteFile(bad, []byte("nonsense: [\n"), 0o600))
-		got, err := Resolve(Overrides{Server: "http://x", Token: "t"}, env(nil), bad)
+		got, err := Resolve(Overrides{Server: "http://x", Token: "t"}, lookup(nil), bad)
 		require.NoError(t, err)
 		assert.Equal(t, "http://x", got.Server)
-		_, err = Resolve(Overrides{}, env(nil), bad)
+		_, err = Resolve(Overrides{}, lookup(nil), bad)
 		require.Error(t, err)
 	})
 	t.Run("missing token file", func(t *testing.T) {
 		c.Contexts["dev"] = Context{Server: "http://dev", TokenFile: filepath.Join(dir, "gone")}
 		require.NoError(t, c.Save(path))
-		_, err := Resolve(Overrides{}, env(nil), path)
+		_, err := Resolve(Overrides{}, lookup(nil), path)
 		require.ErrorContains(t, err, "context dev: token-file")
 	})
 	t.Run("dangling current context", func(t *testing.T) {
 		c.CurrentContext = "old"
 		require.NoError(t, c.Save(path))
-		_, err := Resolve(Overrides{}, env(nil), path)
+		_, err := Resolve(Overrides{}, lookup(nil), path)
 		require.ErrorContains(t, err, "kobe context use")
 	})
+}
+
+// How the server's certificate is checked follows the server: flags, else the environment,
+// else the context whose server it is (never another server's CA or trust).
+func TestResolveTLS(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	c := &Config{CurrentContext: "prod", Contexts: map[string]Context{
+		"prod": {Server: "https://prod", Token: "t", CertificateAuthority: "/etc/prod-ca.pem"},
+		"lab":  {Server: "https://lab", Token: "t", InsecureSkipTLSVerify: true},
+	}}
+	require.NoError(t, c.Save(path))
+	for _, tc := range []struct {
+		name string
+		o    Overrides
+		env  map[string]string
+		want api.TLSOptions
+	}{
+		{"the context's CA", Overrides{}, nil, api.TLSOptions{CAFile: "/etc/prod-ca.pem"}},
+		{"the context's insecure-skip-tls-verify", Overrides{Context: "lab"}, nil, api.TLSOptions{InsecureSkipVerify: true}},
+		{"the flag beats the context", Overrides{TLS: api.TLSOptions{CAFile: "/flag.pem"}}, map[string]string{"KOBE_CERTIFICATE_AUTHORITY": "/env.pem"}, api.TLSOptions{CAFile: "/flag.pem"}},
+		{"the environment beats the context", Overrides{}, map[string]string{"KOBE_INSECURE_SKIP_TLS_VERIFY": "true"}, api.TLSOptions{InsecureSkipVerify: true}},
+		{"another server gets no context's CA", Overrides{Server: "https://elsewhere"}, nil, api.TLSOptions{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Resolve(tc.o, lookup(tc.env), path)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got.TLS)
+		})
+	}
+	_, err := Resolve(Overrides{}, lookup(map[string]string{"KOBE_INSECURE_SKIP_TLS_VERIFY": "yes please"}), path)
+	require.ErrorContains(t, err, "KOBE_INSECURE_SKIP_TLS_VERIFY")
+
+	c.Contexts["both"] = Context{Server: "https://both", CertificateAuthority: "/ca.pem", InsecureSkipTLSVerify: true}
+	require.NoError(t, c.Save(path))
+	_, err = Load(path)
+	require.ErrorContains(t, err, "contexts.both: give certificate-authority or insecure-skip-tls-verify, not both")
+	delete(c.Contexts, "both")
+	require.NoError(t, c.Save(path))
+
+	// kobe dev rewriting its context keeps the trust set on it while its server stays the same.
+	t.Setenv("KOBE_CONFIG", path)
+	require.NoError(t, WriteContext("prod", "https://prod", "", true))
+	again, err := Load(path)
+	require.NoError(t, err)
+	assert.Equal(t, "/etc/prod-ca.pem", again.Contexts["prod"].CertificateAuthority)
+	require.NoError(t, WriteContext("prod", "https://prod-2", "", true))
+	again, err = Load(path)
+	require.NoError(t, err)
+	assert.Empty(t, again.Contexts["prod"].CertificateAuthority, "a CA is not carried to another server")
 }

@@ -177,8 +177,12 @@ type SetOptions struct {
 	Server    string
 	TokenFile string
 	Token     string
-	Use       bool
-	// Changed records which of --server, --token-file, --token were given.
+	// CertificateAuthority and InsecureSkipTLSVerify: how the context's server is checked.
+	CertificateAuthority  string
+	InsecureSkipTLSVerify bool
+	Use                   bool
+	// Changed records which of --server, --token-file, --token, --certificate-authority and
+	// --insecure-skip-tls-verify were given.
 	Changed map[string]bool
 }
 
@@ -186,12 +190,13 @@ type SetOptions struct {
 func NewCmdSet(f *factory.Factory, runF func(*SetOptions) error) *cobra.Command {
 	opts := &SetOptions{Factory: f}
 	cmd := &cobra.Command{
-		Use:   "set NAME [--server URL] [--token-file FILE | --token TOKEN]",
+		Use:   "set NAME [--server URL] [--token-file FILE | --token TOKEN] [--certificate-authority FILE | --insecure-skip-tls-verify]",
 		Short: "Create or change a context",
 		Long: `Create a context, or change the given fields of an existing one. Prefer --token-file to
 --token: the token then stays out of the config file and of your shell history. The first
 context created (or any, with --use) becomes the current one.`,
-		Example: `  kobe context set prod --server https://kobe.example.com --token-file ~/.config/kobe/prod-token
+		Example: `  kobe context set prod --server https://kobe.example.com --token-file ~/.config/kobe/prod-token \
+    --certificate-authority ~/.config/kobe/prod-ca.pem
   kobe context set staging --server https://kobe.staging.example.com --use`,
 		Args: cmdutil.ExactArgs(1, "give the context name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -200,11 +205,14 @@ context created (or any, with --use) becomes the current one.`,
 				return err
 			}
 			opts.Changed = map[string]bool{}
-			for _, n := range []string{"server", "token-file", "token"} {
+			for _, n := range []string{"server", "token-file", "token", "certificate-authority", "insecure-skip-tls-verify"} {
 				opts.Changed[n] = cmd.Flags().Changed(n)
 			}
 			if opts.Changed["token-file"] && opts.Changed["token"] {
 				return fmt.Errorf("%s: give --token-file or --token, not both", cmd.CommandPath())
+			}
+			if opts.CertificateAuthority != "" && opts.InsecureSkipTLSVerify {
+				return fmt.Errorf("%s: give --certificate-authority or --insecure-skip-tls-verify, not both", cmd.CommandPath())
 			}
 			if opts.Changed["server"] {
 				if _, err := api.NewClient(opts.Server); err != nil {
@@ -222,6 +230,8 @@ context created (or any, with --use) becomes the current one.`,
 	cmd.Flags().StringVar(&opts.Server, "server", "", "the kobe API URL")
 	cmd.Flags().StringVar(&opts.TokenFile, "token-file", "", "a file holding the token (made absolute)")
 	cmd.Flags().StringVar(&opts.Token, "token", "", "the token itself (kept in the config file)")
+	cmd.Flags().StringVar(&opts.CertificateAuthority, "certificate-authority", "", "PEM bundle of the certificate authorities the server's certificate must chain to (made absolute; empty: the system's)")
+	cmd.Flags().BoolVar(&opts.InsecureSkipTLSVerify, "insecure-skip-tls-verify", false, "accept any server certificate (the server is not authenticated)")
 	cmd.Flags().BoolVar(&opts.Use, "use", false, "make it the current context")
 	return cmd
 }
@@ -251,6 +261,21 @@ func setRun(opts *SetOptions) error {
 	}
 	if opts.Changed["token"] {
 		ctx.Token, ctx.TokenFile = opts.Token, ""
+	}
+	// One way of checking the server replaces the other.
+	if opts.Changed["certificate-authority"] {
+		ctx.CertificateAuthority, ctx.InsecureSkipTLSVerify = "", false
+		if opts.CertificateAuthority != "" {
+			if ctx.CertificateAuthority, err = filepath.Abs(opts.CertificateAuthority); err != nil {
+				return err
+			}
+		}
+	}
+	if opts.Changed["insecure-skip-tls-verify"] {
+		ctx.InsecureSkipTLSVerify = opts.InsecureSkipTLSVerify
+		if ctx.InsecureSkipTLSVerify {
+			ctx.CertificateAuthority = ""
+		}
 	}
 	c.Contexts[opts.Name] = ctx
 	if opts.Use || c.CurrentContext == "" {

@@ -111,3 +111,27 @@ func TestSetUseListDelete(t *testing.T) {
 	assert.Equal(t, []string{"dev", "prod"}, c.Names())
 	require.ErrorContains(t, cmdtest.Run(NewCmdDelete(f, nil), "inline"), `no context "inline"`)
 }
+
+// A context keeps how its server's certificate is checked: a CA bundle (made absolute) or
+// insecure-skip-tls-verify, one replacing the other; both at once are refused.
+func TestSetCertificateAuthority(t *testing.T) {
+	f, _, path := setup(t)
+	t.Chdir(t.TempDir())
+	require.NoError(t, cmdtest.Run(NewCmdSet(f, nil), "prod", "--server", "https://kobe.example.com", "--certificate-authority", "ca.pem"))
+	c, err := cliconfig.Load(path)
+	require.NoError(t, err)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(wd, "ca.pem"), c.Contexts["prod"].CertificateAuthority)
+
+	require.NoError(t, cmdtest.Run(NewCmdSet(f, nil), "prod", "--insecure-skip-tls-verify"))
+	c, _ = cliconfig.Load(path)
+	assert.Equal(t, cliconfig.Context{Server: "https://kobe.example.com", InsecureSkipTLSVerify: true}, c.Contexts["prod"])
+
+	require.NoError(t, cmdtest.Run(NewCmdSet(f, nil), "prod", "--certificate-authority", "/etc/ca.pem"))
+	c, _ = cliconfig.Load(path)
+	assert.Equal(t, cliconfig.Context{Server: "https://kobe.example.com", CertificateAuthority: "/etc/ca.pem"}, c.Contexts["prod"])
+
+	err = cmdtest.Run(NewCmdSet(f, nil), "prod", "--certificate-authority", "/etc/ca.pem", "--insecure-skip-tls-verify")
+	require.ErrorContains(t, err, "not both")
+}

@@ -23,6 +23,10 @@ type Factory struct {
 	Server  string
 	Token   string
 	Context string
+	// CertificateAuthority and InsecureSkipTLSVerify are --certificate-authority and
+	// --insecure-skip-tls-verify: how the server's certificate is checked.
+	CertificateAuthority  string
+	InsecureSkipTLSVerify bool
 	// Target resolves the server and token: flags > KOBE_SERVER/KOBE_TOKEN > context > default.
 	Target func() (cliconfig.Target, error)
 	// APIClient builds a client for the resolved target.
@@ -37,22 +41,32 @@ func New() *Factory {
 		if err != nil && (f.Server == "" || f.Token == "") {
 			return cliconfig.Target{}, err
 		}
-		return cliconfig.Resolve(cliconfig.Overrides{Server: f.Server, Token: f.Token, Context: f.Context}, os.LookupEnv, path)
+		return cliconfig.Resolve(cliconfig.Overrides{Server: f.Server, Token: f.Token, Context: f.Context,
+			TLS: api.TLSOptions{CAFile: f.CertificateAuthority, InsecureSkipVerify: f.InsecureSkipTLSVerify}}, os.LookupEnv, path)
 	}
 	f.APIClient = func() (*api.Client, error) {
 		t, err := f.Target()
 		if err != nil {
 			return nil, err
 		}
-		c, err := api.NewClient(t.Server)
+		c, err := NewClient(t)
 		if err != nil {
-			if t.ServerFrom != "--server" {
-				return nil, fmt.Errorf("server %q (from %s): want a URL such as %s", t.Server, t.ServerFrom, DefaultServer)
-			}
 			return nil, err
 		}
 		c.Token = t.Token
 		return c, nil
 	}
 	return f
+}
+
+// NewClient is a client of the target's server, checking its certificate as the target says,
+// without the target's token (kobe login reads /v1/status without it).
+func NewClient(t cliconfig.Target) (*api.Client, error) {
+	if _, err := api.NewClient(t.Server); err != nil {
+		if t.ServerFrom != "--server" {
+			return nil, fmt.Errorf("server %q (from %s): want a URL such as %s", t.Server, t.ServerFrom, DefaultServer)
+		}
+		return nil, err
+	}
+	return api.NewClientTLS(t.Server, t.TLS)
 }

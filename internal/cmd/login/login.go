@@ -23,7 +23,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/oauth2"
 
-	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/internal/cmd/cliconfig"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 )
@@ -73,7 +72,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	c, err := api.NewClient(t.Server)
+	c, err := factory.NewClient(t)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,8 @@ context named by --context or the current one (kobe context), else ` + factory.D
 	cmd.PersistentFlags().StringVar(&f.Server, "server", f.Server, "kobe API URL (env KOBE_SERVER; default: the context's, else "+factory.DefaultServer+")")
 	cmd.PersistentFlags().StringVar(&f.Token, "token", f.Token, "API token (env KOBE_TOKEN; default: the context's)")
 	cmd.PersistentFlags().StringVar(&f.Context, "context", f.Context, "use this context of the CLI config instead of the current one")
+	cmd.PersistentFlags().StringVar(&f.CertificateAuthority, "certificate-authority", f.CertificateAuthority, "PEM bundle of the certificate authorities the server's certificate must chain to, in place of the system's (env KOBE_CERTIFICATE_AUTHORITY; default: the context's)")
+	cmd.PersistentFlags().BoolVar(&f.InsecureSkipTLSVerify, "insecure-skip-tls-verify", f.InsecureSkipTLSVerify, "accept any server certificate: encrypted, but the server is not authenticated (env KOBE_INSECURE_SKIP_TLS_VERIFY; default: the context's)")
 	_ = cmd.RegisterFlagCompletionFunc("context", func(c *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
 		return contextcmd.Names(), cobra.ShellCompDirectiveNoFileComp
 	})
