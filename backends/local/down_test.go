@@ -103,3 +103,41 @@ func TestAThawChecksTheInstanceServes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, backends.PhaseUnhealthy, st.Phase)
 }
+
+// A thaw that a worker's death cut short is run again by the next worker: it must not succeed
+// on an instance whose API server does not answer (here: stopped while the instance was frozen,
+// as the soak's thaw fault does). Found by the soak: such a member was granted after a worker was
+// killed during its thaw.
+func TestAThawRetriedByTheNextWorkerStillChecksTheInstanceServes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real kube-apiserver processes; skipped with -short")
+	}
+	skipWithoutFreezer(t)
+	state := t.TempDir()
+	ctx := context.Background()
+	b := newBackend(t, state)
+	const id = "thaw-retried"
+	t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
+	_, err := b.Create(ctx, spec(id, ""))
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	_, err = b.WaitReady(wctx, id, nil)
+	require.NoError(t, err)
+
+	require.NoError(t, b.Freeze(ctx, id))
+	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(state, "local", "instances", id)+"/"), "kube-apiserver")
+	require.Len(t, apiservers, 1)
+	require.NoError(t, syscall.Kill(apiservers[0].PID, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(apiservers[0].PID, syscall.SIGCONT) })
+	// The first worker's thaw: the cgroup thaws, the wait for an answer is cut short.
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	err = b.Thaw(short, id)
+	cancelShort()
+	require.Error(t, err, "a stopped API server does not answer")
+
+	// The next worker adopts the instance and runs the thaw again.
+	next := newBackend(t, state)
+	err = next.Thaw(ctx, id)
+	require.Error(t, err, "a thaw of an instance whose API server does not answer is not a success, also when retried by the next worker")
+}

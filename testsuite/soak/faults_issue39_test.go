@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -183,22 +184,45 @@ func (e *env) breakWorkerDuringThaw(tr *traffic, rng *rand.Rand, stop <-chan str
 		return f
 	}
 	f.At = time.Now()
-	// The detail starts as a frozen-member kill's does: frozenKilled reads the members from it.
-	f.Detail = stoppedFrozenPrefix + strings.Join(stoppedIDs, ",") + ": "
+	var what string
 	if stopOnly {
 		pause := time.Duration(2000+rng.Intn(4000)) * time.Millisecond
 		e.worker.signal(syscall.SIGSTOP)
 		time.Sleep(pause)
 		e.worker.signal(syscall.SIGCONT)
-		f.Detail += fmt.Sprintf("worker stopped %s while %s thawed", pause.Round(time.Millisecond), id)
+		what = fmt.Sprintf("worker stopped %s while %s thawed", pause.Round(time.Millisecond), id)
 	} else {
 		e.worker.kill()
+		// The instance's processes are a process group of their own whose parent was the
+		// worker: its death orphans the group, and the kernel sends a group with a stopped
+		// member SIGHUP and SIGCONT (POSIX). kube-apiserver survives the SIGHUP, so the API
+		// servers of thawed members run again and serve: granting those is right. Only the
+		// ones still stopped (still frozen, the signal pending) stay in the invariant.
+		var resumed []string
+		kept := stoppedIDs[:0]
+		for i, sid := range stoppedIDs {
+			if !stoppedOrStopping(pids[i]) {
+				resumed = append(resumed, sid)
+				continue
+			}
+			kept = append(kept, sid)
+		}
+		stoppedIDs = kept
 		time.Sleep(time.Duration(rng.Intn(1000)) * time.Millisecond)
 		if err := e.worker.start(); err != nil {
 			f.Failed = err.Error()
 			return f
 		}
-		f.Detail += fmt.Sprintf("worker killed while %s thawed", id)
+		what = fmt.Sprintf("worker killed while %s thawed", id)
+		if len(resumed) > 0 {
+			what += fmt.Sprintf(" (the kernel resumed the API servers of %s: their process group was orphaned)", strings.Join(resumed, ","))
+		}
+	}
+	// The detail starts as a frozen-member kill's does: frozenKilled reads the members from it.
+	if len(stoppedIDs) > 0 {
+		f.Detail = stoppedFrozenPrefix + strings.Join(stoppedIDs, ",") + ": " + what
+	} else {
+		f.Detail = "every stopped API server resumed: " + what
 	}
 	if _, failed := e.waitRecovered(f.At); failed != "" {
 		f.Failed = failed
@@ -223,12 +247,19 @@ func (e *env) breakWorkerDuringThaw(tr *traffic, rng *rand.Rand, stop <-chan str
 		f.Failed = fmt.Sprintf("member %s still Thawing %s after the fault", id, recoveryBound)
 		return f
 	}
-	// The fault's own lease: never one of the stopped members.
+	// What the stopped API servers are now (T: still stopped; gone: torn down).
+	var states []string
+	for _, pid := range pids {
+		states = append(states, fmt.Sprintf("%d:%s", pid, processState(pid)))
+	}
+	f.Detail += "; API servers " + strings.Join(states, ",")
+	// The fault's own lease: never Bound to one of the stopped members. (A Pending lease may
+	// name the member it was assigned while the member thaws.)
 	if l.ID != "" {
 		var got api.Lease
 		if a := e.call(tr, true, "get (the thaw fault's lease)", e.adminToken, "GET", "/v1/leases/"+l.ID, nil, &got); a.Status == 200 {
-			f.Detail += fmt.Sprintf("; its lease %s %s", got.ID, got.Phase)
-			if got.ClusterName != "" && slices.Contains(stoppedIDs, got.ClusterName) {
+			f.Detail += fmt.Sprintf("; its lease %s %s %s", got.ID, got.Phase, got.ClusterName)
+			if got.Phase == api.LeaseBound && slices.Contains(stoppedIDs, got.ClusterName) {
 				f.Failed = fmt.Sprintf("lease %s was granted %s, whose kube-apiserver was stopped while it was frozen", got.ID, got.ClusterName)
 			}
 		}
@@ -491,4 +522,43 @@ func thawAndKill(prefix string) []leaks.Process {
 		}
 	}
 	return ps
+}
+
+// processState is the state letter of a process in /proc (R, S, T for stopped…), or "gone".
+func processState(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "gone"
+	}
+	// The state follows the command name, which is in parentheses and may hold spaces.
+	if i := strings.LastIndexByte(string(data), ')'); i >= 0 && i+2 < len(data) {
+		return string(data[i+2])
+	}
+	return "?"
+}
+
+// stoppedOrStopping says whether a process is stopped, or will stop as it thaws (a SIGSTOP
+// pending, /proc/<pid>/status ShdPnd or SigPnd), or is gone.
+func stoppedOrStopping(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true // gone: it was never resumed
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "State":
+			if strings.HasPrefix(strings.TrimSpace(v), "T") {
+				return true
+			}
+		case "ShdPnd", "SigPnd":
+			if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&(1<<(uint(syscall.SIGSTOP)-1)) != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

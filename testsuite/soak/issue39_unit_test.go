@@ -1,7 +1,9 @@
 package soak
 
 import (
+	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,5 +97,36 @@ func TestOfSoakPoolLeavesTheOtherPoolsOut(t *testing.T) {
 		if got := ofSoakPool(id); got != want {
 			t.Errorf("ofSoakPool(%q) = %v, want %v", id, got, want)
 		}
+	}
+}
+
+func TestStoppedOrStoppingReadsTheProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	if stoppedOrStopping(pid) {
+		t.Fatal("a running process counted stopped")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !stoppedOrStopping(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a stopped process (state %s) not counted stopped", processState(pid))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for stoppedOrStopping(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("a resumed process still counted stopped")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
