@@ -269,9 +269,14 @@ disabled_plugins = ['io.containerd.nri.v1.nri', 'io.containerd.internal.v1.traci
   path = '` + dir + `/opt'
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o600))
-	var log strings.Builder
+	// The daemon writes its log to a file, read only once the daemon has failed to answer (a
+	// strings.Builder here was read while exec's copier still wrote to it: a data race).
+	logPath := filepath.Join(dir, "containerd.log")
+	logFile, err := os.Create(logPath)
+	require.NoError(t, err)
+	t.Cleanup(func() { logFile.Close() })
 	daemon := exec.Command(containerd, "--config", filepath.Join(dir, "config.toml"))
-	daemon.Stdout, daemon.Stderr = &log, &log
+	daemon.Stdout, daemon.Stderr = logFile, logFile
 	require.NoError(t, daemon.Start())
 	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
 	socket := filepath.Join(dir, "c.sock")
@@ -284,7 +289,10 @@ disabled_plugins = ['io.containerd.nri.v1.nri', 'io.containerd.internal.v1.traci
 		if out, err = ctrCmd("version"); err == nil {
 			break
 		}
-		require.Less(t, time.Since(start), 30*time.Second, "containerd did not answer: %s\n%s", out, log.String())
+		if time.Since(start) > 30*time.Second {
+			logged, _ := os.ReadFile(logPath)
+			t.Fatalf("containerd did not answer: %s\n%s", out, logged)
+		}
 	}
 	out, err = ctrCmd("images", "import", o.Archive)
 	require.NoError(t, err, out)
