@@ -109,19 +109,7 @@ func randomEvent(r *rand.Rand) event {
 	weights := [evKinds]int{evAssign: 10, evClaimFailed: 1, evRelease: 3, evHeartbeat: 6, evActivity: 4, evExtend: 14,
 		evIssued: 10, evSleep: 6, evWake: 6, evScheduleSleep: 2, evScheduleWake: 2, evChildDone: 10, evInactivityCheck: 5,
 		evUnhealthy: 3, evSynced: 3, evCertificates: 2, evTime: 14, evContinueAsNew: 3}
-	total := 0
-	for _, w := range weights {
-		total += w
-	}
-	x := r.IntN(total)
-	kind := eventKind(0)
-	for k, w := range weights {
-		if x < w {
-			kind = eventKind(k)
-			break
-		}
-		x -= w
-	}
+	kind := eventKind(propertytest.Weighted(r, weights[:]))
 	var dt time.Duration
 	switch kind {
 	case evExtend:

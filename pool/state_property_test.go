@@ -96,19 +96,7 @@ func randomEvent(r *rand.Rand, thaws bool) event {
 		// The sequences whose pool freezes every spare: warm binds that thaw, and what races them.
 		weights[evFreezes], weights[evWarmClaim], weights[evWarmGiveUp], weights[evWarmThawDone] = 20, 20, 8, 10
 	}
-	total := 0
-	for _, w := range weights {
-		total += w
-	}
-	x := r.IntN(total)
-	kind := eventKind(0)
-	for k, w := range weights {
-		if x < w {
-			kind = eventKind(k)
-			break
-		}
-		x -= w
-	}
+	kind := eventKind(propertytest.Weighted(r, weights[:]))
 	dts := []time.Duration{time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 11 * time.Minute, 20 * time.Minute}
 	return event{kind: kind, pick: r.IntN(1000), n: r.IntN(1 << 20), dt: dts[r.IntN(len(dts))], seed: r.Uint64()}
 }

@@ -29,19 +29,13 @@ func TestAnInstanceThatStopsServingIsReported(t *testing.T) {
 	reports := make(chan downReport, 16)
 	b.NotifyDown(func(id, message string) { reports <- downReport{id, message} })
 	const id = "down-me"
-	t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
-	_, err := b.Create(ctx, spec(id, ""))
-	require.NoError(t, err)
-	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancel()
-	_, err = b.WaitReady(wctx, id, nil)
-	require.NoError(t, err)
+	readyInstance(t, b, id)
 
 	require.NoError(t, b.Sleep(ctx, id))
 	require.NoError(t, b.Resume(ctx, id))
 	rctx, rcancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer rcancel()
-	_, err = b.WaitReady(rctx, id, nil)
+	_, err := b.WaitReady(rctx, id, nil)
 	require.NoError(t, err)
 	select {
 	case r := <-reports:
@@ -82,13 +76,7 @@ func TestAThawChecksTheInstanceServes(t *testing.T) {
 	ctx := context.Background()
 	b := newBackend(t, state)
 	const id = "thaw-dead"
-	t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
-	_, err := b.Create(ctx, spec(id, ""))
-	require.NoError(t, err)
-	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancel()
-	_, err = b.WaitReady(wctx, id, nil)
-	require.NoError(t, err)
+	readyInstance(t, b, id)
 
 	require.NoError(t, b.Freeze(ctx, id))
 	require.NoError(t, b.Thaw(ctx, id), "a live instance thaws")
@@ -96,7 +84,7 @@ func TestAThawChecksTheInstanceServes(t *testing.T) {
 	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(state, "local", "instances", id)+"/"), "kube-apiserver")
 	require.Len(t, apiservers, 1)
 	require.NoError(t, syscall.Kill(apiservers[0].PID, syscall.SIGKILL))
-	err = b.Thaw(ctx, id)
+	err := b.Thaw(ctx, id)
 	require.Error(t, err, "a thaw of an instance whose API server died is not a success")
 	assert.Contains(t, err.Error(), "apiserver")
 	st, err := b.Status(ctx, id)
@@ -117,13 +105,7 @@ func TestAThawRetriedByTheNextWorkerStillChecksTheInstanceServes(t *testing.T) {
 	ctx := context.Background()
 	b := newBackend(t, state)
 	const id = "thaw-retried"
-	t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
-	_, err := b.Create(ctx, spec(id, ""))
-	require.NoError(t, err)
-	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancel()
-	_, err = b.WaitReady(wctx, id, nil)
-	require.NoError(t, err)
+	readyInstance(t, b, id)
 
 	require.NoError(t, b.Freeze(ctx, id))
 	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(state, "local", "instances", id)+"/"), "kube-apiserver")
@@ -132,7 +114,7 @@ func TestAThawRetriedByTheNextWorkerStillChecksTheInstanceServes(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(apiservers[0].PID, syscall.SIGCONT) })
 	// The first worker's thaw: the cgroup thaws, the wait for an answer is cut short.
 	short, cancelShort := context.WithTimeout(ctx, time.Second)
-	err = b.Thaw(short, id)
+	err := b.Thaw(short, id)
 	cancelShort()
 	require.Error(t, err, "a stopped API server does not answer")
 

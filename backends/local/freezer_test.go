@@ -143,13 +143,7 @@ func TestSleepOfAFrozenInstance(t *testing.T) {
 	ctx := context.Background()
 	b := newBackend(t, state)
 	id := "frozen-sleeper"
-	t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
-	_, err := b.Create(ctx, spec(id, ""))
-	require.NoError(t, err)
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	_, err = b.WaitReady(wctx, id, nil)
-	require.NoError(t, err)
+	readyInstance(t, b, id)
 	require.NoError(t, b.Freeze(ctx, id))
 
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
@@ -161,6 +155,8 @@ func TestSleepOfAFrozenInstance(t *testing.T) {
 	assert.Empty(t, leaks.ProcessesNaming(filepath.Join(state, "local", "instances", id)+"/"), "no process survives Sleep")
 
 	require.NoError(t, b.Resume(ctx, id))
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	st, err = b.WaitReady(wctx, id, nil)
 	require.NoError(t, err)
 	assert.Equal(t, backends.PhaseReady, st.Phase, "resumed, not frozen")

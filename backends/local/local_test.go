@@ -38,6 +38,20 @@ func newBackend(t *testing.T, state string) *local.Backend {
 	return b
 }
 
+// readyInstance creates instance id on b and waits until it is Ready (at most four minutes);
+// the instance is deleted at the test's end.
+func readyInstance(t *testing.T, b *local.Backend, id string) {
+	t.Helper()
+	ctx := context.Background()
+	t.Cleanup(func() { _ = b.Delete(context.Background(), id) })
+	_, err := b.Create(ctx, spec(id, ""))
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	_, err = b.WaitReady(wctx, id, nil)
+	require.NoError(t, err)
+}
+
 func spec(id string, opts string) backends.InstanceSpec {
 	s := backends.InstanceSpec{ID: id, Pool: "conformance", KubernetesVersion: kubeVersion}
 	if opts != "" {

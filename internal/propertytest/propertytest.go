@@ -9,6 +9,7 @@ package propertytest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -88,6 +89,23 @@ func Shrink[E any](events []E, play func([]E, map[string]int) (int, string)) []E
 		}
 	}
 	return events
+}
+
+// Weighted picks an index of weights at random, each with its weight's share of the total
+// (a weight of 0 is never picked).
+func Weighted(r *rand.Rand, weights []int) int {
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	x := r.IntN(total)
+	for i, w := range weights {
+		if x < w {
+			return i
+		}
+		x -= w
+	}
+	return len(weights) - 1
 }
 
 func envInt(t *testing.T, name string, def int) int {

@@ -1,6 +1,7 @@
 package propertytest
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -42,5 +43,20 @@ func TestRunPlaysEverySequenceFromTheSeed(t *testing.T) {
 	})
 	if !slices.Equal(seeds, []uint64{5, 6, 7}) {
 		t.Fatalf("seeds played: %v, want [5 6 7]", seeds)
+	}
+}
+
+func TestWeightedNeverPicksAZeroWeight(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	counts := make([]int, 4)
+	for range 10_000 {
+		counts[Weighted(r, []int{1, 0, 3, 0})]++
+	}
+	if counts[1] != 0 || counts[3] != 0 {
+		t.Fatalf("picked a zero weight: %v", counts)
+	}
+	// 1:3, within a wide margin.
+	if counts[2] < 2*counts[0] || counts[2] > 4*counts[0] {
+		t.Fatalf("counts %v are not about 1:3", counts)
 	}
 }
