@@ -95,11 +95,11 @@ func TestServerServesHTTPSAndFollowsItsCertificateFiles(t *testing.T) {
 	require.True(t, strings.HasPrefix(p.APIURL, "https://"), p.APIURL)
 	addr := strings.TrimPrefix(p.APIURL, "https://")
 
-	out, err := runCLI(t, "status", "--server", p.APIURL)
+	_, err = runCLI(t, "status", "--server", p.APIURL)
 	require.Error(t, err, "a server whose certificate the system does not trust is refused")
 	assert.Contains(t, err.Error(), "certificate")
 	assert.Contains(t, err.Error(), "--certificate-authority")
-	out, err = runCLI(t, "status", "--server", p.APIURL, "--certificate-authority", caFile)
+	out, err := runCLI(t, "status", "--server", p.APIURL, "--certificate-authority", caFile)
 	require.NoError(t, err)
 	assert.Contains(t, out, "v0.1.0")
 	_, err = runCLI(t, "status", "--server", p.APIURL, "--insecure-skip-tls-verify")
