@@ -68,15 +68,9 @@ func TestAnInstanceThatStopsServingIsReported(t *testing.T) {
 // whose API server died while frozen is an error, not a success (it used to succeed: the lease
 // was answered Bound to a dead cluster).
 func TestAThawChecksTheInstanceServes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real kube-apiserver processes; skipped with -short")
-	}
-	skipWithoutFreezer(t)
-	state := t.TempDir()
-	ctx := context.Background()
-	b := newBackend(t, state)
 	const id = "thaw-dead"
-	readyInstance(t, b, id)
+	b, state := frozenTestInstance(t, id)
+	ctx := context.Background()
 
 	require.NoError(t, b.Freeze(ctx, id))
 	require.NoError(t, b.Thaw(ctx, id), "a live instance thaws")
@@ -97,15 +91,9 @@ func TestAThawChecksTheInstanceServes(t *testing.T) {
 // as the soak's thaw fault does). Found by the soak: such a member was granted after a worker was
 // killed during its thaw.
 func TestAThawRetriedByTheNextWorkerStillChecksTheInstanceServes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real kube-apiserver processes; skipped with -short")
-	}
-	skipWithoutFreezer(t)
-	state := t.TempDir()
-	ctx := context.Background()
-	b := newBackend(t, state)
 	const id = "thaw-retried"
-	readyInstance(t, b, id)
+	b, state := frozenTestInstance(t, id)
+	ctx := context.Background()
 
 	require.NoError(t, b.Freeze(ctx, id))
 	apiservers := leaks.Named(leaks.ProcessesNaming(filepath.Join(state, "local", "instances", id)+"/"), "kube-apiserver")

@@ -135,15 +135,9 @@ func TestFreezeStopsTheInstanceAndThawResumesIt(t *testing.T) {
 // TestSleepOfAFrozenInstance: Sleep thaws the processes it stops (a frozen process would not
 // act on SIGTERM), and Resume brings the instance back Ready.
 func TestSleepOfAFrozenInstance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real kube-apiserver processes; skipped with -short")
-	}
-	skipWithoutFreezer(t)
-	state := t.TempDir()
-	ctx := context.Background()
-	b := newBackend(t, state)
 	id := "frozen-sleeper"
-	readyInstance(t, b, id)
+	b, state := frozenTestInstance(t, id)
+	ctx := context.Background()
 	require.NoError(t, b.Freeze(ctx, id))
 
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)

@@ -38,6 +38,20 @@ func newBackend(t *testing.T, state string) *local.Backend {
 	return b
 }
 
+// frozenTestInstance is the start of the tests of freezing and thawing: a backend on a new state
+// dir (returned) with a Ready instance id. They need real processes and a freezer cgroup.
+func frozenTestInstance(t *testing.T, id string) (*local.Backend, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real kube-apiserver processes; skipped with -short")
+	}
+	skipWithoutFreezer(t)
+	state := t.TempDir()
+	b := newBackend(t, state)
+	readyInstance(t, b, id)
+	return b, state
+}
+
 // readyInstance creates instance id on b and waits until it is Ready (at most four minutes);
 // the instance is deleted at the test's end.
 func readyInstance(t *testing.T, b *local.Backend, id string) {
