@@ -51,8 +51,9 @@ dev: build tools
 # and the 50-lease burst alone). The suite starts real Temporal servers, real stores, real
 # clusters and the real binary; PostgreSQL must be reachable (see `make postgres`). Each part
 # runs under hack/timed.sh, which records its duration when KOBE_STAGE_TIMES names a file
-# (.ci/run prints them).
-test: postgres-check tools
+# (.ci/run prints them). hack/test.sh builds the tools too (`make tools`, in the background), and
+# starts each part of the suite as soon as the tools it needs are there.
+test: postgres-check
 	GO=$(GO) MAKE=$(MAKE) hack/test.sh
 
 # Each fuzz target for a bounded number of executions (FUZZTIME); a crash or a 5xx fails the run

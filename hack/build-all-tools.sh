@@ -2,12 +2,19 @@
 # `make tools`: every tool the tests, `make dev` and the bench use, cached by version under
 # KOBE_TOOLS_DIR (each build-*-tools.sh says what it builds and how).
 #
-# build-tools.sh first: it writes versions.env anew, and the others add their lines to it. Then
-# two streams at once: the node tools, the Cluster API managers and the vcluster syncer one after
-# the other, and k3s (the longest single build) beside them. On a cold machine a build spends a
-# good part of its time on one core (module downloads, linking) or none (waiting on the module
-# proxy); a second build fills that time. Warm, each script only checks its files. Each line of a
-# stream's output is prefixed with its name; the exit code is non-zero when any script failed.
+# The control plane first (kube-apiserver, etcd, kine, kwok: every part of the suite needs it),
+# on both cores. Then two streams at once: the Cluster API managers (the last tools the `rest`
+# lane of hack/test.sh needs), then the node tools and the vcluster syncer; and k3s (the
+# longest single build) beside them. The node tools, the vcluster syncer and k3s are needed
+# only by the second part of the `machine` lane, so on a cold machine they are built at a lower
+# priority (nice 10) beside the first tests, which then keep the cores they need for their
+# start-up deadlines and leave the builds the rest. Warm, each script only checks its files.
+#
+# Each script holds a lock while it runs (hack/lib.sh, hold_build_lock): .ci/run starts this
+# script in the background beside `make lint`, and hack/test.sh calls the same scripts before
+# each part of the suite, waiting for the background build of what that part needs. Each line
+# of a stream's output is prefixed with its name; the exit code is non-zero when any script
+# failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -19,13 +26,13 @@ stream() {
   "$@" 2>&1 | sed -u "s/^/[$name] /"
   return "${PIPESTATUS[0]}"
 }
-node_capi_vcluster() {
-  hack/build-node-tools.sh && hack/build-capi-tools.sh && hack/build-vcluster-tools.sh
+capi_node_vcluster() {
+  hack/build-capi-tools.sh && nice -n 10 hack/build-node-tools.sh && nice -n 10 hack/build-vcluster-tools.sh
 }
 
-stream node+capi+vcluster node_capi_vcluster &
+stream capi+node+vcluster capi_node_vcluster &
 first=$!
-stream k3s hack/build-k3s-tools.sh &
+stream k3s nice -n 10 hack/build-k3s-tools.sh &
 second=$!
 rc=0
 wait "$first" || rc=1

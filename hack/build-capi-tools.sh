@@ -128,6 +128,7 @@ EOF
 
 main() {
   tools_command sync_module "$MODDIR" "$OUT" "$@"
+  hold_build_lock "$OUT" build-capi-tools
   local t0; t0=$(now)
   check_pin
   build_managers

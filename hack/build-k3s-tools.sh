@@ -133,6 +133,7 @@ EOF
 
 main() {
   tools_command sync_module "$MODDIR" "$OUT" "$@"
+  hold_build_lock "$OUT" build-k3s-tools
   local t0; t0=$(now)
   build_k3s
   record_manifest

@@ -107,13 +107,14 @@ EOM
 
 main() {
   if [[ ${1:-} == chart ]]; then
-    mkdir -p "$OUT"
+    hold_build_lock "$OUT" build-vcluster-tools
     check_pin "$MODDIR" "$MODULE" "$VCLUSTER_VERSION" "hack/build-vcluster-tools.sh sync"
     copy_chart
     printf '%s\n' "$DEST/chart"
     return
   fi
   tools_command sync_module "$MODDIR" "$OUT" "$@"
+  hold_build_lock "$OUT" build-vcluster-tools
   local t0; t0=$(now)
   check_pin "$MODDIR" "$MODULE" "$VCLUSTER_VERSION" "hack/build-vcluster-tools.sh sync"
   build_syncer

@@ -27,6 +27,19 @@ check_pin() { # <module dir> <module path> <version> <sync command>
        Run: $sync"
 }
 
+# One build of a script's tools at a time. `make tools` runs in the background of .ci/run while
+# `make lint` compiles, and hack/test.sh calls the same scripts again before each part of the
+# suite that needs them: the second caller waits here for the first, then finds its tools built
+# (a warm check of files). The lock is held until the script exits.
+hold_build_lock() { # <out> <script name>
+  mkdir -p "$1"
+  exec {BUILD_LOCK_FD}>"$1/.build-$2.lock"
+  if ! flock -n "$BUILD_LOCK_FD"; then
+    log "$2: another build of these tools is running; waiting for it"
+    flock "$BUILD_LOCK_FD"
+  fi
+}
+
 missing() { # <dir> <binary>...: prints the binaries of <dir> that do not exist yet
   local dir=$1; shift
   local b
