@@ -39,6 +39,9 @@ func layer(pkg string) (rank float64, family string) {
 		return 4, "doctor"
 	case pkg == "internal/addons" || pkg == "internal/readiness":
 		return 3, pkg
+	case strings.HasPrefix(pkg, "resources/"):
+		// kobe's Kubernetes resources: their types convert to and from poolspec's manifest.
+		return 2.5, "resources"
 	case pkg == "poolspec":
 		return 2, "poolspec"
 	case pkg == "backends" || strings.HasPrefix(pkg, "backends/"):
