@@ -60,6 +60,9 @@ func TestGeneratedFilesMatchTheTypes(t *testing.T) {
 	t0 := time.Now()
 	cmd := exec.Command("../../hack/generate.sh", filepath.Join(out, "crds"), filepath.Join(out, "deepcopy"))
 	cmd.Env = append(os.Environ(), "CONTROLLER_GEN="+bin)
+	if raceGOFLAGS != "" {
+		cmd.Env = append(cmd.Env, "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" "+raceGOFLAGS))
+	}
 	logs, err := cmd.CombinedOutput()
 	require.NoError(t, err, "hack/generate.sh: %s", logs)
 	t.Logf("controller-gen %s ran in %s", version, time.Since(t0).Round(time.Millisecond))
