@@ -118,8 +118,8 @@ type ClusterPoolSpec struct {
 
 // Backend selects the runtime backend and carries its section, spec.backend.<type>. A section
 // belongs to its backend, which reads and judges it when the pool is applied (the API server
-// keeps it as given): it is typed here only as an object. A section of another backend than
-// the pool's is refused. The backends named here are the ones kobe compiles in (a test keeps
+// keeps it as given): it is typed here only as an object, or null (absent, as kobe reads it). A
+// section of another backend than the pool's is refused. The backends named here are the ones kobe compiles in (a test keeps
 // the list in step with the registry).
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.local) || (has(self.type) ? self.type : 'k3s') == 'local'",fieldPath=".local",message="spec.backend.local is read only when spec.backend.type is local"
@@ -145,27 +145,32 @@ type Backend struct {
 	// Local is the section of the local backend.
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
+	// +nullable
 	// +optional
 	Local *apiextensionsv1.JSON `json:"local,omitempty"`
 	// K3s is the section of the k3s backend.
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
+	// +nullable
 	// +optional
 	K3s *apiextensionsv1.JSON `json:"k3s,omitempty"`
 	// K0s is the section of the k0s backend.
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
+	// +nullable
 	// +optional
 	K0s *apiextensionsv1.JSON `json:"k0s,omitempty"`
 	// VCluster is the section of the vcluster backend (upstream's {chartVersion, values}).
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
+	// +nullable
 	// +optional
 	VCluster *apiextensionsv1.JSON `json:"vcluster,omitempty"`
 	// CAPI is the section of the capi backend (upstream's {infrastructureApiVersion,
 	// infrastructureKind, infrastructureSpec, infrastructurePlural}).
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
+	// +nullable
 	// +optional
 	CAPI *apiextensionsv1.JSON `json:"capi,omitempty"`
 }
@@ -441,8 +446,9 @@ type SleepExclusion struct {
 type WarmWindow struct {
 	// +required
 	Cron Cron `json:"cron"`
-	// Duration: whole minutes, between 1m and 168h.
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || (duration(self) >= duration('1m') && duration(self) <= duration('168h') && duration(self) == duration(string(duration(self).getSeconds() / 60) + 'm'))",message="must be whole minutes between 1m and 168h"
+	// Duration: whole minutes, between 1m and 168h. (The API server checks whole minutes to the
+	// millisecond; kobe refuses a remainder of less than that too.)
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || (duration(self) >= duration('1m') && duration(self) <= duration('168h') && duration(self).getMilliseconds() % 60000 == 0)",message="must be whole minutes between 1m and 168h"
 	// +required
 	Duration Duration `json:"duration"`
 	// MinReady is the warm target during the window.
