@@ -53,9 +53,9 @@ func layer(pkg string) (rank float64, family string) {
 }
 
 // The import graph is a DAG in the order cli → app → server and worker → lease → pool →
-// leasestart → instance and doctor → readiness and addons → poolspec → backends → identity →
-// the libraries → api; no package imports one above it, and api (kobe's vocabulary, the wire
-// types and the client) imports no other kobe package.
+// leasestart → instance and doctor → readiness and addons → resources → poolspec → backends →
+// identity → the libraries → api; no package imports one above it, and api (kobe's vocabulary,
+// the wire types and the client) imports no other kobe package.
 func TestImportGraphIsLayered(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "../...").Output()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/internal/addons"
 	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/resources/v1alpha1"
@@ -362,5 +363,41 @@ spec:
 				assert.Contains(t, err.Error(), c.want)
 			})
 		}
+	})
+
+	t.Run("kubectl", func(t *testing.T) {
+		versions := local.Tools{Dir: local.DefaultToolsDir()}.KubernetesVersions()
+		require.NotEmpty(t, versions)
+		bin, err := local.Tools{Dir: local.DefaultToolsDir()}.Kubernetes(versions[len(versions)-1], "kubectl")
+		require.NoError(t, err, "kubectl is built by make tools")
+		kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+		require.NoError(t, os.WriteFile(kubeconfig, host.Kubeconfig, 0o600))
+		// RealCluster's kubectl helper needs only the kubeconfig and the binary.
+		kubectl := (&hostcluster.RealCluster{Cluster: host, KubeconfigPath: kubeconfig, KubectlBinary: bin}).KubectlInput
+
+		// Client-side apply (kubectl's default, and Argo CD's) of the whole folder of examples.
+		out, err := kubectl("", "apply", "-f", "../../poolspec/testdata/upstream/")
+		require.NoError(t, err, out)
+		assert.Contains(t, out, "clusterpool.kobe.kunobi.ninja/golden-k3s")
+		out, err = kubectl("", "get", "clusterpools")
+		require.NoError(t, err, out)
+		assert.Regexp(t, `(?m)^NAME\s+PHASE\s+READY\s+LEASED\s+CREATING\s+QUARANTINED\s+FAILURES$`, out)
+		assert.Regexp(t, `(?m)^dev\s+Backoff\s+2\s+1\s+1\s+1\s+2$`, out, "the status written above")
+		out, err = kubectl("", "get", "kobe")
+		require.NoError(t, err, out)
+		assert.Contains(t, out, "clusterpool.kobe.kunobi.ninja/ci-k3s")
+		assert.Contains(t, out, "accesspolicy.kobe.kunobi.ninja/", "both kinds are in the category kobe")
+
+		bad := "apiVersion: kobe.kunobi.ninja/v1alpha1\nkind: ClusterPool\nmetadata: {name: bad}\n" +
+			"spec:\n  backend: {type: local}\n  cluster: {version: v1.37.2}\n  scaling: {minReady: 9, maxClusters: 4}\n"
+		out, err = kubectl(bad, "apply", "-f", "-")
+		require.Error(t, err, out)
+		assert.Contains(t, out, "spec.scaling.minReady (default 1) must not be more than maxClusters (default 8)")
+		out, err = kubectl(strings.Replace(bad, "  scaling:", "  sise: 1\n  scaling:", 1), "apply", "-f", "-")
+		require.Error(t, err, out)
+		assert.Contains(t, out, `unknown field "spec.sise"`)
+		out, err = kubectl("", "explain", "clusterpool.spec.scaling.thawedSpares")
+		require.NoError(t, err, out)
+		assert.Contains(t, out, "ThawedSpares is how many Ready members are kept running")
 	})
 }
