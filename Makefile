@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X github.com/kunobi-ninja/kobe/internal/buildinfo.Version=$(VE
 ARGS ?=
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
-.PHONY: all build dev test test-short bench soak fuzz lint tools postgres-check postgres clean help images
+.PHONY: all build dev test test-short bench soak fuzz lint tools generate postgres-check postgres clean help images
 
 all: build
 
@@ -23,6 +23,7 @@ help:
 	@echo "make bench       benchmarks, printing their figures"
 	@echo "make fuzz        search for new inputs with the fuzz targets, FUZZTIME each (make test runs their seed corpora)"
 	@echo "make lint        gofmt, go vet, staticcheck and workflowcheck (the linters built once into \$$KOBE_TOOLS_DIR)"
+	@echo "make generate    the CRDs of kobe's resources (deploy/crds) and their Go types' deep copies, with controller-gen"
 	@echo "make build       bin/kobe"
 	@echo "make images      kobe's container image as an OCI layout and a ctr/docker-loadable archive in \$$IMAGES_DIR (build/images), no Docker needed"
 	@echo "make tools       build kube-apiserver, etcd, kine, kwok, kubelet, containerd, the Cluster API managers, the vcluster syncer… into \$$KOBE_TOOLS_DIR or .cache/tools (cached by version)"
@@ -114,6 +115,12 @@ lint:
 # and the vcluster syncer, beside k3s (hack/build-all-tools.sh).
 tools:
 	hack/build-all-tools.sh
+
+# controller-gen (hack/build-controller-gen.sh, built into $KOBE_TOOLS_DIR) on kobe's Kubernetes
+# resources (resources/...): their deep copies beside the types, their CRDs in deploy/crds.
+# TestGeneratedFilesMatchTheTypes (make test) fails when the committed files are not what this makes.
+generate:
+	hack/generate.sh
 
 # Says clearly what `make test` needs instead of failing deep inside a test.
 postgres-check:

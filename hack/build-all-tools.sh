@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# `make tools`: every tool the tests, `make dev` and the bench use, cached by version under
-# KOBE_TOOLS_DIR (each build-*-tools.sh says what it builds and how).
+# `make tools`: every tool the tests, `make dev`, `make generate` and the bench use, cached by
+# version under KOBE_TOOLS_DIR (each build-*-tools.sh says what it builds and how).
 #
 # The control plane first (kube-apiserver, etcd, kine, kwok: every part of the suite needs it),
-# on both cores. Then two streams at once: the Cluster API managers (the last tools the `rest`
+# on both cores. Then two streams at once: controller-gen (`make generate`, and the check that
+# the committed CRDs match their types) and the Cluster API managers (the last tools the `rest`
 # lane of hack/test.sh needs), then the node tools and the vcluster syncer; and k3s (the
 # longest single build) beside them. The node tools, the vcluster syncer and k3s are needed
 # only by the second part of the `machine` lane, so on a cold machine they are built at a lower
@@ -27,7 +28,7 @@ stream() {
   return "${PIPESTATUS[0]}"
 }
 capi_node_vcluster() {
-  hack/build-capi-tools.sh && nice -n 10 hack/build-node-tools.sh && nice -n 10 hack/build-vcluster-tools.sh
+  hack/build-controller-gen.sh && hack/build-capi-tools.sh && nice -n 10 hack/build-node-tools.sh && nice -n 10 hack/build-vcluster-tools.sh
 }
 
 stream capi+node+vcluster capi_node_vcluster &

@@ -14,7 +14,7 @@
 #            tests at their full count, without -race; then the real-pods node and what runs on
 #            it (bridge kobe0, /var/lib/kubelet: backends/k3s, backends/vcluster,
 #            testsuite/hostcluster) and the image test's containerd (hack/image)
-#   rest     every other package; last, the two that must not overlap each other and need the
+#   rest     every other package (controller-gen's check of the CRDs among them); last, the two that must not overlap each other and need the
 #            Cluster API managers (their fixed ports: backends/capi, testsuite)
 #
 # The tools (hack/build-all-tools.sh) build in the background from the start. Each part of a
@@ -89,7 +89,7 @@ machine_lane() {
 
 rest_lane() {
   local rc=0
-  tools "test: rest, waiting for the control plane" build-tools.sh || return 1
+  tools "test: rest, waiting for the control plane" build-tools.sh build-controller-gen.sh || return 1
   # shellcheck disable=SC2086
   KOBE_TEST_REQUIRE_POSTGRES=1 $TIMED "test: rest (race)" "$GO" test "${RACE_FLAGS[@]}" $rest || rc=1
   tools "test: rest, waiting for the capi tools" build-capi-tools.sh || return 1

@@ -39,6 +39,9 @@ func layer(pkg string) (rank float64, family string) {
 		return 4, "doctor"
 	case pkg == "internal/addons" || pkg == "internal/readiness":
 		return 3, pkg
+	case strings.HasPrefix(pkg, "resources/"):
+		// kobe's Kubernetes resources: their types convert to and from poolspec's manifest.
+		return 2.5, "resources"
 	case pkg == "poolspec":
 		return 2, "poolspec"
 	case pkg == "backends" || strings.HasPrefix(pkg, "backends/"):
@@ -50,9 +53,9 @@ func layer(pkg string) (rank float64, family string) {
 }
 
 // The import graph is a DAG in the order cli → app → server and worker → lease → pool →
-// leasestart → instance and doctor → readiness and addons → poolspec → backends → identity →
-// the libraries → api; no package imports one above it, and api (kobe's vocabulary, the wire
-// types and the client) imports no other kobe package.
+// leasestart → instance and doctor → readiness and addons → resources → poolspec → backends →
+// identity → the libraries → api; no package imports one above it, and api (kobe's vocabulary,
+// the wire types and the client) imports no other kobe package.
 func TestImportGraphIsLayered(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "../...").Output()
 	if err != nil {

@@ -32,6 +32,10 @@ type Options struct {
 	Nodes int
 	// KubernetesVersion defaults to the newest one `make tools` built.
 	KubernetesVersion string
+	// APIOnly runs kine and kube-apiserver alone, without controller-manager, scheduler and
+	// nodes: for tests of the API itself (custom resources, their validation), which start
+	// faster and need fewer tools.
+	APIOnly bool
 }
 
 // Cluster is a running host cluster.
@@ -62,10 +66,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(local.Options{
+	shape := local.Options{
 		Components: []string{local.ComponentAPIServer, local.ComponentControllerManager, local.ComponentScheduler, local.ComponentKwok},
 		Nodes:      opts.Nodes,
-	})
+	}
+	if opts.APIOnly {
+		shape = local.Options{Components: []string{local.ComponentAPIServer}}
+	}
+	raw, _ := json.Marshal(shape)
 	spec := backends.InstanceSpec{ID: "host", Pool: "hostcluster", KubernetesVersion: opts.KubernetesVersion, Options: raw}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -97,7 +105,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Fatalf("hostcluster: %v", err)
 	}
 	c := &Cluster{Kubeconfig: cred.Kubeconfig, Config: cfg, Client: client, Endpoint: st.Endpoint, Ready: time.Since(t0)}
-	t.Logf("hostcluster: %s with %d fake nodes ready in %s", st.Endpoint, opts.Nodes, c.Ready.Round(time.Millisecond))
+	if opts.APIOnly {
+		t.Logf("hostcluster: %s (kube-apiserver alone) ready in %s", st.Endpoint, c.Ready.Round(time.Millisecond))
+	} else {
+		t.Logf("hostcluster: %s with %d fake nodes ready in %s", st.Endpoint, opts.Nodes, c.Ready.Round(time.Millisecond))
+	}
 	return c
 }
 
