@@ -3,6 +3,9 @@ package helm_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -14,19 +17,23 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/kunobi-ninja/kobe/backends/local"
+	"github.com/kunobi-ninja/kobe/backends/vcluster"
 	"github.com/kunobi-ninja/kobe/testsuite/hostcluster"
 )
 
-// monitoringGroup is the Prometheus Operator's API group: a bare API server does not serve it,
-// and its CRDs are not in any Go module the module proxy serves here (the prometheus-operator
-// module is refused; its pkg/apis/monitoring module carries the Go types only), so objects of
-// that group are left out of the dry-run and checked by the template tests only.
+// monitoringGroup is the Prometheus Operator's API group (ServiceMonitor, PrometheusRule): a bare
+// API server does not serve it. The operator's own CRD files are in no Go module the module proxy
+// serves here (the prometheus-operator module is refused; its pkg/apis/monitoring module carries
+// the Go types only), so the test generates the CRDs from those types with controller-gen, the
+// generator upstream makes them with (hack/tools/monitoring-crds pins the version). Without
+// controller-gen in the tools, objects of that group are left out of the dry-run, and said so.
 const monitoringGroup = "monitoring.coreos.com"
 
 // Every object of every value set passes a server-side dry-run (dryRun=All, strict field
@@ -56,6 +63,8 @@ func TestRenderedObjectsPassServerSideDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForDefaultServiceAccount(ctx, t, host)
+	monitoringCRDs := installMonitoringCRDs(ctx, t, dyn)
+	mapper.Reset()
 
 	sets := valueSets(t)
 	names := make([]string, 0, len(sets))
@@ -89,7 +98,7 @@ func TestRenderedObjectsPassServerSideDryRun(t *testing.T) {
 				}
 			}
 			if len(skipped) > 0 {
-				t.Logf("not dry-run (no %s CRDs on a bare API server): %s", monitoringGroup, strings.Join(skipped, ", "))
+				t.Logf("not dry-run (%s): %s", monitoringCRDs, strings.Join(skipped, ", "))
 			}
 		})
 	}
@@ -155,6 +164,68 @@ func waitForDefaultServiceAccount(ctx context.Context, t testing.TB, host *hostc
 	}
 }
 
+// installMonitoringCRDs generates the ServiceMonitor and PrometheusRule CRDs from the Prometheus
+// Operator's API types with controller-gen and installs them, waiting until they are served. It
+// returns why they are not there when it cannot (no controller-gen in the tools) and fails the
+// test when they do not install.
+func installMonitoringCRDs(ctx context.Context, t testing.TB, dyn dynamic.Interface) (absent string) {
+	t.Helper()
+	gen, err := local.Tools{Dir: local.DefaultToolsDir()}.Newest("controller-gen", "controller-gen")
+	if err != nil {
+		return fmt.Sprintf("no %s CRDs: %v", monitoringGroup, err)
+	}
+	out := t.TempDir()
+	cmd := exec.CommandContext(ctx, gen, "crd", "paths="+monitoringTypes, "output:crd:dir="+out)
+	cmd.Dir = "../../hack/tools/monitoring-crds"
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("controller-gen of the %s CRDs: %v\n%s", monitoringGroup, err, b)
+	}
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	for _, plural := range []string{"servicemonitors", "prometheusrules"} {
+		data, err := os.ReadFile(filepath.Join(out, monitoringGroup+"_"+plural+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := decode(string(data))
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("the %s CRD: %v (%d objects)", plural, err, len(objs))
+		}
+		if _, err := crds.Create(ctx, objs[0], metav1.CreateOptions{}); err != nil {
+			t.Fatalf("installing the %s CRD: %v", plural, err)
+		}
+		for {
+			got, err := crds.Get(ctx, objs[0].GetName(), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if established(got) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the %s CRD is not Established: %v", plural, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return ""
+}
+
+// monitoringTypes is the package of the ServiceMonitor and PrometheusRule types.
+const monitoringTypes = "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+
+func established(crd *unstructured.Unstructured) bool {
+	conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conditions {
+		c := c.(map[string]any)
+		if c["type"] == "Established" && c["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
 // requireHostClusterTools skips the test, naming what is missing, when `make tools` has not
 // built what hostcluster.Start runs.
 func requireHostClusterTools(t testing.TB) {
@@ -189,4 +260,82 @@ func (w *warningRecorder) reset() []string {
 	out := w.seen
 	w.seen = nil
 	return out
+}
+
+// The vcluster rules hold everything the vcluster chart's release grants: the worker's
+// ClusterRole and binding are installed for real, then, as the worker's ServiceAccount, every
+// object of the vcluster chart (rendered as the backend installs it) is created in an instance's
+// namespace: its Role and ClusterRole for real, the rest with dryRun=All. The API server's RBAC refuses a Role or ClusterRole that grants what its
+// creator does not hold, and a binding to one: this is the check Kubernetes makes at install.
+func TestWorkerCanInstallTheVclusterChart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kube-apiserver; skipped with -short")
+	}
+	chartObjects := renderVclusterChart(t, "c0ffee")
+	requireHostClusterTools(t)
+	host := hostcluster.Start(t, hostcluster.Options{Nodes: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin := dynamic.NewForConfigOrDie(host.Config)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(host.Client.Discovery()))
+
+	for _, name := range []string{namespace, vcluster.Namespace("c0ffee")} {
+		if _, err := host.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := mustRender(t, with(minimalValues(), map[string]any{"workers": []any{
+		map[string]any{"name": "default", "backends": []any{"vcluster"}},
+	}}))
+	for _, o := range []*unstructured.Unstructured{
+		r.mustFind(t, "ServiceAccount", "kobe-worker-default"),
+		r.mustFind(t, "ClusterRole", namespace+"-kobe-worker-default"),
+		r.mustFind(t, "ClusterRoleBinding", namespace+"-kobe-worker-default"),
+	} {
+		mapping, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var client dynamic.ResourceInterface = admin.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			client = admin.Resource(mapping.Resource).Namespace(namespace)
+		}
+		if _, err := client.Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("installing %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+
+	asWorker := rest.CopyConfig(host.Config)
+	asWorker.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":kobe-worker-default"}
+	worker := dynamic.NewForConfigOrDie(asWorker)
+	// RBAC is cached by the API server's authorizer: the binding may take a moment to count.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, o := range chartObjects {
+		gvk := o.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Errorf("%s %s: %v", o.GetKind(), o.GetName(), err)
+			continue
+		}
+		var client dynamic.ResourceInterface = worker.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			client = worker.Resource(mapping.Resource).Namespace(vcluster.Namespace("c0ffee"))
+		}
+		// The roles are created for real: the API server judges a binding by the rules of the
+		// role it names, which must exist.
+		opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+		if o.GetKind() == "Role" || o.GetKind() == "ClusterRole" {
+			opts.DryRun = nil
+		}
+		for {
+			_, err = client.Create(ctx, o, opts)
+			if err == nil || !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Errorf("the worker cannot create the vcluster chart's %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
 }

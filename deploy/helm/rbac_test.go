@@ -221,6 +221,36 @@ func TestWorkerRulesAreTheDocumentedOnes(t *testing.T) {
 // worker must hold every permission they grant (Kubernetes refuses to let a ServiceAccount grant
 // more than it holds); Helm's release records are Secrets of the namespace.
 func TestVclusterRulesCoverItsChart(t *testing.T) {
+	objects := renderVclusterChart(t, "c0ffee")
+	need := permissions{}
+	for _, verb := range []string{"create", "get", "list", "update", "delete"} {
+		need[permission{"", "secrets", verb}] = true // Helm's release records
+	}
+	for _, o := range objects {
+		gvk := o.GroupVersionKind()
+		gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+		for _, verb := range []string{"get", "create", "patch", "delete"} {
+			need[permission{gvr.Group, gvr.Resource, verb}] = true
+		}
+		if gvk.Kind == "Role" || gvk.Kind == "ClusterRole" {
+			need = need.union(permissionsOf(t, o))
+		}
+	}
+	r := mustRender(t, with(minimalValues(), map[string]any{"workers": []any{
+		map[string]any{"name": "default", "backends": []any{"vcluster"}},
+	}}))
+	have := permissionsOf(t, r.mustFind(t, "ClusterRole", namespace+"-kobe-worker-default"))
+	for _, p := range sorted(need) {
+		if !have.covers(p) {
+			t.Errorf("the vcluster rules lack %s, which the vcluster chart needs", p)
+		}
+	}
+}
+
+// renderVclusterChart renders the chart the vcluster backend installs, with kobe's built-in
+// values, for instance id (its release, in its namespace): the objects of the release.
+func renderVclusterChart(t testing.TB, id string) []*unstructured.Unstructured {
+	t.Helper()
 	dir := vclusterChartDir(t)
 	c, err := loader.Load(dir)
 	if err != nil {
@@ -228,7 +258,6 @@ func TestVclusterRulesCoverItsChart(t *testing.T) {
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = kubeVersion
-	const id = "c0ffee"
 	values, err := chartutil.ToRenderValues(c, vcluster.BuiltinValues(),
 		chartutil.ReleaseOptions{Name: id, Namespace: vcluster.Namespace(id), IsInstall: true}, caps)
 	if err != nil {
@@ -238,10 +267,7 @@ func TestVclusterRulesCoverItsChart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rendering the vcluster chart: %v", err)
 	}
-	need := permissions{}
-	for _, verb := range []string{"create", "get", "list", "update", "delete"} {
-		need[permission{"", "secrets", verb}] = true // Helm's release records
-	}
+	var out []*unstructured.Unstructured
 	kinds := map[string]bool{}
 	for name, manifest := range manifests {
 		if !strings.HasSuffix(name, ".yaml") {
@@ -252,30 +278,30 @@ func TestVclusterRulesCoverItsChart(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		for _, o := range objs {
-			gvk := o.GroupVersionKind()
-			kinds[gvk.Kind] = true
-			gvr, _ := meta.UnsafeGuessKindToResource(gvk)
-			for _, verb := range []string{"get", "create", "patch", "delete"} {
-				need[permission{gvr.Group, gvr.Resource, verb}] = true
-			}
-			if gvk.Kind == "Role" || gvk.Kind == "ClusterRole" {
-				need = need.union(permissionsOf(t, o))
-			}
+			kinds[o.GetKind()] = true
+			out = append(out, o)
 		}
 	}
 	for _, k := range []string{"StatefulSet", "Role", "ClusterRole"} {
 		if !kinds[k] {
-			t.Fatalf("the vcluster chart rendered no %s: is it the chart kobe installs? (kinds: %v)", k, kinds)
+			t.Fatalf("the vcluster chart %s rendered no %s: is it the chart kobe installs? (kinds: %v)", dir, k, kinds)
 		}
 	}
-	r := mustRender(t, with(minimalValues(), map[string]any{"workers": []any{
-		map[string]any{"name": "default", "backends": []any{"vcluster"}},
-	}}))
-	have := permissionsOf(t, r.mustFind(t, "ClusterRole", namespace+"-kobe-worker-default"))
-	for _, p := range sorted(need) {
-		if !have.covers(p) {
-			t.Errorf("the vcluster rules lack %s, which the vcluster chart %s needs", p, c.Metadata.Version)
-		}
+	// Roles before their bindings, as Helm installs them.
+	sort.SliceStable(out, func(i, j int) bool { return installOrder(out[i].GetKind()) < installOrder(out[j].GetKind()) })
+	return out
+}
+
+func installOrder(kind string) int {
+	switch kind {
+	case "ServiceAccount", "Secret", "ConfigMap":
+		return 0
+	case "ClusterRole", "Role":
+		return 1
+	case "ClusterRoleBinding", "RoleBinding":
+		return 2
+	default:
+		return 3
 	}
 }
 
