@@ -2,6 +2,7 @@ package helm_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,7 +23,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kunobi-ninja/kobe/backends"
+	"github.com/kunobi-ninja/kobe/backends/k3s"
 	"github.com/kunobi-ninja/kobe/backends/local"
 	"github.com/kunobi-ninja/kobe/backends/vcluster"
 	"github.com/kunobi-ninja/kobe/testsuite/hostcluster"
@@ -36,16 +40,24 @@ import (
 // controller-gen in the tools, objects of that group are left out of the dry-run, and said so.
 const monitoringGroup = "monitoring.coreos.com"
 
-// Every object of every value set passes a server-side dry-run (dryRun=All, strict field
-// validation) on a real kube-apiserver, in a namespace that enforces the restricted Pod
-// Security profile: each pod template is also dry-run as a Pod there, which the API server's
-// PodSecurity admission refuses if it is not restricted. No warning may come back.
-func TestRenderedObjectsPassServerSideDryRun(t *testing.T) {
+// The chart on a real kube-apiserver (hostcluster: kwok nodes, pods reported Running, nothing
+// executes), one for every subtest.
+func TestChartOnAKubeAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver; skipped with -short")
 	}
 	requireHostClusterTools(t)
 	host := hostcluster.Start(t, hostcluster.Options{Nodes: 1})
+	t.Run("every rendered object passes a server-side dry-run", func(t *testing.T) { dryRunEveryObject(t, host) })
+	t.Run("the vcluster rules let the worker install the vcluster chart", func(t *testing.T) { workerInstallsTheVclusterChart(t, host) })
+	t.Run("the k3s rules let the worker run an instance", func(t *testing.T) { workerRunsAK3sInstance(t, host) })
+}
+
+// Every object of every value set passes a server-side dry-run (dryRun=All, strict field
+// validation) in a namespace that enforces the restricted Pod Security profile: each pod
+// template is also dry-run as a Pod there, which the API server's PodSecurity admission refuses
+// if it is not restricted. No warning may come back.
+func dryRunEveryObject(t *testing.T, host *hostcluster.Cluster) {
 	warnings := &warningRecorder{}
 	cfg := rest.CopyConfig(host.Config)
 	cfg.WarningHandler = warnings
@@ -265,48 +277,21 @@ func (w *warningRecorder) reset() []string {
 // The vcluster rules hold everything the vcluster chart's release grants: the worker's
 // ClusterRole and binding are installed for real, then, as the worker's ServiceAccount, every
 // object of the vcluster chart (rendered as the backend installs it) is created in an instance's
-// namespace: its Role and ClusterRole for real, the rest with dryRun=All. The API server's RBAC refuses a Role or ClusterRole that grants what its
-// creator does not hold, and a binding to one: this is the check Kubernetes makes at install.
-func TestWorkerCanInstallTheVclusterChart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a kube-apiserver; skipped with -short")
-	}
+// namespace: its Role and ClusterRole for real, the rest with dryRun=All. The API server's RBAC
+// refuses a Role or ClusterRole that grants what its creator does not hold, and a binding to
+// one: this is the check Kubernetes makes at install.
+func workerInstallsTheVclusterChart(t *testing.T, host *hostcluster.Cluster) {
 	chartObjects := renderVclusterChart(t, "c0ffee")
-	requireHostClusterTools(t)
-	host := hostcluster.Start(t, hostcluster.Options{Nodes: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin := dynamic.NewForConfigOrDie(host.Config)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(host.Client.Discovery()))
+	installWorkerRBAC(ctx, t, host, "vc", "vcluster")
 
-	for _, name := range []string{namespace, vcluster.Namespace("c0ffee")} {
-		if _, err := host.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := host.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: vcluster.Namespace("c0ffee")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	r := mustRender(t, with(minimalValues(), map[string]any{"workers": []any{
-		map[string]any{"name": "default", "backends": []any{"vcluster"}},
-	}}))
-	for _, o := range []*unstructured.Unstructured{
-		r.mustFind(t, "ServiceAccount", "kobe-worker-default"),
-		r.mustFind(t, "ClusterRole", namespace+"-kobe-worker-default"),
-		r.mustFind(t, "ClusterRoleBinding", namespace+"-kobe-worker-default"),
-	} {
-		mapping, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var client dynamic.ResourceInterface = admin.Resource(mapping.Resource)
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			client = admin.Resource(mapping.Resource).Namespace(namespace)
-		}
-		if _, err := client.Create(ctx, o, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("installing %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-	}
-
 	asWorker := rest.CopyConfig(host.Config)
-	asWorker.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":kobe-worker-default"}
+	asWorker.Impersonate = rest.ImpersonationConfig{UserName: workerUser("vc")}
 	worker := dynamic.NewForConfigOrDie(asWorker)
 	// RBAC is cached by the API server's authorizer: the binding may take a moment to count.
 	deadline := time.Now().Add(30 * time.Second)
@@ -336,6 +321,128 @@ func TestWorkerCanInstallTheVclusterChart(t *testing.T) {
 		}
 		if err != nil {
 			t.Errorf("the worker cannot create the vcluster chart's %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+}
+
+// The k3s rules are all the k3s backend needs: as the worker's ServiceAccount (a kubeconfig that
+// impersonates it, the worker's --host-kubeconfig), the backend registered for k3s preflights,
+// creates, reads, sleeps, resumes and deletes an instance (with an agent, a fixed NodePort and a
+// claim per server) in a pool's namespace. The host is kwok's: the pods are reported Running and
+// nothing runs, so the instance never answers, which this does not need.
+func workerRunsAK3sInstance(t *testing.T, host *hostcluster.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	installWorkerRBAC(ctx, t, host, "k3s", "k3s")
+	const poolNamespace = "k3s-pool"
+	if _, err := host.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: poolNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := clientcmd.Load(host.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range kubeconfig.AuthInfos {
+		auth.Impersonate = workerUser("k3s")
+	}
+	path := filepath.Join(t.TempDir(), "worker.kubeconfig")
+	if err := clientcmd.WriteToFile(*kubeconfig, path); err != nil {
+		t.Fatal(err)
+	}
+	factory, ok := backends.Lookup(k3s.Name)
+	if !ok {
+		t.Fatal("no k3s backend registered")
+	}
+	rb, err := factory.New(backends.Environment{StateDir: t.TempDir(), HostID: "helm-test", HostKubeconfig: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := rb.(interface {
+		backends.RuntimeBackend
+		backends.Preflighter
+		backends.Sleeper
+		Leftovers(ctx context.Context, id string) ([]string, error)
+	})
+	spec := backends.InstanceSpec{ID: "rbac", Pool: "rbac", KubernetesVersion: "v1.33.1+k3s1", Options: json.RawMessage(`{"namespace":"` + poolNamespace + `",` +
+		`"cluster":{"agents":1,"expose":{"exposeType":"NodePort","nodePort":30555},"persistence":{"storageType":"pvc","storageRequestSize":"1Gi"}}}`)}
+	// The authorizer may take a moment to count a new binding.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = b.Preflight(ctx, spec)
+		if err == nil || !strings.Contains(err.Error(), "forbidden") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("preflight as the worker: %v", err)
+	}
+	if _, err := b.Create(ctx, spec); err != nil {
+		t.Fatalf("create as the worker: %v", err)
+	}
+	for {
+		st, err := b.Status(ctx, spec.ID)
+		if err != nil {
+			t.Fatalf("status as the worker: %v", err)
+		}
+		// The claims exist once the StatefulSet controller made them: then every object is there.
+		pvcs, _ := host.Client.CoreV1().PersistentVolumeClaims(poolNamespace).List(ctx, metav1.ListOptions{})
+		if len(pvcs.Items) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the instance's claim never came: %+v", st)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	if err := b.Sleep(sctx, spec.ID); err != nil {
+		t.Errorf("sleep as the worker: %v", err)
+	}
+	if err := b.Resume(ctx, spec.ID); err != nil {
+		t.Errorf("resume as the worker: %v", err)
+	}
+	if err := b.Delete(ctx, spec.ID); err != nil {
+		t.Fatalf("delete as the worker: %v", err)
+	}
+	left, err := b.Leftovers(ctx, spec.ID)
+	if err != nil || len(left) > 0 {
+		t.Errorf("after delete as the worker: %v left, %v", left, err)
+	}
+}
+
+// workerUser is the user name of a worker entry's ServiceAccount.
+func workerUser(worker string) string {
+	return "system:serviceaccount:" + namespace + ":kobe-worker-" + worker
+}
+
+// installWorkerRBAC installs for real the ServiceAccount, ClusterRole and ClusterRoleBinding the
+// chart makes for a worker entry with one backend, in the release's namespace (made if absent).
+func installWorkerRBAC(ctx context.Context, t testing.TB, host *hostcluster.Cluster, worker, backend string) {
+	t.Helper()
+	_, err := host.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	r := mustRender(t, with(minimalValues(), map[string]any{"workers": []any{
+		map[string]any{"name": worker, "hostClusterName": worker, "backends": []any{backend}},
+	}}))
+	admin := dynamic.NewForConfigOrDie(host.Config)
+	name := "kobe-worker-" + worker
+	for _, o := range []*unstructured.Unstructured{
+		r.mustFind(t, "ServiceAccount", name),
+		r.mustFind(t, "ClusterRole", namespace+"-"+name),
+		r.mustFind(t, "ClusterRoleBinding", namespace+"-"+name),
+	} {
+		gvr, _ := meta.UnsafeGuessKindToResource(o.GroupVersionKind())
+		var client dynamic.ResourceInterface = admin.Resource(gvr)
+		if o.GetKind() == "ServiceAccount" {
+			client = admin.Resource(gvr).Namespace(namespace)
+		}
+		if _, err := client.Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("installing %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
 }
