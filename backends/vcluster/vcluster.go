@@ -5,7 +5,7 @@
 // and datastore run in one pod; its pods are synced into the namespace and run on the host's
 // nodes.
 //
-// The values the chart is installed with are, merged in this order: kobe's (builtinValues:
+// The values the chart is installed with are, merged in this order: kobe's (BuiltinValues:
 // what kobe relies on), the operator's ($KOBE_VCLUSTER_VALUES), the pool's
 // (spec.backend.vcluster.values). Ready is the control-plane pod Ready plus the kubeconfig
 // Secret the syncer writes; the kubeconfig is rewritten to the address of the vcluster's
@@ -103,7 +103,7 @@ type Config struct {
 	REST *rest.Config
 	// Chart is the default chart source (see Options.Chart) and ChartVersion its version.
 	Chart, ChartVersion string
-	// Values are the operator's values, merged over builtinValues.
+	// Values are the operator's values, merged over BuiltinValues.
 	Values map[string]any
 	// StateDir keeps Helm's repository cache (default: a folder in the temporary directory).
 	StateDir string
@@ -166,7 +166,7 @@ func ConfigFromEnvironment(rc *rest.Config, stateDir string) (Config, error) {
 	return c, nil
 }
 
-// builtinValues are what kobe's handling of the instance relies on, under the operator's and
+// BuiltinValues are what kobe's handling of the instance relies on, under the operator's and
 // the pool's values:
 //   - the OSS syncer image `make tools` builds (kobe.local/vcluster, tag = chart version);
 //     upstream defaults to the pro image;
@@ -175,7 +175,10 @@ func ConfigFromEnvironment(rc *rest.Config, stateDir string) (Config, error) {
 //   - no telemetry;
 //   - the controller manager's controllers without -cloud-node-lifecycle, which the chart
 //     passes and kube-controller-manager 1.37 refuses (extraArgs replace flags by name).
-func builtinValues() map[string]any {
+//
+// Exported for kobe's Helm chart test (deploy/helm), which renders the vcluster chart with them
+// to check that a worker's RBAC rules cover what the release creates and grants.
+func BuiltinValues() map[string]any {
 	return map[string]any{
 		"telemetry": map[string]any{"enabled": false},
 		"controlPlane": map[string]any{
@@ -298,7 +301,7 @@ func (b *Backend) chartOf(o Options) (source, version string) {
 // values are the values an instance is installed with: kobe's, the operator's, the pool's
 // Kubernetes version (spec.cluster.version picks the distro image's tag), the pool's values.
 func (b *Backend) values(spec backends.InstanceSpec, o Options) map[string]any {
-	v := mergeValues(builtinValues(), b.cfg.Values)
+	v := mergeValues(BuiltinValues(), b.cfg.Values)
 	if spec.KubernetesVersion != "" {
 		v = mergeValues(v, map[string]any{"controlPlane": map[string]any{"distro": map[string]any{"k8s": map[string]any{"version": spec.KubernetesVersion}}}})
 	}
