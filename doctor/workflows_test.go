@@ -21,7 +21,7 @@ import (
 
 func newEnv(t *testing.T, s store.Store) *testsuite.TestWorkflowEnvironment {
 	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := workflowtest.NewEnvironment(&suite)
 	env.RegisterWorkflowWithOptions(doctor.Doctor, workflow.RegisterOptions{Name: doctor.WorkflowName})
 	acts := worker.NewActivities(s, zap.NewNop())
 	acts.RegisterActivities(env)

@@ -38,7 +38,7 @@ func (b *sleepyBackend) Resume(context.Context, string) error {
 func sleepEnv(t *testing.T, b backends.RuntimeBackend) (*testsuite.TestWorkflowEnvironment, store.Store) {
 	s := workflowtest.MemoryStore(t)
 	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := workflowtest.NewEnvironment(&suite)
 	env.RegisterWorkflowWithOptions(instance.Sleep, workflow.RegisterOptions{Name: instance.SleepWorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Wake, workflow.RegisterOptions{Name: instance.WakeWorkflowName})
 	acts := worker.NewActivities(s, zap.NewNop())

@@ -25,7 +25,7 @@ import (
 func provisionEnv(t *testing.T, fb *workflowtest.Backend) (*testsuite.TestWorkflowEnvironment, store.Store) {
 	s := workflowtest.MemoryStore(t)
 	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := workflowtest.NewEnvironment(&suite)
 	env.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
 	acts := worker.NewActivities(s, zap.NewNop())

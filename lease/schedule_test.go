@@ -41,7 +41,7 @@ func TestScheduledSleepActsOnTheBoundLeasesNotExcluded(t *testing.T) {
 		require.NoError(t, st.UpsertLease(ctx, l))
 	}
 	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := workflowtest.NewEnvironment(&suite)
 	env.RegisterWorkflowWithOptions(lease.ScheduledSleep, workflow.RegisterOptions{Name: pool.ScheduledSleepWorkflowName})
 	acts := worker.NewActivities(st, zap.NewNop())
 	env.RegisterActivity(acts.Lease().ListSleepTargets)

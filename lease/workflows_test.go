@@ -54,7 +54,7 @@ func newLeaseEnv(t *testing.T, children ...func(*leaseEnv)) *leaseEnv {
 		metrics: newCapturedMetrics()}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetMetricsHandler(le.metrics)
-	le.env = suite.NewTestWorkflowEnvironment()
+	le.env = workflowtest.NewEnvironment(&suite)
 	le.env.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	for _, register := range children {
 		register(le)
@@ -351,7 +351,7 @@ func newCredLeaseEnv(t *testing.T, children ...func(*leaseEnv)) (*leaseEnv, *cre
 	mh := newCapturedMetrics()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetMetricsHandler(mh)
-	le.env = suite.NewTestWorkflowEnvironment()
+	le.env = workflowtest.NewEnvironment(&suite)
 	le.env.RegisterWorkflowWithOptions(lease.Lease, workflow.RegisterOptions{Name: lease.WorkflowName})
 	le.env.RegisterWorkflowWithOptions(leaseHost, workflow.RegisterOptions{Name: "LeaseHost"})
 	for _, register := range children {

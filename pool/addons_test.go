@@ -13,6 +13,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/poolspec"
+	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 )
 
 // The pool hands its addons and gates to each member's provision.
@@ -22,7 +23,7 @@ func TestPoolPassesAddonsAndGatesToMembers(t *testing.T) {
 	gates := []poolspec.ReadinessGate{{Type: "DeploymentReady", Namespace: "demo", Name: "web"}}
 	pol.Addons, pol.Gates = addons, gates
 	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := workflowtest.NewEnvironment(&suite)
 	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})

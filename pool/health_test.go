@@ -9,6 +9,7 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
@@ -71,7 +72,7 @@ func (b *brokenSet) check(_ context.Context, req instance.HealthRequest) ([]inst
 // reason, and whose health checks answer from a brokenSet.
 func healthEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *brokenSet, *[]string, *[]sent) {
 	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := workflowtest.NewEnvironment(&suite)
 	env.RegisterWorkflowWithOptions(pool.Pool, workflow.RegisterOptions{Name: pool.WorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Provision, workflow.RegisterOptions{Name: instance.ProvisionWorkflowName})
 	env.RegisterWorkflowWithOptions(instance.Teardown, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})

@@ -17,6 +17,7 @@ import (
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
 	"github.com/kunobi-ninja/kobe/poolspec"
+	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 )
 
 func nightWindowPolicy() poolspec.Policy {
@@ -119,7 +120,7 @@ func TestPoolWarmWindowAcrossDST(t *testing.T) {
 // at the time the schedule fired for (TemporalScheduledStartTime), not when it ran.
 func TestWarmWindowSignalsTheScheduledStart(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := workflowtest.NewEnvironment(&suite)
 	env.RegisterWorkflowWithOptions(pool.WarmWindow, workflow.RegisterOptions{Name: pool.WarmWindowWorkflowName})
 	fired := time.Date(2026, 3, 28, 19, 0, 0, 0, time.UTC)
 	env.SetStartTime(fired.Add(40 * time.Minute)) // caught up late

@@ -15,13 +15,14 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 )
 
 // The sweep asks every pool in the store to check its certificates; a pool whose workflow does
 // not run is listed as missed, and the others are still signalled.
 func TestCertificateSweepSignalsEveryPool(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := workflowtest.NewEnvironment(&suite)
 	env.RegisterWorkflowWithOptions(pool.CertificateSweep, workflow.RegisterOptions{Name: pool.CertificateSweepWorkflowName})
 	env.RegisterActivityWithOptions(func(context.Context) ([]string, error) { return []string{"a", "gone", "b"}, nil },
 		activity.RegisterOptions{Name: "ListPoolNames"})

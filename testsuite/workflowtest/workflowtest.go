@@ -1,5 +1,6 @@
-// Package workflowtest holds what the workflow unit tests of several domain packages (instance,
-// lease) share: a scripted backend and an in-memory store. The workflows' decision logic is
+// Package workflowtest holds what the workflow unit tests of several domain packages (doctor,
+// instance, lease, pool) share: the SDK's test environment with kobe's limits (NewEnvironment),
+// a scripted backend and an in-memory store. The workflows' decision logic is
 // tested with them; the real backends are proven by the conformance suite and the e2e tests.
 package workflowtest
 
@@ -7,6 +8,10 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/internal/store"
@@ -64,4 +69,27 @@ func MemoryStore(t testing.TB) store.Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// The SDK's test environment holds a workflow to two wall-clock limits: a workflow task that runs
+// over 1 s without yielding is failed as a deadlock, and a wait of over 3 s for an activity's
+// result panics as a stuck test. kobe's workflow tests run their activities on real stores,
+// under -race, on shared 2-core machines beside other builds; there, now and then, a task or an
+// activity takes longer (the cold CI run of 7 December 2026, at a load average of 40:
+// TestLeaseSleepsAfterInactivity, "workflow goroutine "root" didn't yield for over 1s"). These
+// tests are about what a workflow decides, not how fast the machine is, so both limits are
+// raised; a workflow that really never yields still fails, at the limit.
+const (
+	// DeadlockTimeout is how long a workflow task may run without yielding.
+	DeadlockTimeout = time.Minute
+	// TestTimeout is how long the environment waits for an activity or a callback.
+	TestTimeout = 2 * time.Minute
+)
+
+// NewEnvironment is suite.NewTestWorkflowEnvironment with the limits above.
+func NewEnvironment(suite *testsuite.WorkflowTestSuite) *testsuite.TestWorkflowEnvironment {
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: DeadlockTimeout})
+	env.SetTestTimeout(TestTimeout)
+	return env
 }
