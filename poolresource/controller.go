@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -100,6 +101,11 @@ func Run(ctx context.Context, opts Options) error {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
 	}
 	for ctx.Err() == nil {
+		// A term's controller runs in a goroutine of RunOrDie's, which RunOrDie does not wait
+		// for: the next election waits for it, so that one process never runs two terms at
+		// once, and a term that had not begun when RunOrDie returned never begins.
+		var begun atomic.Bool
+		termDone := make(chan struct{})
 		// RunOrDie returns when this process stops leading (or never led before ctx ended):
 		// it then stands for election again.
 		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
@@ -111,6 +117,10 @@ func Run(ctx context.Context, opts Options) error {
 			Name:            LeaseName,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
+					if !begun.CompareAndSwap(false, true) {
+						return
+					}
+					defer close(termDone)
 					opts.Logger.Info("leading the ClusterPool controller", zap.String("identity", opts.Identity))
 					c := &controller{opts: opts, resources: dyn.Resource(clusterPools), deleteSent: map[string]int64{}, statusWritten: map[string]time.Time{}}
 					c.run(ctx, dyn)
@@ -120,6 +130,9 @@ func Run(ctx context.Context, opts Options) error {
 				},
 			},
 		})
+		if !begun.CompareAndSwap(false, true) {
+			<-termDone
+		}
 	}
 	return nil
 }
