@@ -281,6 +281,8 @@ func (c *controller) reconcile(ctx context.Context, name string) (time.Duration,
 		switch {
 		case errors.As(err, &ce) && ce.Refused():
 			outcome.Refused, outcome.Message = true, ce.Detail
+			c.opts.Logger.Info("ClusterPool refused: its spec stays unapplied until it changes", zap.String("name", name),
+				zap.Int64("generation", cp.Generation), zap.String("why", ce.Detail))
 		case err != nil:
 			outcome.Failed, outcome.Message = true, err.Error()
 		default:

@@ -115,26 +115,28 @@ func TestClusterPoolController(t *testing.T) {
 		t.Cleanup(stop)
 		return stop
 	}
-	kubectlApply := func(manifest string) {
+	kubectlApplyNamed := func(name, manifest string) {
 		js, err := yaml.YAMLToJSON([]byte(manifest))
 		require.NoError(t, err)
-		_, err = resources.Patch(ctx, poolName, types.ApplyPatchType, js, metav1.PatchOptions{FieldManager: "kubectl", FieldValidation: "Strict"})
+		_, err = resources.Patch(ctx, name, types.ApplyPatchType, js, metav1.PatchOptions{FieldManager: "kubectl", FieldValidation: "Strict"})
 		require.NoError(t, err)
 	}
-	resource := func() *v1alpha1.ClusterPool {
-		u, err := resources.Get(ctx, poolName, metav1.GetOptions{})
+	kubectlApply := func(manifest string) { kubectlApplyNamed(poolName, manifest) }
+	resourceNamed := func(name string) *v1alpha1.ClusterPool {
+		u, err := resources.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		var cp v1alpha1.ClusterPool
 		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cp))
 		return &cp
 	}
+	resource := func() *v1alpha1.ClusterPool { return resourceNamed(poolName) }
 	call := func(method, path, body string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, method, path, strings.NewReader(body)))
 		return rec
 	}
-	events := func(action string) []store.Event {
-		evs, err := st.ListEvents(ctx, store.EventFilter{Action: action, Pool: poolName})
+	eventsOf := func(pool, action string) []store.Event {
+		evs, err := st.ListEvents(ctx, store.EventFilter{Action: action, Pool: pool})
 		require.NoError(t, err)
 		var requested []store.Event
 		for _, e := range evs {
@@ -144,6 +146,7 @@ func TestClusterPoolController(t *testing.T) {
 		}
 		return requested
 	}
+	events := func(action string) []store.Event { return eventsOf(poolName, action) }
 	storedTTL := func() string {
 		p, err := st.GetPool(ctx, poolName)
 		if err != nil {
@@ -155,6 +158,34 @@ func TestClusterPoolController(t *testing.T) {
 	}
 
 	stop := startController("kobe-a")
+
+	// A spec only kobe refuses (spec.resources on the local backend, a trait of the backend the
+	// CRD cannot know): the status says why, no pool is made, nothing is audited, and a delete
+	// releases the resource at once.
+	kubectlApplyNamed("refused", `apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata: {name: refused}
+spec:
+  backend: {type: local}
+  cluster: {version: v1.37.2}
+  resources: {limits: {cpu: "2"}}
+`)
+	require.Eventually(t, func() bool {
+		cp := resourceNamed("refused")
+		c := meta.FindStatusCondition(cp.Status.Conditions, poolresource.ConditionApplied)
+		return cp.Status.ObservedGeneration == cp.Generation && c != nil && c.Reason == poolresource.ReasonRefused
+	}, time.Minute, 250*time.Millisecond, "the refusal is in the status")
+	assert.Contains(t, meta.FindStatusCondition(resourceNamed("refused").Status.Conditions, poolresource.ConditionApplied).Message,
+		"spec.resources is not supported by this version of kobe")
+	_, err = st.GetPool(ctx, "refused")
+	assert.ErrorIs(t, err, store.ErrNotFound, "no pool of a refused spec")
+	assert.Empty(t, eventsOf("refused", "pool.apply"), "a refusal changes nothing and records no change")
+	require.NoError(t, resources.Delete(ctx, "refused", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := resources.Get(ctx, "refused", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 30*time.Second, 250*time.Millisecond, "a resource without a pool is released at once")
+
 	t0 := time.Now()
 	kubectlApply(poolResource("10m"))
 	// The apply's outcome is written at once, before the pool has a member.
