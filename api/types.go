@@ -134,6 +134,10 @@ type PoolView struct {
 	NextAttemptAt       *time.Time `json:"nextAttemptAt,omitempty"`
 	Policy              PoolPolicy `json:"policy"`
 	Generation          int64      `json:"generation"`
+	// ManagedBy names the Kubernetes resource that manages the pool ("ClusterPool/dev"):
+	// PUT and DELETE /v1/pools/{name} refuse it (managed_externally). Absent for a pool
+	// applied through the API.
+	ManagedBy string `json:"managedBy,omitempty"`
 }
 
 // TokenRequest is the body of POST /v1/tokens.

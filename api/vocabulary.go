@@ -140,4 +140,7 @@ const (
 	// ReasonPoolChanged refuses a delete of a pool that was applied again while the delete ran
 	// (no workflow held it): nothing was deleted; delete it again if that is still wanted.
 	ReasonPoolChanged ReasonCode = "pool_changed"
+	// ReasonManagedExternally refuses a PUT or DELETE of a pool that a Kubernetes resource
+	// manages (a ClusterPool): change or delete the resource instead; the detail names it.
+	ReasonManagedExternally ReasonCode = "managed_externally"
 )

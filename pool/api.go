@@ -19,6 +19,9 @@ type ApplyOptions struct {
 	// ContinueAsNewAfter is the history length past which a new run continues as new (0: the
 	// workflow's default). Tests set it low, so that a soak crosses many continues-as-new.
 	ContinueAsNewAfter int
+	// ManagedBy names the Kubernetes resource applying the pool ("ClusterPool/dev"); empty for
+	// an apply through the API.
+	ManagedBy string
 }
 
 // Apply records a validated pool in the store and makes sure its entity workflow runs:
@@ -42,7 +45,7 @@ func Apply(ctx context.Context, c client.Client, s store.Store, manifest *poolsp
 	} else if err != nil {
 		return fmt.Errorf("pool %s: %w", pol.Name, err)
 	}
-	if err := s.UpsertPool(ctx, store.Pool{Name: pol.Name, Backend: pol.Backend, Spec: spec}); err != nil {
+	if err := s.UpsertPool(ctx, store.Pool{Name: pol.Name, Backend: pol.Backend, Spec: spec, ManagedBy: opts.ManagedBy}); err != nil {
 		return fmt.Errorf("pool %s: %w", pol.Name, err)
 	}
 	// One call, so that there is no moment between finding the pool's run and signalling it in

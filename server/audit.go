@@ -12,14 +12,32 @@ import (
 	"go.uber.org/zap"
 )
 
+// Actor is who asked for a change, as its audit events name it: a request's principal, or
+// a change made for a Kubernetes resource (the resource's last writer, else "controller").
+type Actor struct {
+	Name string
+	// RequestID ties the events of one request together (empty outside a request).
+	RequestID string
+}
+
+// actorOf is the actor of a request.
+func actorOf(r *http.Request) Actor {
+	return Actor{Name: principalOf(r).Name, RequestID: requestID(r)}
+}
+
 // auditEvent is the audit event of a request.
 func (s *Server) auditEvent(r *http.Request, action, target, pool, result string, detail map[string]any) store.Event {
+	return eventBy(actorOf(r), action, target, pool, result, detail)
+}
+
+// eventBy is the audit event of a change asked for by an actor.
+func eventBy(by Actor, action, target, pool, result string, detail map[string]any) store.Event {
 	var raw json.RawMessage
 	if detail != nil {
 		raw, _ = json.Marshal(detail)
 	}
-	return store.Event{Actor: principalOf(r).Name, Action: action, Target: target, Pool: pool, Result: result,
-		RequestID: requestID(r), Detail: raw}
+	return store.Event{Actor: by.Name, Action: action, Target: target, Pool: pool, Result: result,
+		RequestID: by.RequestID, Detail: raw}
 }
 
 // audit appends a request's event on its own. A mutation that only the store makes writes its
@@ -28,7 +46,12 @@ func (s *Server) auditEvent(r *http.Request, action, target, pool, result string
 // taken back, so its event is written first, and a failure to write it means nothing is sent).
 // The caller fails the request when audit fails (auditFailed).
 func (s *Server) audit(r *http.Request, action, target, pool, result string, detail map[string]any) error {
-	_, err := s.Store.AppendEvent(context.WithoutCancel(r.Context()), s.auditEvent(r, action, target, pool, result, detail))
+	return s.auditBy(r.Context(), actorOf(r), action, target, pool, result, detail)
+}
+
+// auditBy is audit for a change asked for outside a request (or for one, through audit).
+func (s *Server) auditBy(ctx context.Context, by Actor, action, target, pool, result string, detail map[string]any) error {
+	_, err := s.Store.AppendEvent(context.WithoutCancel(ctx), eventBy(by, action, target, pool, result, detail))
 	return err
 }
 
@@ -47,9 +70,14 @@ func (s *Server) auditFailed(w http.ResponseWriter, r *http.Request, what string
 // was written first): the answer must report what happened, so a failure here is logged with
 // everything the event held.
 func (s *Server) auditOutcome(r *http.Request, action, target, pool, result string, detail map[string]any) {
-	if err := s.audit(r, action, target, pool, result, detail); err != nil && s.Logger != nil {
+	s.auditOutcomeBy(r.Context(), actorOf(r), action, target, pool, result, detail)
+}
+
+// auditOutcomeBy is auditOutcome for a change asked for by an actor.
+func (s *Server) auditOutcomeBy(ctx context.Context, by Actor, action, target, pool, result string, detail map[string]any) {
+	if err := s.auditBy(ctx, by, action, target, pool, result, detail); err != nil && s.Logger != nil {
 		s.Logger.Error("audit event of an outcome lost (its request event was written)", zap.String("action", action),
 			zap.String("target", target), zap.String("result", result), zap.Any("detail", detail),
-			zap.String("requestId", requestID(r)), zap.Error(err))
+			zap.String("actor", by.Name), zap.String("requestId", by.RequestID), zap.Error(err))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	_ "github.com/kunobi-ninja/kobe/backends/local"
 
 	"github.com/kunobi-ninja/kobe/api"
+	"github.com/kunobi-ninja/kobe/internal/store"
 )
 
 // Applying a manifest with a field kobe parses but does not act on is refused with 400
@@ -48,4 +49,43 @@ spec:
 			assert.Error(t, err, "nothing stored")
 		})
 	}
+}
+
+// A pool a Kubernetes resource manages has one source of truth: PUT and DELETE answer 409
+// managed_externally naming the resource and change nothing; GET shows who manages it and,
+// with manifest=true, the manifest as applied.
+func TestManagedPoolRefusesTheAPI(t *testing.T) {
+	s := testServer(t)
+	h := s.Handler()
+	const manifest = `{"apiVersion":"kobe.kunobi.ninja/v1alpha1","kind":"ClusterPool","metadata":{"name":"gitops"},"spec":{"size":1,"backend":{"type":"local"},"cluster":{"version":"v1.37.2"}}}`
+	require.NoError(t, s.Store.UpsertPool(t.Context(), store.Pool{Name: "gitops", Backend: "local", Spec: []byte(manifest), ManagedBy: "ClusterPool/gitops"}))
+	before, err := s.Store.GetPool(t.Context(), "gitops")
+	require.NoError(t, err)
+
+	for _, method := range []string{"PUT", "DELETE"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, "/v1/pools/gitops", strings.NewReader(strings.Replace(manifest, `"size":1`, `"size":2`, 1))))
+		require.Equal(t, 409, rec.Code, "%s: %s", method, rec.Body.String())
+		var eb api.ErrorBody
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &eb))
+		assert.Equal(t, api.ReasonManagedExternally, eb.Reason, method)
+		assert.Contains(t, eb.Detail, "ClusterPool/gitops", method)
+	}
+	after, err := s.Store.GetPool(t.Context(), "gitops")
+	require.NoError(t, err)
+	assert.Equal(t, before.Generation, after.Generation, "nothing was applied")
+	evs, err := s.Store.ListEvents(t.Context(), store.EventFilter{Pool: "gitops"})
+	require.NoError(t, err)
+	assert.Empty(t, evs, "a refusal records no change")
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/pools/gitops?manifest=true", nil))
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.JSONEq(t, manifest, rec.Body.String(), "the applied manifest")
+
+	// The resource's own changes pass the check (ManagedBy is theirs); a pool without a manager
+	// is taken over by the first resource that applies it.
+	assert.Nil(t, managedElsewhere(after, "ClusterPool/gitops"))
+	assert.Nil(t, managedElsewhere(store.Pool{Name: "api-pool"}, "ClusterPool/api-pool"))
+	assert.NotNil(t, managedElsewhere(after, ""))
 }

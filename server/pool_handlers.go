@@ -44,7 +44,7 @@ func poolBackendCapabilities(backend string, options json.RawMessage) []string {
 // when the workflow cannot answer) and the operations open to the caller's role.
 func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) api.PoolView {
 	v := api.PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
-		Capabilities: poolCapabilities(role, p.Name)}
+		Capabilities: poolCapabilities(role, p.Name), ManagedBy: p.ManagedBy}
 	var pol poolspec.Policy
 	var unusedSize *int
 	validPolicy := false
@@ -186,6 +186,14 @@ func (s *Server) handlePoolGet(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "reading the pool", err)
 		return
 	}
+	if r.URL.Query().Get("manifest") == "true" {
+		// The manifest as applied (validated, kept as the store holds it), so that a client can
+		// diff it against its own file or the resource that manages the pool.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(p.Spec)
+		return
+	}
 	writeJSON(w, http.StatusOK, s.poolView(r.Context(), p, s.callerRole(r)))
 }
 
@@ -206,104 +214,32 @@ func (s *Server) handlePoolPut(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, fmt.Sprintf("metadata.name: %q does not match the URL's pool %q", m.Metadata.Name, name))
 		return
 	}
-	pol, err := m.Validate()
+	created, err := s.ApplyPool(r.Context(), m, "", actorOf(r))
 	if err != nil {
-		badRequest(w, err.Error())
-		return
-	}
-	// Judged against the backend's environment before anything is recorded: a spec that no
-	// member could be created from is refused here, not at its first provisioning.
-	refusal, err := s.preflight(r.Context(), pol)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, api.ReasonBackendError, "Could not check the pool against its backend", err.Error())
-		return
-	}
-	if refusal != "" {
-		badRequest(w, refusal)
-		return
-	}
-	_, getErr := s.Store.GetPool(r.Context(), name)
-	created := errors.Is(getErr, store.ErrNotFound)
-	status, change := http.StatusOK, "update"
-	if created {
-		status, change = http.StatusCreated, "create"
-	}
-	// Applying signals the pool's workflow, which cannot be taken back: the request is
-	// recorded first, and a failure to record it means nothing is applied.
-	if err := s.audit(r, "pool.apply", name, name, "requested", map[string]any{"backend": m.Spec.Backend.Type, "change": change}); err != nil {
-		s.auditFailed(w, r, "applying the pool", err)
-		return
-	}
-	if err := pool.Apply(r.Context(), s.Temporal, s.Store, m, pool.ApplyOptions{TaskQueue: s.TaskQueue, ContinueAsNewAfter: s.ContinueAsNewAfter}); err != nil {
-		s.auditOutcome(r, "pool.apply", name, name, "failed", map[string]any{"error": err.Error()})
-		s.unavailable(w, r, "applying the pool", err)
+		s.writeChangeError(w, r, err)
 		return
 	}
 	p, err := s.Store.GetPool(r.Context(), name)
 	if err != nil {
 		s.unavailable(w, r, "reading the pool", err)
 		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
 	}
 	writeJSON(w, status, s.poolView(r.Context(), p, s.callerRole(r)))
 }
 
-// handlePoolDelete drains a pool: queued claims fail with pool_deleted, warm members are torn
-// down, leased ones when their leases end; then the pool is forgotten. 202 while draining.
+// handlePoolDelete drains a pool (DeletePool): 202 while draining, 204 when it is gone at once.
 func (s *Server) handlePoolDelete(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	p, err := s.Store.GetPool(r.Context(), name)
-	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", name))
-		return
-	} else if err != nil {
-		s.unavailable(w, r, "reading the pool", err)
-		return
-	}
-	// The delete signal cannot be taken back: the request is recorded first (the pool's own
-	// pool.deleted follows when it has drained).
-	if err := s.audit(r, "pool.delete", name, name, "requested", nil); err != nil {
-		s.auditFailed(w, r, "deleting the pool", err)
-		return
-	}
-	// The signal names the row's generation: if the pool is applied again while it drains,
-	// the drained workflow keeps the newer row and lives on.
-	err = s.Temporal.SignalWorkflow(r.Context(), pool.WorkflowID(name), "", pool.SignalDeletePool,
-		pool.Deletion{Generation: p.Generation})
-	if isNotRunning(err) {
-		// No workflow holds members: forget the pool at once, with its event, unless an apply
-		// recorded it again since it was read (that apply's run then holds it). No workflow
-		// deletes its schedules either: they go first, so that a failure leaves the pool whole
-		// (try again), never a forgotten pool whose schedules act on the next of its name.
-		if err := pool.DeleteSchedules(r.Context(), s.Temporal, name); err != nil {
-			s.auditOutcome(r, "pool.delete", name, name, "failed", map[string]any{"error": err.Error()})
-			s.unavailable(w, r, "deleting the pool's schedules", err)
-			return
-		}
-		deleted := false
-		err := s.Store.InTx(r.Context(), func(tx store.Store) error {
-			var err error
-			if deleted, err = tx.DeletePoolGeneration(r.Context(), name, p.Generation); err != nil || !deleted {
-				return err
-			}
-			_, err = tx.AppendEvent(r.Context(), s.auditEvent(r, "pool.delete", name, name, "deleted", nil))
-			return err
-		})
-		if err != nil {
-			s.unavailable(w, r, "deleting the pool", err)
-			return
-		}
-		if !deleted {
-			s.auditOutcome(r, "pool.delete", name, name, "conflict", nil)
-			writeError(w, http.StatusConflict, api.ReasonPoolChanged, "Pool changed",
-				fmt.Sprintf("pool %q was applied while it was being deleted; delete it again", name))
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
+	gone, err := s.DeletePool(r.Context(), r.PathValue("name"), "", actorOf(r))
 	if err != nil {
-		s.auditOutcome(r, "pool.delete", name, name, "failed", map[string]any{"error": err.Error()})
-		s.unavailable(w, r, "deleting the pool", err)
+		s.writeChangeError(w, r, err)
+		return
+	}
+	if gone {
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)

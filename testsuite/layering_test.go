@@ -19,6 +19,10 @@ func layer(pkg string) (rank float64, family string) {
 		return 9, "cli"
 	case pkg == "internal/service":
 		return 8, "app"
+	case pkg == "poolresource":
+		// The ClusterPool controller: it changes pools through the server's ApplyPool and
+		// DeletePool, the path of PUT and DELETE /v1/pools/{name}.
+		return 7.5, "poolresource"
 	case pkg == "server":
 		return 7, "server"
 	case pkg == "worker":

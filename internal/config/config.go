@@ -99,6 +99,13 @@ type Config struct {
 	Policy string
 	// InsecureNoAuth serves every API request as an admin, without a token (demos only).
 	InsecureNoAuth bool
+	// ResourcesKubeconfig and ResourcesInCluster (dev and server) point the ClusterPool
+	// controller (package poolresource) at the Kubernetes API server that holds kobe's
+	// resources; neither: no controller runs. ResourcesLeaseNamespace holds its leader
+	// election's Lease.
+	ResourcesKubeconfig     string
+	ResourcesInCluster      bool
+	ResourcesLeaseNamespace string
 	// ContinueAsNewAfter (dev and server; a hidden flag, for tests) is the history length past
 	// which the pools and leases the API starts continue as new; 0 = the workflows' defaults.
 	// The soak sets it low so that it crosses many continues-as-new.
@@ -141,6 +148,8 @@ func Default() Config {
 		LogFormat:   "console",
 		LogLevel:    "info",
 		OrphanGrace: DefaultOrphanGrace,
+
+		ResourcesLeaseNamespace: "default",
 	}
 }
 
@@ -218,6 +227,12 @@ func (c *Config) addAccessFlags(fs *pflag.FlagSet, adminTokenHelp string) {
 	fs.StringVar(&c.Policy, "policy", c.Policy, "access policy file (YAML: roles, permissions, pools, quotas); default: built-in roles admin, ci, dev, auditor")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "serve every API request as an admin without a token (demos only; never on a shared network)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, adminTokenHelp)
+	fs.StringVar(&c.ResourcesKubeconfig, "resources-kubeconfig", c.ResourcesKubeconfig,
+		"kubeconfig of the Kubernetes API server holding kobe's ClusterPool resources: their controller runs (leader-elected) in this process (docs/gitops.md; default: off)")
+	fs.BoolVar(&c.ResourcesInCluster, "resources-in-cluster", c.ResourcesInCluster,
+		"run the ClusterPool controller against the Kubernetes API server kobe runs in (its in-cluster config)")
+	fs.StringVar(&c.ResourcesLeaseNamespace, "resources-lease-namespace", c.ResourcesLeaseNamespace,
+		"namespace of the Lease the ClusterPool controllers elect their leader with")
 }
 
 // DevStoreDSN is the store `kobe dev` uses: --store, else kobe.db in --state-dir, else (with
@@ -275,6 +290,14 @@ func (c *Config) Validate(mode Mode) error {
 	}
 	if c.HostClusterName != "" && (!hostClusterName.MatchString(c.HostClusterName) || len(c.HostClusterName) > 63) {
 		return fmt.Errorf("--host-cluster-name %q: must be a DNS label (lowercase letters, digits, '-')", c.HostClusterName)
+	}
+	if c.ResourcesKubeconfig != "" && c.ResourcesInCluster {
+		return errors.New("--resources-kubeconfig and --resources-in-cluster: give one of them")
+	}
+	if c.ResourcesKubeconfig != "" {
+		if _, err := os.Stat(c.ResourcesKubeconfig); err != nil {
+			return fmt.Errorf("--resources-kubeconfig: %v", err)
+		}
 	}
 	if c.HostKubeconfig != "" && mode != ModeServer {
 		if _, err := os.Stat(c.HostKubeconfig); err != nil {

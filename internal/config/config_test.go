@@ -44,6 +44,11 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 		{"host kubeconfig missing in dev", ModeDev, func(c *Config) { c.HostKubeconfig = "/definitely/missing/host.kubeconfig" }, "--host-kubeconfig"},
 		{"orphan grace too short", ModeWorker, func(c *Config) { c.Store = "sqlite:///tmp/x.db"; c.OrphanGrace = 30 * time.Second }, "--orphan-grace 30s: must be at least 1m0s"},
 		{"orphan grace zero in dev", ModeDev, func(c *Config) { c.OrphanGrace = 0 }, "--orphan-grace"},
+		{"resources kubeconfig missing", ModeDev, func(c *Config) { c.ResourcesKubeconfig = "/definitely/missing/resources.kubeconfig" }, "--resources-kubeconfig"},
+		{"resources from two places", ModeDev, func(c *Config) {
+			c.ResourcesKubeconfig = "/definitely/missing/resources.kubeconfig"
+			c.ResourcesInCluster = true
+		}, "--resources-kubeconfig and --resources-in-cluster"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,6 +137,12 @@ func TestFlagsPerMode(t *testing.T) {
 	}
 	for _, m := range []Mode{ModeDev, ModeServer, ModeWorker} {
 		assert.True(t, has(m, "metrics-token-file"), m)
+	}
+	// The ClusterPool controller runs beside the API, which it changes pools through.
+	for _, f := range []string{"resources-kubeconfig", "resources-in-cluster", "resources-lease-namespace"} {
+		assert.True(t, has(ModeServer, f), f)
+		assert.True(t, has(ModeDev, f), f)
+		assert.False(t, has(ModeWorker, f), f)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
 	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/poolresource"
 	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/worker"
@@ -36,6 +37,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Process is a started kobe process. Stop it with Stop.
@@ -281,6 +284,11 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		ContinueAsNewAfter: cfg.ContinueAsNewAfter,
 	}
 	var handler http.Handler = apiServer.Handler()
+	if mode != config.ModeWorker {
+		if err := p.startPoolResources(cfg, apiServer, logger); err != nil {
+			return nil, err
+		}
+	}
 	if mode == config.ModeWorker {
 		handler = server.WorkerHandler(apiServer.Registry, cfg.MetricsTokenFile)
 		p.MetricsURL = baseURL
@@ -530,4 +538,39 @@ func DefaultDevPool(kubernetesVersion string) *poolspec.ClusterPool {
 			Cluster: poolspec.Cluster{Version: kubernetesVersion},
 		},
 	}
+}
+
+// startPoolResources runs the ClusterPool controller (package poolresource) beside the API when
+// --resources-kubeconfig or --resources-in-cluster says where the resources are: it changes
+// pools through this process's API server, and stands for election with the other kobe
+// servers pointed at the same resources. It stops (and gives up its lease) with the process.
+func (p *Process) startPoolResources(cfg config.Config, apiServer *server.Server, logger *zap.Logger) error {
+	var restConfig *rest.Config
+	var err error
+	switch {
+	case cfg.ResourcesKubeconfig != "":
+		restConfig, err = clientcmd.BuildConfigFromFlags("", cfg.ResourcesKubeconfig)
+	case cfg.ResourcesInCluster:
+		restConfig, err = rest.InClusterConfig()
+	default:
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("the ClusterPool controller's Kubernetes config: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := poolresource.Run(ctx, poolresource.Options{Config: restConfig, Server: apiServer, LeaseNamespace: cfg.ResourcesLeaseNamespace,
+			Identity: apiServer.InstanceName, Logger: logger.Named("clusterpools")})
+		if err != nil {
+			logger.Error("the ClusterPool controller stopped", zap.Error(err))
+		}
+	}()
+	p.stops = append(p.stops, func() {
+		cancel()
+		<-done
+	})
+	return nil
 }

@@ -168,21 +168,21 @@ func (s *sqlStore) UpsertPool(ctx context.Context, p Pool) error {
 		return errors.New("pool name is empty")
 	}
 	t := now()
-	_, err := s.exec(ctx, `INSERT INTO pools (name, backend, spec, generation, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET backend = excluded.backend, spec = excluded.spec,
+	_, err := s.exec(ctx, `INSERT INTO pools (name, backend, spec, managed_by, generation, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET backend = excluded.backend, spec = excluded.spec, managed_by = excluded.managed_by,
 			generation = pools.generation + 1, updated_at = excluded.updated_at`,
-		p.Name, p.Backend, jsonOrEmpty(p.Spec), t.UnixMicro(), t, t)
+		p.Name, p.Backend, jsonOrEmpty(p.Spec), p.ManagedBy, t.UnixMicro(), t, t)
 	return err
 }
 
-const poolColumns = `name, backend, spec, generation, created_at, updated_at`
+const poolColumns = `name, backend, spec, managed_by, generation, created_at, updated_at`
 
 func scanPool(sc interface{ Scan(...any) error }) (Pool, error) {
 	var p Pool
 	var spec string
 	var created, updated dbTime
-	if err := sc.Scan(&p.Name, &p.Backend, &spec, &p.Generation, &created, &updated); err != nil {
+	if err := sc.Scan(&p.Name, &p.Backend, &spec, &p.ManagedBy, &p.Generation, &created, &updated); err != nil {
 		return Pool{}, err
 	}
 	p.Spec = json.RawMessage(spec)

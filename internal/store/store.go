@@ -35,6 +35,9 @@ type Pool struct {
 	Backend string
 	// Spec is the validated ClusterPool manifest, as JSON.
 	Spec json.RawMessage
+	// ManagedBy names the Kubernetes resource that manages the pool ("ClusterPool/dev"), empty
+	// for a pool applied through the API. Every upsert writes it.
+	ManagedBy string
 	// Generation grows with every apply of the pool's row: it starts at the row's creation
 	// time in microseconds and counts one more on each upsert, so that a pool created again
 	// after a delete is always newer than anything the deleted one was. A delete names the

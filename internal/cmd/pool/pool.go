@@ -345,6 +345,10 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 			backend += " (" + strings.Join(p.BackendCapabilities, ", ") + ")"
 		}
 		row("Backend", "%s", backend)
+		if p.ManagedBy != "" {
+			// Said before what the caller may do: the API refuses apply and delete of it.
+			row("Managed by", "%s (change or delete that resource; kobe's API refuses to)", p.ManagedBy)
+		}
 		you := "read it"
 		if len(p.Capabilities) > 0 {
 			you = strings.Join(p.Capabilities, ", ")

@@ -260,3 +260,18 @@ func TestGetSaysAnUnusedSize(t *testing.T) {
 	require.NoError(t, cmdtest.Run(NewCmdGet(f, nil), "ci"))
 	assert.NotContains(t, out.String(), "Size:", "no note when the size is the warm target or absent")
 }
+
+// kobe pool get says who manages a pool a Kubernetes resource manages, and nothing for one
+// applied through the API.
+func TestGetSaysWhoManagesThePool(t *testing.T) {
+	a, f, _, out, _ := setup(t)
+	require.NoError(t, cmdtest.Run(NewCmdGet(f, nil), "ci"))
+	assert.NotContains(t, out.String(), "Managed by:")
+
+	a.Mu.Lock()
+	a.Pools["ci"].ManagedBy = "ClusterPool/ci"
+	a.Mu.Unlock()
+	out.Reset()
+	require.NoError(t, cmdtest.Run(NewCmdGet(f, nil), "ci"))
+	assert.Regexp(t, `Managed by:\s+ClusterPool/ci \(change or delete that resource; kobe's API refuses to\)`, out.String())
+}
