@@ -37,7 +37,7 @@ const (
 	// within its pool's recycleBefore.
 	CauseExpiring = "expiring"
 	// CauseWake: a member woken after a long sleep had certificates expiring within its
-	// pool's minimum (WakeCertificateMinimum).
+	// pool's minimum (poolspec.Policy.WakeCertificateMinimum).
 	CauseWake = "wake"
 )
 
@@ -122,8 +122,8 @@ type ReissueRequest struct {
 	// certificate workflow) or CauseWake (a member woken after a long sleep).
 	Cause string `json:"cause"`
 	// MinRemaining: re-issue only if the serving or admin certificate expires within it (0:
-	// always). Every wake (the API's and a wake schedule's, both built by lease.WakeFor) passes
-	// its pool's WakeCertificateMinimum, so that a member woken with
+	// always). Every wake passes the minimum its lease's terms carry (its pool's
+	// poolspec.Policy.WakeCertificateMinimum), so that a member woken with
 	// valid certificates is not restarted for nothing.
 	MinRemaining time.Duration `json:"minRemaining,omitempty"`
 }

@@ -48,7 +48,7 @@ type SleepInput struct {
 	// (DefaultResumeTimeout when zero). Unused by a sleep.
 	ResumeTimeout time.Duration `json:"resumeTimeout,omitempty"`
 	// CertificatesMinRemaining: a wake re-issues the instance's certificates when they expire
-	// within it (WakeCertificateMinimum of its pool; poolspec.DefaultRecycleBefore when zero).
+	// within it (its lease's terms: poolspec.Policy.WakeCertificateMinimum; poolspec.DefaultRecycleBefore when zero).
 	// Unused by a sleep.
 	CertificatesMinRemaining time.Duration `json:"certificatesMinRemaining,omitempty"`
 }
@@ -182,26 +182,6 @@ func WakeCertificates(st CertificateState, now time.Time, minRemaining time.Dura
 		return WakeCertificatesExpired
 	}
 	return WakeCertificatesKeep
-}
-
-// WakeCertificateMinimum is how long a woken member's certificates must still be valid for its
-// pool, or the wake re-issues them: the longer of the pool's recycleBefore (the certificate
-// workflow's horizon: what it would re-issue anyway) and the minRemaining of its X509Valid
-// readiness gates (what the pool refuses to hand out).
-func WakeCertificateMinimum(pol poolspec.Policy) time.Duration {
-	need := pol.RecycleBefore
-	if need <= 0 {
-		need = poolspec.DefaultRecycleBefore
-	}
-	for _, g := range pol.Gates {
-		if g.Type != "X509Valid" {
-			continue
-		}
-		if d, err := poolspec.ParseDays("minRemaining", g.MinRemaining); err == nil && d > need {
-			need = d
-		}
-	}
-	return need
 }
 
 // wakeCertificates checks the certificates of an instance just resumed (CheckCertificates,

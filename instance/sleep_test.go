@@ -17,7 +17,6 @@ import (
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
 	"github.com/kunobi-ninja/kobe/internal/store"
-	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/testsuite/workflowtest"
 	"github.com/kunobi-ninja/kobe/worker"
 )
@@ -197,11 +196,4 @@ func TestWakeCertificatesDecision(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, instance.WakeCertificates(c.st, now, 24*time.Hour), c.name)
 	}
-}
-
-func TestWakeCertificateMinimum(t *testing.T) {
-	assert.Equal(t, poolspec.DefaultRecycleBefore, instance.WakeCertificateMinimum(poolspec.Policy{}))
-	assert.Equal(t, 10*time.Second, instance.WakeCertificateMinimum(poolspec.Policy{RecycleBefore: 10 * time.Second}))
-	assert.Equal(t, 40*24*time.Hour, instance.WakeCertificateMinimum(poolspec.Policy{RecycleBefore: 10 * time.Second,
-		Gates: []poolspec.ReadinessGate{{Type: "CRDExists", Name: "x"}, {Type: "X509Valid", MinRemaining: "40d"}}}))
 }

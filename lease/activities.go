@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -35,18 +36,6 @@ type Activities struct {
 	Temporal client.Client
 }
 
-// Record is what a lease workflow projects into the store.
-type Record struct {
-	ID         string         `json:"id"`
-	Pool       string         `json:"pool"`
-	Principal  string         `json:"principal"`
-	Phase      api.LeasePhase `json:"phase"`
-	InstanceID string         `json:"instanceId,omitempty"`
-	TTL        time.Duration  `json:"ttl"`
-	ExpiresAt  time.Time      `json:"expiresAt,omitempty"`
-	Reason     api.ReasonCode `json:"reason,omitempty"`
-}
-
 // CredentialRequest names a lease's credential. It carries no secret: the kubeconfig goes
 // from the backend, sealed, into the store, and the workflow history only sees this reference.
 type CredentialRequest struct {
@@ -56,18 +45,21 @@ type CredentialRequest struct {
 	ExpiresAt  time.Time `json:"expiresAt"`
 }
 
-// RecordLease upserts the lease's row (keeping fields the workflow does not know, such as the
-// alias the API stored) and, when the phase changes, appends the audit event of the transition
-// in the same transaction: if the event cannot be written the row is not changed either, so the
-// activity's retry still sees the transition and records both. The event is keyed by the
-// transition, so that two attempts racing (a timed-out one still running) write it once.
+// RecordLease writes the lease's row as its view v has it (Row), keeping fields the workflow
+// does not know, such as the alias the API stored, and, when the phase changes, appends the
+// audit event of the transition in the same transaction: if the event cannot be written the
+// row is not changed either, so the activity's retry still sees the transition and records
+// both. The event is keyed by the transition, so that two attempts racing (a timed-out one
+// still running) write it once.
 //
 // A row that has ended (Released, Expired, Failed) is not moved to another phase: the store
 // refuses (store.ErrLeaseEnded), and so does this activity, without retrying, since no retry
 // can succeed (ErrLeaseEnded below). The workflow's projections ignore the outcome: the row
 // keeps its end, which is what the lease's holder and its quota were told.
-func (a *Activities) RecordLease(ctx context.Context, r Record) error {
-	return leaseEnded(a.Store.InTx(ctx, func(tx store.Store) error { return RecordLeaseIn(ctx, tx, r) }))
+//
+// Its argument was a Record of its own up to v0.1.0, with the same JSON names as View's.
+func (a *Activities) RecordLease(ctx context.Context, v View) error {
+	return leaseEnded(a.Store.InTx(ctx, func(tx store.Store) error { return RecordLeaseIn(ctx, tx, v) }))
 }
 
 // ErrLeaseEnded is the non-retryable error type of an activity that would bring an ended
@@ -85,52 +77,68 @@ func leaseEnded(err error) error {
 
 // RecordLeaseIn is RecordLease in the caller's transaction tx (not an activity: the API binding
 // a lease writes its row with its credential).
-func RecordLeaseIn(ctx context.Context, tx store.Store, r Record) error {
-	l, err := tx.GetLease(ctx, r.ID)
+func RecordLeaseIn(ctx context.Context, tx store.Store, v View) error {
+	l, err := tx.GetLease(ctx, v.ID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	if err == nil && l.Phase.Ended() && l.Phase == r.Phase {
+	if err == nil && l.Phase.Ended() && l.Phase == v.Phase {
 		// Ended so already: the end first recorded stands, with its reason. A workflow that
 		// started after the orphan reaper failed its row (reason orphaned) and then failed
 		// itself (its bind refused) does not rewrite the reason.
 		return nil
 	}
-	changed := l.Phase != r.Phase
-	if err == nil && !changed && l.Pool == r.Pool && l.InstanceID == r.InstanceID && l.TTL == r.TTL &&
-		l.ExpiresAt.Equal(r.ExpiresAt) && l.Reason == r.Reason && l.Principal != "" {
+	changed := l.Phase != v.Phase
+	row := Row(v, l)
+	if row.ExpiresAt.Equal(l.ExpiresAt) {
+		row.ExpiresAt = l.ExpiresAt // the same instant, as the store read it back
+	}
+	if err == nil && !changed && l.Principal != "" && reflect.DeepEqual(row, l) {
 		return nil // already so (a warm bind's row, written by the API): no write
 	}
-	l.ID, l.Pool, l.Phase, l.InstanceID, l.TTL, l.ExpiresAt, l.Reason = r.ID, r.Pool, r.Phase, r.InstanceID, r.TTL, r.ExpiresAt, r.Reason
-	if l.Principal == "" {
-		l.Principal = r.Principal
-	}
-	if err := tx.UpsertLease(ctx, l); err != nil {
+	if err := tx.UpsertLease(ctx, row); err != nil {
 		return err
 	}
 	if !changed {
 		return nil
 	}
-	_, err = tx.AppendEvent(ctx, transitionEvent(r))
+	_, err = tx.AppendEvent(ctx, transitionEvent(v))
 	return err
 }
 
-// transitionEvent is the audit event of a lease's move to r.Phase (lease.bound, lease.failed…),
+// Row is the domain → row translation of a lease, the one place its store row is made: the
+// row of the lease whose workflow's view is v, over stored (the row as the store has it, or
+// what the API admits a new lease with), which keeps what only the row knows: alias, metadata,
+// idempotency key, request hash, role, its times, and the principal first written. The
+// workflow's projections (RecordLease), the API's admission and a warm bind's Bound row all go
+// through it. Nothing translates a row back: the workflow never reads its own row.
+func Row(v View, stored store.Lease) store.Lease {
+	row := stored
+	row.ID, row.Pool, row.Phase, row.InstanceID, row.Reason = v.ID, v.Pool, v.Phase, v.InstanceID, v.Reason
+	row.TTL, row.ExpiresAt = v.TTL, v.ExpiresAt
+	if row.Principal == "" {
+		row.Principal = v.Principal
+	}
+	return row
+}
+
+// transitionEvent is the audit event of a lease's move to v.Phase (lease.bound, lease.failed…),
 // keyed by the transition so that it is written once.
-func transitionEvent(r Record) store.Event {
-	action := "lease." + strings.ToLower(string(r.Phase))
-	return store.Event{Actor: "kobe", Action: action, Target: r.ID, Pool: r.Pool, Key: action + ":" + r.ID,
-		Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, r.Pool, r.InstanceID, r.Reason))}
+func transitionEvent(v View) store.Event {
+	action := "lease." + strings.ToLower(string(v.Phase))
+	return store.Event{Actor: "kobe", Action: action, Target: v.ID, Pool: v.Pool, Key: action + ":" + v.ID,
+		Result: "ok", Detail: []byte(fmt.Sprintf(`{"pool":%q,"instance":%q,"reason":%q}`, v.Pool, v.InstanceID, v.Reason))}
 }
 
 // ActivityEnsureLeaseBound is EnsureLeaseBound's registered name (a warm-bound lease runs it
 // as a local activity, by name).
 const ActivityEnsureLeaseBound = "EnsureLeaseBound"
 
-// BoundLease is a lease bound by its pool on a warm bind: its Bound row, and how long its
-// credential may live (bind time + maxTtl).
+// BoundLease is EnsureLeaseBound's argument: a lease bound by its pool on a warm bind, as its
+// view has it, and how long its credential may live (bind time + maxTtl), which the view does
+// not hold. ("record" is v0.1.0's name of the view, a Record then.)
 type BoundLease struct {
-	Record   Record    `json:"record"`
+	Lease    View      `json:"record"`
 	NotAfter time.Time `json:"notAfter"`
 }
 
@@ -142,18 +150,18 @@ func (a *Activities) EnsureLeaseBound(ctx context.Context, b BoundLease) error {
 	if a.Secrets == nil {
 		return temporal.NewNonRetryableApplicationError("this worker has no secret key: it cannot store lease credentials", "NoSecretKey", nil)
 	}
-	if _, err := a.Store.GetLeaseCredential(ctx, b.Record.ID); errors.Is(err, store.ErrNotFound) {
-		prepared, err := leasecred.Prepared(ctx, a.Store, a.Secrets, b.Record.InstanceID)
+	if _, err := a.Store.GetLeaseCredential(ctx, b.Lease.ID); errors.Is(err, store.ErrNotFound) {
+		prepared, err := leasecred.Prepared(ctx, a.Store, a.Secrets, b.Lease.InstanceID)
 		if err != nil {
 			return err
 		}
-		if _, err := leasecred.Ensure(ctx, a.Store, a.Secrets, prepared, b.Record.ID, b.NotAfter); err != nil {
+		if _, err := leasecred.Ensure(ctx, a.Store, a.Secrets, prepared, b.Lease.ID, b.NotAfter); err != nil {
 			return leaseEnded(err)
 		}
 	} else if err != nil {
 		return err
 	}
-	return a.RecordLease(ctx, b.Record)
+	return a.RecordLease(ctx, b.Lease)
 }
 
 // ConditionChange is a change of one of a lease's conditions, for the audit log.

@@ -99,7 +99,7 @@ func (s *autoSleep) check(b *boundLease) {
 	if err != nil {
 		// Not knowing is not inactivity: ask again one period later.
 		workflow.GetLogger(ctx).Warn("cannot read the instance's activity; the lease stays awake", "error", err)
-		s.notBefore = workflow.Now(ctx).Add(st.after)
+		s.notBefore = workflow.Now(ctx).Add(st.terms.AfterInactivity)
 		return
 	}
 	st.Used(seen.Last)
@@ -109,7 +109,7 @@ func (s *autoSleep) check(b *boundLease) {
 	b.events += 10 // the sleep's child workflow, its condition and its audit event
 	if _, err := b.changeSleep(ctx, true, WakeRequest{}, sleepCauseInactivity); err != nil {
 		workflow.GetLogger(ctx).Warn("the lease did not sleep after its inactivity", "error", err)
-		s.notBefore = workflow.Now(ctx).Add(st.after)
+		s.notBefore = workflow.Now(ctx).Add(st.terms.AfterInactivity)
 	}
 }
 

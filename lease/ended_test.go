@@ -24,7 +24,7 @@ func TestRecordLeaseOnAnEndedLeaseIsNotRetried(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	a := &lease.Activities{Store: st}
-	r := lease.Record{ID: "lease-e", Pool: "dev", Principal: "alice", Phase: api.LeasePending, TTL: time.Hour}
+	r := lease.View{ID: "lease-e", Pool: "dev", Principal: "alice", Phase: api.LeasePending, TTL: time.Hour}
 	require.NoError(t, a.RecordLease(ctx, r))
 	r.Phase = api.LeaseExpired
 	require.NoError(t, a.RecordLease(ctx, r))
@@ -64,7 +64,7 @@ func TestAnOrphanedLeaseKeepsItsEnd(t *testing.T) {
 	require.True(t, failed)
 
 	a := &lease.Activities{Store: st}
-	r := lease.Record{ID: "lease-late", Pool: "dev", Principal: "alice", Phase: api.LeasePending, TTL: time.Hour}
+	r := lease.View{ID: "lease-late", Pool: "dev", Principal: "alice", Phase: api.LeasePending, TTL: time.Hour}
 	require.ErrorIs(t, a.RecordLease(ctx, r), store.ErrLeaseEnded, "its Pending row is not written back")
 	r.Phase, r.InstanceID = api.LeaseBound, "inst-1"
 	require.ErrorIs(t, a.RecordLease(ctx, r), store.ErrLeaseEnded, "nor bound")

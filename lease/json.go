@@ -15,16 +15,6 @@ func (v *ExtendRequest) UnmarshalJSON(b []byte) error {
 	return jsonduration.Unmarshal(b, (*plain)(v))
 }
 
-func (v Record) MarshalJSON() ([]byte, error) {
-	type plain Record
-	return jsonduration.Marshal(plain(v))
-}
-
-func (v *Record) UnmarshalJSON(b []byte) error {
-	type plain Record
-	return jsonduration.Unmarshal(b, (*plain)(v))
-}
-
 func (v WakeRequest) MarshalJSON() ([]byte, error) {
 	type plain WakeRequest
 	return jsonduration.Marshal(plain(v))

@@ -159,7 +159,7 @@ func (a *Activities) ReapOrphanedLease(ctx context.Context, o Orphan) (bool, err
 		if failed, err = tx.FailPendingLease(ctx, o.ID, api.ReasonOrphaned); err != nil || !failed {
 			return err
 		}
-		_, err = tx.AppendEvent(ctx, transitionEvent(Record{ID: o.ID, Pool: o.Pool, Phase: api.LeaseFailed, Reason: api.ReasonOrphaned}))
+		_, err = tx.AppendEvent(ctx, transitionEvent(View{ID: o.ID, Pool: o.Pool, Phase: api.LeaseFailed, Reason: api.ReasonOrphaned}))
 		return err
 	})
 	if err != nil || failed {

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"database/sql"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -69,7 +70,8 @@ func TestOrphanReaperFailsOnlyOrphans(t *testing.T) {
 			require.NoError(t, admit("lease-queued", "bob"))
 			_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leasestart.WorkflowID("lease-queued"), TaskQueue: queue,
 				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE},
-				lease.WorkflowName, lease.Input{LeaseID: "lease-queued", Pool: heldPool, Principal: "bob", TTL: time.Hour, MaxTTL: 2 * time.Hour})
+				lease.WorkflowName, lease.Input{LeaseID: "lease-queued", Pool: heldPool, Principal: "bob",
+					LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 2 * time.Hour}})
 			require.NoError(t, err)
 			backdate("lease-queued")
 			// Admitted a moment ago: its API may be starting it now.

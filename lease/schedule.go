@@ -109,8 +109,8 @@ type LeaseSleepChange struct {
 	LeaseID string `json:"leaseId"`
 	Pool    string `json:"pool"`
 	Wake    bool   `json:"wake,omitempty"`
-	// ResumeTimeout is the schedule's (it bounds the activity); the wake itself is the pool's
-	// policy as it is when it runs (WakeFor).
+	// ResumeTimeout is the schedule's (it bounds the activity); the wake itself is bounded by
+	// the lease's terms (State.Wake).
 	ResumeTimeout time.Duration `json:"resumeTimeout,omitempty"`
 	// Actor is who asks, in the audit log: the schedule's run.
 	Actor string `json:"actor"`
@@ -125,20 +125,8 @@ func (a *Activities) ChangeLeaseSleep(ctx context.Context, c LeaseSleepChange) (
 	}
 	action, update, arg := "lease.sleep", UpdateSleep, any(SleepRequest{Cause: SleepCauseSchedule})
 	if c.Wake {
-		// The pool's policy as it is now, as the API's wake reads it (WakeFor).
-		p, err := a.Store.GetPool(ctx, c.Pool)
-		if errors.Is(err, store.ErrNotFound) {
-			return "", temporal.NewNonRetryableApplicationError("pool "+c.Pool+" is gone", "PoolNotFound", err)
-		} else if err != nil {
-			return "", err
-		}
-		pol, err := poolspec.ParseStored(p.Spec)
-		if err != nil {
-			return "", temporal.NewNonRetryableApplicationError(err.Error(), "PoolSpec", err)
-		}
-		req := WakeFor(pol)
-		req.Cause = SleepCauseSchedule
-		action, update, arg = "lease.wake", UpdateWake, req
+		// The lease bounds its wake by its own terms (State.Wake), as it does the API's.
+		action, update, arg = "lease.wake", UpdateWake, WakeRequest{Cause: SleepCauseSchedule}
 	}
 	started := time.Now()
 	h, err := a.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: leasestart.WorkflowID(c.LeaseID),

@@ -45,11 +45,12 @@ func standInLease(ctx workflow.Context) error {
 }
 
 // A pool's wake schedule, run for real (ScheduledSleep → ListSleepTargets → ChangeLeaseSleep →
-// the lease's wake Update, on an embedded Temporal server), wakes with the pool's own policy:
-// its certificate minimum (an X509Valid gate of 45 days, above the 30-day default) and its
-// resumeTimeout — what `kobe lease wake` sends for the same pool. Both of the schedule's
-// requests say they come from the schedule.
-func TestScheduledWakeUsesThePoolsPolicy(t *testing.T) {
+// the lease's wake Update, on an embedded Temporal server), sends a wake that says nothing of
+// its bounds, as `kobe lease wake` does: neither reads the pool's policy. The lease bounds it by
+// the terms its pool granted it at admission (State.Wake): the pool's certificate minimum (an
+// X509Valid gate of 45 days, above the 30-day default) and its resumeTimeout. Both of the
+// schedule's requests say they come from the schedule.
+func TestScheduledWakeIsBoundedByTheLeasesTerms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a real Temporal server; skipped with -short")
 	}
@@ -98,8 +99,12 @@ spec:
 	require.NoError(t, v.Get(&got))
 	var woke lease.WakeRequest
 	require.NoError(t, json.Unmarshal(got[lease.UpdateWake], &woke))
-	assert.Equal(t, 45*24*time.Hour, woke.CertificatesMinRemaining, "the pool's X509Valid minimum, not the 30-day default")
-	assert.Equal(t, 3*time.Minute, woke.ResumeTimeout)
+	assert.Equal(t, lease.WakeRequest{Cause: lease.SleepCauseSchedule}, woke, "the schedule sends no bounds of its own")
+	held := lease.NewState(lease.Input{LeaseID: "lease-w", Pool: "certs", Principal: "alice",
+		LeaseTerms: pol.LeaseTerms(poolspec.LeaseAsk{Owner: "alice"})})
+	bounded := held.Wake(woke)
+	assert.Equal(t, 45*24*time.Hour, bounded.CertificatesMinRemaining, "the pool's X509Valid minimum, not the 30-day default")
+	assert.Equal(t, 3*time.Minute, bounded.ResumeTimeout)
 	for _, update := range []string{lease.UpdateSleep, lease.UpdateWake} {
 		var raw map[string]any
 		require.NoError(t, json.Unmarshal(got[update], &raw))

@@ -10,7 +10,6 @@ import (
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/backends"
 	"github.com/kunobi-ninja/kobe/instance"
-	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // Updates that put a Bound lease's instance to sleep and wake it (→ View). Each runs the
@@ -38,21 +37,14 @@ type SleepRequest struct {
 }
 
 // WakeRequest asks a sleeping lease to wake its instance within ResumeTimeout, re-issuing its
-// certificates when they expire within CertificatesMinRemaining. Every wake kobe sends (the
-// API's, a wake schedule's) is built by WakeFor from the pool's policy; zero fields are the
-// defaults (instance.DefaultResumeTimeout, poolspec.DefaultRecycleBefore).
+// certificates when they expire within CertificatesMinRemaining. kobe's wakes (the API's, a wake
+// schedule's) leave both zero: the lease bounds its wake by its own terms (State.Wake), those
+// its pool granted it at admission; zero there too is the instance's defaults
+// (instance.DefaultResumeTimeout, poolspec.DefaultRecycleBefore).
 type WakeRequest struct {
 	ResumeTimeout            time.Duration `json:"resumeTimeout,omitempty"`
 	CertificatesMinRemaining time.Duration `json:"certificatesMinRemaining,omitempty"`
 	Cause                    string        `json:"cause,omitempty"`
-}
-
-// WakeFor is the wake of a lease of a pool with policy pol: its spec.scaling.resumeTimeout and
-// its certificate minimum (instance.WakeCertificateMinimum: recycleBefore or an X509Valid
-// gate's minRemaining, the longer). The one place a wake reads the pool's policy, so that a
-// person's wake and a schedule's are the same.
-func WakeFor(pol poolspec.Policy) WakeRequest {
-	return WakeRequest{ResumeTimeout: pol.ResumeTimeout, CertificatesMinRemaining: instance.WakeCertificateMinimum(pol)}
 }
 
 // registerSleep registers the sleep and wake Updates. They exist from the start; their
@@ -68,7 +60,7 @@ func (r *leaseRun) registerSleep() error {
 	}
 	return workflow.SetUpdateHandlerWithOptions(r.ctx, UpdateWake,
 		func(ctx workflow.Context, req WakeRequest) (View, error) {
-			return r.changeSleep(ctx, false, req, causeOf(req.Cause))
+			return r.changeSleep(ctx, false, r.st.Wake(req), causeOf(req.Cause))
 		},
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, WakeRequest) error { return admission() }})
 }

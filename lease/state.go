@@ -6,6 +6,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/pool"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // The lease's decisions, without Temporal. A State is what a lease knows: its View (what
@@ -24,11 +25,9 @@ import (
 // State is a lease's state as its decisions see it.
 type State struct {
 	View View
-	// The terms of the lease's Input.
-	ttl, maxTTL   time.Duration
-	maxExtensions int
-	idleTimeout   time.Duration
-	after         time.Duration // AfterInactivity
+	// terms are what its pool granted it (Input.LeaseTerms), idleTimeout its holder's.
+	terms       poolspec.LeaseTerms
+	idleTimeout time.Duration
 	// asg is the member the lease was assigned (zero while it waits for one).
 	asg pool.Assignment
 	// lastSeen is the holder's last heartbeat or request (the idle timeout's); lastActive the
@@ -50,15 +49,16 @@ type State struct {
 // started it on a warm bind), or as the previous run left it (continue-as-new).
 func NewState(in Input) *State {
 	s := &State{
-		View: View{ID: in.LeaseID, Pool: in.Pool, Phase: api.LeasePending, IdleTimeout: in.IdleTimeout,
-			AfterInactivity: in.AfterInactivity},
-		ttl: in.TTL, maxTTL: in.MaxTTL, maxExtensions: in.MaxExtensions, idleTimeout: in.IdleTimeout,
-		after: in.AfterInactivity, issueFor: 2 * time.Minute,
+		View: View{ID: in.LeaseID, Pool: in.Pool, Principal: in.Principal, TTL: in.TTL, Phase: api.LeasePending,
+			IdleTimeout: in.IdleTimeout, AfterInactivity: in.AfterInactivity},
+		terms: in.LeaseTerms, idleTimeout: in.IdleTimeout, issueFor: 2 * time.Minute,
 	}
 	switch {
 	case in.Resume != nil:
 		r := in.Resume
 		s.View, s.asg, s.lastSeen, s.lastActive, s.issueFor = r.View, r.Assignment, r.LastSeen, r.LastActive, r.IssueFor
+		// A view carried by a run of v0.1.0 has neither: they are the Input's, which never change.
+		s.View.Principal, s.View.TTL = in.Principal, in.TTL
 	case in.Bound != nil:
 		// Bound from the first event, before the workflow's handlers exist: an extension or a
 		// release sent the moment the API answered finds it Bound.
@@ -126,7 +126,7 @@ func (s *State) Bind(now time.Time) (expiresAt time.Time) {
 	v := &s.View
 	v.InstanceID, v.Endpoint, v.AssignmentSeq = s.asg.InstanceID, s.asg.Endpoint, s.asg.Seq
 	v.BoundAt = now
-	v.ExpiresAt = now.Add(s.ttl)
+	v.ExpiresAt = now.Add(s.terms.TTL)
 	s.issueFor = 10 * time.Minute
 	return v.ExpiresAt
 }
@@ -166,9 +166,9 @@ func (s *State) ExtendRefusal(by time.Duration) api.ReasonCode {
 		return api.ReasonNotReady
 	case by <= 0:
 		return api.ReasonInvalidRequest
-	case v.Extensions >= s.maxExtensions:
+	case v.Extensions >= s.terms.MaxExtensions:
 		return api.ReasonExtensionBudgetExhausted
-	case v.ExpiresAt.Add(by).After(v.BoundAt.Add(s.maxTTL)):
+	case v.ExpiresAt.Add(by).After(v.BoundAt.Add(s.terms.MaxTTL)):
 		return api.ReasonMaxTTLCeiling
 	case s.asleep():
 		return api.ReasonSleeping
@@ -433,7 +433,7 @@ func (s *State) Slept(asleep bool, cause string, now time.Time, wokeIn time.Dura
 		reason, why := api.ReasonAsleep, ""
 		switch cause {
 		case sleepCauseInactivity:
-			reason, why = api.ReasonInactive, fmt.Sprintf(" after %s without activity", s.after)
+			reason, why = api.ReasonInactive, fmt.Sprintf(" after %s without activity", s.terms.AfterInactivity)
 		case sleepCauseSchedule:
 			why = " on its pool's sleep schedule"
 		}
@@ -465,6 +465,20 @@ func (s *State) WakeFailed(err error, certificatesExpired bool, now time.Time) (
 	return reason, conds
 }
 
+// Wake is the wake req asked for, bounded by the lease's terms: the pool's resume timeout and
+// certificate minimum it was admitted under. A field the request sets wins (the wakes recorded
+// in v0.1.0's histories carried the pool's policy, read by their sender); a lease admitted by
+// v0.1.0 has neither term, and its instance's wake uses the defaults.
+func (s *State) Wake(req WakeRequest) WakeRequest {
+	if req.ResumeTimeout <= 0 {
+		req.ResumeTimeout = s.terms.ResumeTimeout
+	}
+	if req.CertificatesMinRemaining <= 0 {
+		req.CertificatesMinRemaining = s.terms.CertificatesMinRemaining
+	}
+	return req
+}
+
 // EndSleep says the sleep or wake under way is over, whatever its outcome.
 func (s *State) EndSleep() { s.sleepBusy = false }
 
@@ -479,7 +493,7 @@ func (s *State) MayCheckInactivity() bool { return !s.extending && !s.sleepBusy 
 // activity it knows of is AfterInactivity old, and not before notBefore (a check that failed
 // holds the next one back).
 func (s *State) InactivityCheckAt(now, notBefore time.Time) time.Time {
-	inactive, at := inactiveFor(now, s.after, s.lastSeen, s.lastActive)
+	inactive, at := inactiveFor(now, s.terms.AfterInactivity, s.lastSeen, s.lastActive)
 	if inactive {
 		at = now
 	}
@@ -491,7 +505,7 @@ func (s *State) InactivityCheckAt(now, notBefore time.Time) time.Time {
 
 // Inactive says nothing was seen of the lease for AfterInactivity at now.
 func (s *State) Inactive(now time.Time) bool {
-	inactive, _ := inactiveFor(now, s.after, s.lastSeen, s.lastActive)
+	inactive, _ := inactiveFor(now, s.terms.AfterInactivity, s.lastSeen, s.lastActive)
 	return inactive
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -86,7 +87,7 @@ var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 func inputFor(setup uint64) Input {
 	n := int(setup % (1 << 20))
 	ttls := []time.Duration{10 * time.Minute, 30 * time.Minute, time.Hour}
-	in := Input{LeaseID: "l1", Pool: "p", Principal: "alice", TTL: ttls[n%3], MaxExtensions: (n / 3) % 4}
+	in := Input{LeaseID: "l1", Pool: "p", Principal: "alice", LeaseTerms: poolspec.LeaseTerms{TTL: ttls[n%3], MaxExtensions: (n / 3) % 4}}
 	in.MaxTTL = in.TTL + []time.Duration{0, 30 * time.Minute, 2 * time.Hour}[(n/12)%3]
 	in.IdleTimeout = []time.Duration{0, 15 * time.Minute}[(n/36)%2]
 	in.AfterInactivity = []time.Duration{0, 20 * time.Minute}[(n/72)%2]

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // boundState is a lease bound at t0 for an hour (ceiling 3 h, 2 extensions), holding its member.
 func boundState(change ...func(*Input)) *State {
-	in := Input{LeaseID: "l1", Pool: "p", TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2,
-		Bound: &pool.Assignment{InstanceID: "m1", Endpoint: "https://m1", Seq: 4, At: t0, Prepared: true}}
+	in := Input{LeaseID: "l1", Pool: "p",
+		LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2},
+		Bound:      &pool.Assignment{InstanceID: "m1", Endpoint: "https://m1", Seq: 4, At: t0, Prepared: true}}
 	for _, c := range change {
 		c(&in)
 	}
@@ -26,7 +28,7 @@ func boundState(change ...func(*Input)) *State {
 }
 
 func TestNewState(t *testing.T) {
-	pending := NewState(Input{LeaseID: "l1", Pool: "p", TTL: time.Hour, IdleTimeout: time.Minute})
+	pending := NewState(Input{LeaseID: "l1", Pool: "p", LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour}, IdleTimeout: time.Minute})
 	if v := pending.View; v.Phase != api.LeasePending || v.IdleTimeout != time.Minute || !v.ExpiresAt.IsZero() || !pending.Waiting() {
 		t.Errorf("a new lease: %+v", v)
 	}
@@ -36,14 +38,14 @@ func TestNewState(t *testing.T) {
 		t.Errorf("a warm-bound lease: %+v", v)
 	}
 	warm.Heartbeat(t0.Add(time.Minute))
-	resumed := NewState(Input{LeaseID: "l1", TTL: time.Hour, Resume: warm.Resume()})
+	resumed := NewState(Input{LeaseID: "l1", LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour}, Resume: warm.Resume()})
 	if resumed.View.InstanceID != "m1" || !resumed.lastSeen.Equal(t0.Add(time.Minute)) || resumed.asg != warm.asg {
 		t.Errorf("a resumed lease: %+v", resumed.View)
 	}
 }
 
 func TestBindAndItsEnds(t *testing.T) {
-	s := NewState(Input{LeaseID: "l1", TTL: time.Hour})
+	s := NewState(Input{LeaseID: "l1", LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour}})
 	s.Claimed(t0)
 	s.Assigned(pool.Assignment{InstanceID: "m1", Seq: 2})
 	if s.Waiting() {
@@ -179,7 +181,8 @@ func TestSleepDecisions(t *testing.T) {
 	if got := pending.SleepAdmission(); got != api.ReasonNotReady {
 		t.Errorf("a Pending lease's sleep admitted: %q", got)
 	}
-	warm := NewState(Input{LeaseID: "l1", TTL: time.Hour, Bound: &pool.Assignment{InstanceID: "m1", At: t0, Prepared: true}})
+	warm := NewState(Input{LeaseID: "l1",
+		LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour}, Bound: &pool.Assignment{InstanceID: "m1", At: t0, Prepared: true}})
 	if warm.SleepAdmission() != "" || warm.SleepMayStart() {
 		t.Error("a Bound lease not yet holding its member: the sleep is admitted and waits for the hold")
 	}
@@ -301,5 +304,38 @@ func TestInactivityCheckAt(t *testing.T) {
 	}
 	if !s.MayCheckInactivity() {
 		t.Error("an idle lease may not check")
+	}
+}
+
+// A wake is bounded by the lease's terms (its pool's, granted at admission) unless the request
+// sets a bound itself (a wake recorded in a v0.1.0 history, sent with the pool's policy); a
+// lease admitted by v0.1.0 has no such terms, and its wake keeps the instance's defaults.
+func TestAWakeIsBoundedByTheLeasesTerms(t *testing.T) {
+	terms := poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 2 * time.Hour, ResumeTimeout: 3 * time.Minute,
+		CertificatesMinRemaining: 45 * 24 * time.Hour}
+	held := NewState(Input{LeaseID: "l1", LeaseTerms: terms})
+	for _, tc := range []struct {
+		name      string
+		state     *State
+		req, want WakeRequest
+	}{
+		{"a bare wake takes the terms", held, WakeRequest{Cause: "schedule"},
+			WakeRequest{ResumeTimeout: 3 * time.Minute, CertificatesMinRemaining: 45 * 24 * time.Hour, Cause: "schedule"}},
+		{"bounds the request sets win", held, WakeRequest{ResumeTimeout: time.Minute, CertificatesMinRemaining: time.Hour},
+			WakeRequest{ResumeTimeout: time.Minute, CertificatesMinRemaining: time.Hour}},
+		{"one bound set, the other from the terms", held, WakeRequest{ResumeTimeout: time.Minute},
+			WakeRequest{ResumeTimeout: time.Minute, CertificatesMinRemaining: 45 * 24 * time.Hour}},
+		{"a lease without wake terms keeps the defaults (zero)", NewState(Input{LeaseID: "l0",
+			LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour}}), WakeRequest{}, WakeRequest{}},
+	} {
+		if got := tc.state.Wake(tc.req); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	// The terms survive continue-as-new (they are the Input's, which the next run gets again).
+	warm := boundState(func(in *Input) { in.LeaseTerms = terms })
+	next := NewState(Input{LeaseID: "l1", LeaseTerms: terms, Resume: warm.Resume()})
+	if got := next.Wake(WakeRequest{}); got.ResumeTimeout != 3*time.Minute {
+		t.Errorf("a resumed lease's wake: %+v", got)
 	}
 }

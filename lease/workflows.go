@@ -193,7 +193,7 @@ func extendRejection(reason api.ReasonCode) error {
 func (r *leaseRun) ensureWarmBound() bool {
 	lctx := workflow.WithLocalActivityOptions(r.ctx, bindLocalOptions())
 	err := workflow.ExecuteLocalActivity(lctx, ActivityEnsureLeaseBound, BoundLease{
-		Record: r.record(), NotAfter: r.st.View.BoundAt.Add(r.in.MaxTTL),
+		Lease: r.st.View, NotAfter: r.st.View.BoundAt.Add(r.in.MaxTTL),
 	}).Get(r.ctx, nil)
 	if err != nil {
 		r.st.Fail(api.ReasonBackendError)
@@ -311,18 +311,11 @@ func (r *leaseRun) end() error {
 	return nil
 }
 
-// record is the lease's store row as the state has it.
-func (r *leaseRun) record() Record {
-	v := &r.st.View
-	return Record{ID: v.ID, Pool: v.Pool, Principal: r.in.Principal, Phase: v.Phase, InstanceID: v.InstanceID,
-		TTL: r.in.TTL, ExpiresAt: v.ExpiresAt, Reason: v.Reason}
-}
-
 // projectAsync writes the lease's row (RecordLease); project waits for it.
 func (r *leaseRun) projectAsync() workflow.Future {
 	var a *Activities
 	short := workflow.WithActivityOptions(r.ctx, instance.StoreWriteOptions())
-	return workflow.ExecuteActivity(short, a.RecordLease, r.record())
+	return workflow.ExecuteActivity(short, a.RecordLease, r.st.View)
 }
 
 func (r *leaseRun) project() { _ = r.projectAsync().Get(r.ctx, nil) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"maps"
 	"slices"
 	"sync"
@@ -75,7 +76,8 @@ func newLeaseEnv(t *testing.T, children ...func(*leaseEnv)) *leaseEnv {
 	return le
 }
 
-var input = lease.Input{LeaseID: "lease-1", Pool: "p", Principal: "alice", TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2}
+var input = lease.Input{LeaseID: "lease-1", Pool: "p", Principal: "alice",
+	LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2}}
 
 func (le *leaseEnv) assignAfter(d time.Duration) {
 	le.env.RegisterDelayedCallback(func() {

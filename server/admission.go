@@ -4,41 +4,21 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
-// admission is what a lease is granted: its TTL, the ceiling extensions cannot pass, and how
-// many extensions it may ask for.
-type admission struct {
-	ttl           time.Duration
-	ceiling       time.Duration
-	maxExtensions int
-}
-
-// admit decides, without I/O, what a role's principal is granted for a create request on a pool:
-// refused (the role may not lease from the pool), or the requested TTL (or the pool's default)
-// clamped to the tighter of the pool's and the role's ceilings, and the tighter of their
-// extension budgets. Quotas and aliases are the store's (they need the other leases).
-func admit(pol poolspec.Policy, roleName string, role access.Role, c leaseCreate) (admission, error) {
-	if !role.AllowsPool(c.pool) {
-		return admission{}, fmt.Errorf("role %s may lease from pools %s, not %s", roleName, strings.Join(role.Pools, ", "), c.pool)
+// admit decides, without I/O, the terms a principal p of role is granted for a lease of pool
+// pol asking ask: refused when the role may not lease from the pool, else the pool's terms
+// narrowed by the grant's limits (poolspec.Policy.LeaseTerms, the one place they are worked
+// out). Quotas and aliases are the store's (they need the other leases).
+func admit(pol poolspec.Policy, p access.Principal, role access.Role, ask poolspec.LeaseAsk) (poolspec.LeaseTerms, error) {
+	if !role.AllowsPool(pol.Name) {
+		return poolspec.LeaseTerms{}, fmt.Errorf("role %s may lease from pools %s, not %s", p.Role, strings.Join(role.Pools, ", "), pol.Name)
 	}
-	a := admission{ceiling: pol.MaxTTL, maxExtensions: pol.MaxExtensions}
-	if rm := role.MaxTTLOrZero(); rm > 0 && rm < a.ceiling {
-		a.ceiling = rm
-	}
-	a.ttl = c.ttl
-	if a.ttl == 0 {
-		a.ttl = pol.TTL
-	}
-	a.ttl = min(a.ttl, a.ceiling)
-	if role.MaxExtensions != nil {
-		a.maxExtensions = min(a.maxExtensions, *role.MaxExtensions)
-	}
-	return a, nil
+	ask.Owner, ask.GrantMaxTTL, ask.GrantMaxExtensions = p.Name, role.MaxTTLOrZero(), role.MaxExtensions
+	return pol.LeaseTerms(ask), nil
 }
 
 // policyCache keeps each pool's resolved policy by the generation of its store row, so that a

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -96,7 +97,8 @@ func TestLeaseContinuesAsNewBehindTheAPI(t *testing.T) {
 	const id = "lease-can"
 	require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "can", Principal: "anonymous", Phase: api.LeasePending, TTL: time.Hour}))
 	_, err = lease.Start(ctx, tmp.Client, "can", lease.Input{LeaseID: id, Pool: "can", Principal: "anonymous",
-		TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute, ContinueAsNewAfter: 60}, true)
+		LeaseTerms:  poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2},
+		IdleTimeout: 10 * time.Minute, ContinueAsNewAfter: 60}, true)
 	require.NoError(t, err)
 	require.NoError(t, tmp.Client.SignalWorkflow(ctx, id, "", pool.SignalAssigned, pool.Assignment{InstanceID: "i1",
 		Backend: "stub", Placement: instance.HostAssignment{HostID: "h", TaskQueue: "can"}, Endpoint: "https://stub"}))

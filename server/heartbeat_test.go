@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -37,7 +38,7 @@ func TestHeartbeatOnlyForLeasesWithAnIdleTimeout(t *testing.T) {
 	for id, idle := range map[string]time.Duration{"lease-idle": 10 * time.Minute, "lease-plain": 0} {
 		require.NoError(t, st.UpsertLease(ctx, store.Lease{ID: id, Pool: "hb", Principal: "anonymous", Phase: api.LeasePending, TTL: time.Hour}))
 		_, err := lease.Start(ctx, tmp.Client, "hb", lease.Input{LeaseID: id, Pool: "hb", Principal: "anonymous",
-			TTL: time.Hour, MaxTTL: 2 * time.Hour, IdleTimeout: idle}, false)
+			LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 2 * time.Hour}, IdleTimeout: idle}, false)
 		require.NoError(t, err)
 	}
 	beat := func(id string) int {

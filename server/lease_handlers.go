@@ -42,108 +42,129 @@ const (
 
 var aliasRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
-// leaseCreate is a validated POST /v1/leases.
-type leaseCreate struct {
-	pool        string
-	ttl         time.Duration // requested, 0 = pool default
-	idleTimeout time.Duration
-	req         api.LeaseRequest
-}
-
 // ValidateLeaseRequest checks a create request's fields; the error names the field.
 func ValidateLeaseRequest(req api.LeaseRequest) error {
-	_, err := validateLeaseRequest(req)
+	_, _, err := leaseRequest(req)
 	return err
 }
 
-func validateLeaseRequest(req api.LeaseRequest) (leaseCreate, error) {
-	c := leaseCreate{req: req, pool: req.Pool}
+// leaseRequest is the wire → domain translation of POST /v1/leases, the one place it is made:
+// the body checked field by field (the error names the field) and made into the start input of
+// its lease — all of it but what its admission sets: its id, its principal and the terms its
+// pool grants it — and into what it asks of those terms (poolspec.Policy.LeaseTerms). The pool
+// is named by pool or profile (upstream's name). The alias, metadata and idempotency key are
+// the store row's too (admissionRow).
+func leaseRequest(req api.LeaseRequest) (lease.Input, poolspec.LeaseAsk, error) {
+	in := lease.Input{Pool: req.Pool, Priority: req.Priority}
+	ask := poolspec.LeaseAsk{Alias: req.Alias, Metadata: req.Metadata}
 	switch {
 	case req.Pool == "" && req.Profile == "":
-		return c, errors.New("pool: required (or profile, its upstream name)")
+		return in, ask, errors.New("pool: required (or profile, its upstream name)")
 	case req.Pool != "" && req.Profile != "" && req.Pool != req.Profile:
-		return c, fmt.Errorf("pool %q and profile %q differ; give one, or the same in both", req.Pool, req.Profile)
+		return in, ask, fmt.Errorf("pool %q and profile %q differ; give one, or the same in both", req.Pool, req.Profile)
 	case req.Pool == "":
-		c.pool = req.Profile
+		in.Pool = req.Profile
 	}
-	if len(c.pool) > 63 || !aliasRE.MatchString(c.pool) {
-		return c, fmt.Errorf("pool: %q is not a pool name", c.pool)
+	if len(in.Pool) > 63 || !aliasRE.MatchString(in.Pool) {
+		return in, ask, fmt.Errorf("pool: %q is not a pool name", in.Pool)
 	}
 	if req.TTL != "" {
 		d, err := time.ParseDuration(req.TTL)
 		if err != nil || d <= 0 {
-			return c, fmt.Errorf("ttl: %q is not a positive duration (e.g. 30m, 2h)", req.TTL)
+			return in, ask, fmt.Errorf("ttl: %q is not a positive duration (e.g. 30m, 2h)", req.TTL)
 		}
 		if d < api.MinLeaseTTL {
 			// A lease must outlive its own bind (api.MinLeaseTTL).
-			return c, fmt.Errorf("ttl: %q is shorter than the minimum of %s", req.TTL, api.MinLeaseTTL)
+			return in, ask, fmt.Errorf("ttl: %q is shorter than the minimum of %s", req.TTL, api.MinLeaseTTL)
 		}
-		c.ttl = d
+		ask.TTL = d
 	}
 	if req.IdleTimeout != "" {
 		d, err := time.ParseDuration(req.IdleTimeout)
 		if err != nil || d < minIdleTimeout {
-			return c, fmt.Errorf("idleTimeout: %q is not a duration of at least %s", req.IdleTimeout, minIdleTimeout)
+			return in, ask, fmt.Errorf("idleTimeout: %q is not a duration of at least %s", req.IdleTimeout, minIdleTimeout)
 		}
-		c.idleTimeout = d
+		in.IdleTimeout = d
 	}
+	if err := checkLeaseLabels(req); err != nil {
+		return in, ask, err
+	}
+	if req.Priority < -maxPriority || req.Priority > maxPriority {
+		return in, ask, fmt.Errorf("priority: %d is outside [-%d, %d]", req.Priority, maxPriority, maxPriority)
+	}
+	return in, ask, nil
+}
+
+// checkLeaseLabels checks what a create request says of the lease for its holder alone: its
+// alias, metadata and idempotency key.
+func checkLeaseLabels(req api.LeaseRequest) error {
 	if req.Alias != "" && !aliasRE.MatchString(req.Alias) {
-		return c, fmt.Errorf("alias: %q must be a DNS label (lower-case letters, digits, '-'; at most 63)", req.Alias)
+		return fmt.Errorf("alias: %q must be a DNS label (lower-case letters, digits, '-'; at most 63)", req.Alias)
 	}
 	if strings.HasPrefix(req.Alias, "lease-") {
-		return c, fmt.Errorf("alias: %q must not start with lease- (that is how lease ids start)", req.Alias)
+		return fmt.Errorf("alias: %q must not start with lease- (that is how lease ids start)", req.Alias)
 	}
 	if len(req.Metadata) > maxMetadataKeys {
-		return c, fmt.Errorf("metadata: %d keys, at most %d", len(req.Metadata), maxMetadataKeys)
+		return fmt.Errorf("metadata: %d keys, at most %d", len(req.Metadata), maxMetadataKeys)
 	}
 	size := 0
 	for k, v := range req.Metadata {
 		if k == "" {
-			return c, errors.New("metadata: empty key")
+			return errors.New("metadata: empty key")
 		}
 		size += len(k) + len(v)
 	}
 	if size > maxMetadataBytes {
-		return c, fmt.Errorf("metadata: %d bytes, at most %d", size, maxMetadataBytes)
+		return fmt.Errorf("metadata: %d bytes, at most %d", size, maxMetadataBytes)
 	}
 	if len(req.IdempotencyKey) > maxIdempotencyKey {
-		return c, fmt.Errorf("idempotencyKey: %d bytes, at most %d", len(req.IdempotencyKey), maxIdempotencyKey)
+		return fmt.Errorf("idempotencyKey: %d bytes, at most %d", len(req.IdempotencyKey), maxIdempotencyKey)
 	}
-	if req.Priority < -maxPriority || req.Priority > maxPriority {
-		return c, fmt.Errorf("priority: %d is outside [-%d, %d]", req.Priority, maxPriority, maxPriority)
-	}
-	return c, nil
+	return nil
 }
 
-// requestHash identifies a create request's meaning, for idempotent replays.
-func (c leaseCreate) requestHash() string {
+// requestHash identifies a create request's meaning, for idempotent replays: the lease's pool,
+// priority and idle timeout (in) and what it asked (ask). Its bytes are those of v0.1.0, so
+// that a retry across an upgrade still replays.
+func requestHash(in lease.Input, ask poolspec.LeaseAsk) string {
 	b, _ := json.Marshal(struct {
 		Pool, TTL, Alias, Idle string
 		Metadata               map[string]string
 		Priority               int
-	}{c.pool, c.ttl.String(), c.req.Alias, c.idleTimeout.String(), c.req.Metadata, c.req.Priority})
+	}{in.Pool, ask.TTL.String(), ask.Alias, in.IdleTimeout.String(), ask.Metadata, in.Priority})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }
 
-// poolPolicy reads a pool's declared policy from the store.
+// admissionRow is the store row a new lease is admitted with: its workflow's first view
+// (lease.Row, the domain → row translation) over what only the row keeps of the request.
+func admissionRow(in lease.Input, ask poolspec.LeaseAsk, role string, req api.LeaseRequest) store.Lease {
+	return lease.Row(lease.NewState(in).View, store.Lease{Role: role, Alias: req.Alias, Metadata: req.Metadata,
+		IdempotencyKey: req.IdempotencyKey, RequestHash: requestHash(in, ask)})
+}
+
+// poolPolicy reads a pool's declared policy from the store (policyOf).
 func (s *Server) poolPolicy(ctx context.Context, name string) (poolspec.Policy, error) {
 	p, err := s.Store.GetPool(ctx, name)
 	if err != nil {
 		return poolspec.Policy{}, err
 	}
-	if pol, ok := s.policies.get(name, p.Generation); ok {
+	return s.policyOf(p)
+}
+
+// policyOf is the policy of the pool whose store row is p: poolspec's derivation of its
+// manifest (ParseStored), kept by the row's generation so that a lease create parses and
+// validates the manifest only after an apply. The server reads a pool's policy nowhere else;
+// what a lease takes of it are its terms, derived by poolspec too (admit).
+func (s *Server) policyOf(p store.Pool) (poolspec.Policy, error) {
+	if pol, ok := s.policies.get(p.Name, p.Generation); ok {
 		return pol, nil
 	}
-	m, err := poolspec.Parse(p.Spec)
+	pol, err := poolspec.ParseStored(p.Spec)
 	if err != nil {
-		return poolspec.Policy{}, fmt.Errorf("stored spec of pool %s: %w", name, err)
+		return pol, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
-	pol, err := m.ValidateStored()
-	if err != nil {
-		return pol, err
-	}
-	s.policies.put(name, p.Generation, pol)
+	s.policies.put(p.Name, p.Generation, pol)
 	return pol, nil
 }
 
@@ -153,15 +174,15 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	c, err := validateLeaseRequest(req)
+	in, ask, err := leaseRequest(req)
 	if err != nil {
 		badRequest(w, err.Error())
 		return
 	}
 	ctx := r.Context()
-	pol, err := s.poolPolicy(ctx, c.pool)
+	pol, err := s.poolPolicy(ctx, in.Pool)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", c.pool))
+		writeError(w, http.StatusNotFound, api.ReasonNotFound, "Pool not found", fmt.Sprintf("no pool named %q", in.Pool))
 		return
 	}
 	if err != nil {
@@ -169,12 +190,11 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	role, _ := s.Policy.RoleOf(p)
-	adm, err := admit(pol, p.Role, role, c)
-	if err != nil {
+	if in.LeaseTerms, err = admit(pol, p, role, ask); err != nil {
 		writeError(w, http.StatusForbidden, api.ReasonForbidden, "Forbidden", err.Error())
 		return
 	}
-	ttl, ceiling, maxExt := adm.ttl, adm.ceiling, adm.maxExtensions
+	in.LeaseID, in.Principal, in.ContinueAsNewAfter = newID("lease-"), p.Name, s.ContinueAsNewAfter
 
 	// The admission and its event are one transaction: no lease without its lease.create.
 	var admitted store.Lease
@@ -182,26 +202,22 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 	err = s.Store.InTx(ctx, func(tx store.Store) error {
 		var err error
 		admitted, replayed, err = tx.AdmitLease(ctx, store.AdmitRequest{
-			Lease: store.Lease{ID: newID("lease-"), Pool: c.pool, Principal: p.Name, Role: p.Role, Alias: req.Alias,
-				IdempotencyKey: req.IdempotencyKey, RequestHash: c.requestHash(), TTL: ttl, Metadata: req.Metadata},
+			Lease:           admissionRow(in, ask, p.Role, req),
 			MaxPerPrincipal: role.MaxConcurrentLeases,
 			MaxPerRole:      role.Quota,
 		})
 		if err != nil || replayed {
 			return err
 		}
-		_, err = tx.AppendEvent(ctx, s.auditEvent(r, "lease.create", admitted.ID, c.pool, "accepted",
-			map[string]any{"ttl": ttl.String(), "alias": req.Alias}))
+		_, err = tx.AppendEvent(ctx, s.auditEvent(r, "lease.create", admitted.ID, in.Pool, "accepted",
+			map[string]any{"ttl": in.TTL.String(), "alias": req.Alias}))
 		return err
 	})
 	if err != nil {
-		s.refuseAdmission(w, r, c.pool, req, err)
+		s.refuseAdmission(w, r, in.Pool, req, err)
 		return
 	}
-	in := lease.Input{LeaseID: admitted.ID, Pool: c.pool, Principal: p.Name, TTL: ttl, MaxTTL: ceiling,
-		MaxExtensions: maxExt, Priority: req.Priority, IdleTimeout: c.idleTimeout,
-		AfterInactivity:    pol.Sleep.InactivityFor(p.Name, req.Alias, req.Metadata),
-		ContinueAsNewAfter: s.ContinueAsNewAfter}
+	in.LeaseID = admitted.ID // a replay's is the first request's
 	if replayed {
 		s.answerReplayed(w, r, admitted, in)
 		return
@@ -216,7 +232,7 @@ func (s *Server) handleLeaseCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	view := s.storeView(admitted)
-	view.QueuePosition = s.queuePosition(ctx, c.pool, admitted.ID)
+	view.QueuePosition = s.queuePosition(ctx, in.Pool, admitted.ID)
 	writeJSON(w, http.StatusAccepted, view)
 }
 
@@ -349,7 +365,8 @@ func quotaDetail(qe *store.QuotaError) string {
 	return fmt.Sprintf("principal %s holds %d of %d concurrent leases; release one (kobe lease list)", qe.Name, qe.Used, qe.Limit)
 }
 
-// storeView is a lease as the store has it.
+// storeView is the row → wire translation of a lease: the lease as the store has it (a list, a
+// lease whose workflow does not answer); applyWorkflowView lays the workflow's view over it.
 func (s *Server) storeView(l store.Lease) api.Lease {
 	v := api.Lease{ID: l.ID, ResourceKind: resourceKindLease, Phase: l.Phase, Profile: l.Pool, Pool: l.Pool,
 		EffectiveTTL: l.TTL.String(), Alias: l.Alias, Metadata: l.Metadata, Owner: l.Principal, Reason: l.Reason,
@@ -395,7 +412,7 @@ func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *lease.Vie
 		lv = s.queryLease(ctx, l.ID)
 	}
 	if lv != nil {
-		s.applyWorkflowView(&v, *lv)
+		applyWorkflowView(&v, *lv)
 	}
 	if v.Phase == api.LeasePending {
 		v.QueuePosition = s.queuePosition(ctx, l.Pool, l.ID)
@@ -410,7 +427,11 @@ func (s *Server) leaseViewFrom(ctx context.Context, l store.Lease, lv *lease.Vie
 	return v, nil
 }
 
-func (s *Server) applyWorkflowView(v *api.Lease, lv lease.View) {
+// applyWorkflowView is the domain → wire translation of a lease: its workflow's view lv laid
+// over v, the lease as its store row has it (storeView). What the row alone knows (alias,
+// metadata, owner, creation time) and what the handler adds (queue position, kubeconfig) are
+// not the view's.
+func applyWorkflowView(v *api.Lease, lv lease.View) {
 	v.Phase, v.Reason, v.ClusterName, v.Endpoint, v.Extensions = lv.Phase, lv.Reason, lv.InstanceID, lv.Endpoint, lv.Extensions
 	v.Sleeping = lv.Sleeping
 	if !lv.BoundAt.IsZero() {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -58,7 +59,7 @@ func releaseOnceStarted(t *testing.T, tmp *testsuite.Temporal, s *server.Server,
 	t.Helper()
 	ctx := context.Background()
 	_, err := lease.Start(ctx, tmp.Client, poolName, lease.Input{LeaseID: id, Pool: poolName, Principal: "anonymous",
-		TTL: time.Hour, MaxTTL: 2 * time.Hour}, false)
+		LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 2 * time.Hour}}, false)
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1/leases/"+id, nil))

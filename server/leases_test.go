@@ -123,13 +123,14 @@ func TestPoolViewSaysAnUnusedSize(t *testing.T) {
 		return json.RawMessage(`{"apiVersion":"kobe.kunobi.ninja/v1alpha1","kind":"ClusterPool","metadata":{"name":"ci"},
 			"spec":{"backend":{"type":"local"},"cluster":{"version":"v1.37.2"}` + extra + `}}`)
 	}
-	v := s.poolView(ctx, store.Pool{Name: "ci", Backend: "local", Spec: spec(`,"size":3,"scaling":{"minReady":1}`)}, access.Role{})
+	v := s.poolView(ctx, store.Pool{Name: "ci", Backend: "local", Generation: 1, Spec: spec(`,"size":3,"scaling":{"minReady":1}`)}, access.Role{})
 	require.NotNil(t, v.Policy.UnusedSize, "%+v", v.Policy)
 	assert.Equal(t, 3, *v.Policy.UnusedSize)
 	assert.Equal(t, "autoscale", v.Policy.Mode)
 	assert.Equal(t, 1, v.Policy.WarmTarget, "the warm target is scaling.minReady")
 
-	v = s.poolView(ctx, store.Pool{Name: "ci", Backend: "local", Spec: spec(`,"size":3`)}, access.Role{})
+	// Applied again (the store's generation grows with each apply; the policy is read by it).
+	v = s.poolView(ctx, store.Pool{Name: "ci", Backend: "local", Generation: 2, Spec: spec(`,"size":3`)}, access.Role{})
 	assert.Nil(t, v.Policy.UnusedSize)
 	assert.Equal(t, 3, v.Policy.WarmTarget)
 }

@@ -45,29 +45,13 @@ func poolBackendCapabilities(backend string, options json.RawMessage) []string {
 func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) api.PoolView {
 	v := api.PoolView{Name: p.Name, ResourceKind: resourceKindPool, Backend: p.Backend,
 		Capabilities: poolCapabilities(role, p.Name), ManagedBy: p.ManagedBy}
-	var pol poolspec.Policy
-	var unusedSize *int
-	validPolicy := false
-	if m, err := poolspec.Parse(p.Spec); err == nil {
-		pol, err = m.ValidateStored()
-		validPolicy = err == nil
-		if m.Spec.Scaling != nil {
-			unusedSize = m.Spec.Size
-		}
-	}
+	pol, err := s.policyOf(p)
 	var options json.RawMessage
-	if validPolicy {
+	if err == nil {
 		options = pol.BackendOptions
+		v.Policy = wirePoolPolicy(pol, unusedSize(p.Spec))
 	}
 	v.BackendCapabilities = poolBackendCapabilities(p.Backend, options)
-	if validPolicy {
-		mode := "fixed"
-		if pol.Autoscale {
-			mode = "autoscale"
-		}
-		v.Policy = api.PoolPolicy{Mode: mode, TTL: pol.TTL.String(), MaxTTL: pol.MaxTTL.String(), MaxExtensions: pol.MaxExtensions,
-			WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String(), UnusedSize: unusedSize}
-	}
 	st, err := s.queryPool(ctx, p.Name)
 	if err != nil {
 		// The pool's workflow does not answer (Temporal restarting, the worker down): the
@@ -84,6 +68,28 @@ func (s *Server) poolView(ctx context.Context, p store.Pool, role access.Role) a
 		v.NextAttemptAt = &t
 	}
 	return v
+}
+
+// wirePoolPolicy is the domain → wire translation of a pool's policy: the part shown to lease
+// holders (api.PoolPolicy). unusedSize is the manifest's spec.size when spec.scaling is set too.
+func wirePoolPolicy(pol poolspec.Policy, unusedSize *int) api.PoolPolicy {
+	mode := "fixed"
+	if pol.Autoscale {
+		mode = "autoscale"
+	}
+	return api.PoolPolicy{Mode: mode, TTL: pol.TTL.String(), MaxTTL: pol.MaxTTL.String(), MaxExtensions: pol.MaxExtensions,
+		WarmTarget: pol.WarmTarget, MaxClusters: pol.MaxClusters, QueueTimeout: pol.QueueTimeout.String(), UnusedSize: unusedSize}
+}
+
+// unusedSize is the manifest's spec.size when spec.scaling is set too: accepted, as upstream
+// does, and not used (the warm target is spec.scaling.minReady), so the policy has no trace of
+// it; the pool's view says so.
+func unusedSize(spec []byte) *int {
+	m, err := poolspec.Parse(spec)
+	if err != nil || m.Spec.Scaling == nil {
+		return nil
+	}
+	return m.Spec.Size
 }
 
 // Capabilities of a pool, as upstream names them: what its caller may do there.
@@ -270,15 +276,22 @@ func (s *Server) handlePoolLeases(w http.ResponseWriter, r *http.Request) {
 	seeAll := s.callerRole(r).Can(access.PermPoolAdmin)
 	out := []api.PoolLease{}
 	for _, l := range ls {
-		pl := api.PoolLease{ID: l.ID, Phase: l.Phase, Profile: l.Pool, ClusterName: l.InstanceID, CreatedAt: l.CreatedAt}
-		if !l.ExpiresAt.IsZero() {
-			t := l.ExpiresAt
-			pl.ExpiresAt = &t
-		}
-		if seeAll || l.Principal == me {
-			pl.Requester, pl.Alias, pl.Metadata = l.Principal, l.Alias, l.Metadata
-		}
-		out = append(out, pl)
+		out = append(out, poolLeaseView(l, seeAll || l.Principal == me))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// poolLeaseView is the row → wire translation of a lease in its pool's list
+// (GET /v1/pools/{name}/leases): its requester, alias and metadata only when shown (the
+// caller's own lease, or a caller who manages pools).
+func poolLeaseView(l store.Lease, shown bool) api.PoolLease {
+	pl := api.PoolLease{ID: l.ID, Phase: l.Phase, Profile: l.Pool, ClusterName: l.InstanceID, CreatedAt: l.CreatedAt}
+	if !l.ExpiresAt.IsZero() {
+		t := l.ExpiresAt
+		pl.ExpiresAt = &t
+	}
+	if shown {
+		pl.Requester, pl.Alias, pl.Metadata = l.Principal, l.Alias, l.Metadata
+	}
+	return pl
 }

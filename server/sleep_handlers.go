@@ -25,16 +25,11 @@ func (s *Server) leaseSleepChange(w http.ResponseWriter, r *http.Request, asleep
 	if !ok {
 		return
 	}
-	action, update, title := "lease.wake", lease.UpdateWake, "Wake refused"
-	var arg any
+	// A wake is bounded by the lease's own terms (its pool's resumeTimeout and certificate
+	// minimum, granted at admission): the request says nothing of them.
+	action, update, title, arg := "lease.wake", lease.UpdateWake, "Wake refused", any(lease.WakeRequest{})
 	if asleep {
 		action, update, title, arg = "lease.sleep", lease.UpdateSleep, "Sleep refused", lease.SleepRequest{}
-	} else {
-		req := lease.WakeRequest{}
-		if pol, err := s.poolPolicy(r.Context(), l.Pool); err == nil {
-			req = lease.WakeFor(pol)
-		}
-		arg = req
 	}
 	if l.Phase == api.LeasePending {
 		// Right after a bind the row may still say Pending (its projection lags the workflow,

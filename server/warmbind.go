@@ -60,12 +60,12 @@ func (s *Server) warmBind(ctx context.Context, r *http.Request, l store.Lease, i
 		return api.Lease{}, 0, false
 	}
 	admitted := l
-	asg := res.Assignment
-	l.Phase, l.InstanceID, l.ExpiresAt = api.LeaseBound, asg.InstanceID, asg.At.Add(in.TTL)
-	view = s.storeView(l)
-	boundAt := asg.At
-	view.BoundAt, view.Endpoint = &boundAt, asg.Endpoint
-	kc, err := s.mintBound(ctx, l, in, asg)
+	// The lease as its workflow starts: Bound to the pool's member from its first event.
+	in.Bound = &res.Assignment
+	bound := lease.NewState(in).View
+	view = s.storeView(lease.Row(bound, l))
+	applyWorkflowView(&view, bound)
+	kc, err := s.mintBound(ctx, bound, in.MaxTTL)
 	if errors.Is(err, store.ErrLeaseEnded) {
 		// The lease ended (its ttl ran out, it was released) before its Bound row was
 		// written: nothing was written, it stays ended, and the answer is the lease as it is.
@@ -113,19 +113,18 @@ func (s *Server) unmintedView(ctx context.Context, admitted store.Lease) (api.Le
 // workflow does the same if this does not happen (whoever is first wins: both hand out the
 // stored kubeconfig, and the event is written once). A lease that has ended meanwhile is
 // refused both writes (store.ErrLeaseEnded) and nothing is written: it is not Bound again.
-func (s *Server) mintBound(ctx context.Context, l store.Lease, in lease.Input, asg pool.Assignment) ([]byte, error) {
-	prepared, err := leasecred.Prepared(ctx, s.Store, s.Secrets, asg.InstanceID)
+func (s *Server) mintBound(ctx context.Context, bound lease.View, maxTTL time.Duration) ([]byte, error) {
+	prepared, err := leasecred.Prepared(ctx, s.Store, s.Secrets, bound.InstanceID)
 	if err != nil {
 		return nil, err
 	}
 	var kc []byte
 	err = s.Store.InTx(ctx, func(tx store.Store) error {
 		var err error
-		if kc, err = leasecred.Ensure(ctx, tx, s.Secrets, prepared, l.ID, asg.At.Add(in.MaxTTL)); err != nil {
+		if kc, err = leasecred.Ensure(ctx, tx, s.Secrets, prepared, bound.ID, bound.BoundAt.Add(maxTTL)); err != nil {
 			return err
 		}
-		return lease.RecordLeaseIn(ctx, tx, lease.Record{ID: l.ID, Pool: l.Pool, Principal: l.Principal, Phase: api.LeaseBound,
-			InstanceID: asg.InstanceID, TTL: in.TTL, ExpiresAt: l.ExpiresAt})
+		return lease.RecordLeaseIn(ctx, tx, bound)
 	})
 	if err != nil {
 		return nil, err

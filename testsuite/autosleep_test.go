@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,7 +30,7 @@ import (
 // real local clusters. The idle one sleeps (its processes stop) although kobe health-checks its
 // cluster all along; the one whose holder keeps using its kubeconfig stays awake, and sleeps
 // once the use stops; the one an exclusion matches stays awake, idle. The leases' inputs come
-// from the pool's policy as the API makes them (SleepPolicy.InactivityFor). With
+// from the pool's policy as the API makes them (poolspec.Policy.LeaseTerms). With
 // KOBE_RECORD_HISTORIES=1 it records the active and the idle lease's histories (when absent).
 func TestLeaseAutoSleep(t *testing.T) {
 	if testing.Short() {
@@ -67,8 +68,8 @@ spec:
 	// The principal is the one kobe's API gives a request without authentication, so that the
 	// API can read the leases below.
 	start := func(id string, metadata map[string]string) lease.View {
-		in := lease.Input{LeaseID: id, Pool: "dozy", Principal: "anonymous", TTL: pol.TTL, MaxTTL: pol.MaxTTL,
-			AfterInactivity: pol.Sleep.InactivityFor("anonymous", "", metadata)}
+		in := lease.Input{LeaseID: id, Pool: "dozy", Principal: "anonymous",
+			LeaseTerms: pol.LeaseTerms(poolspec.LeaseAsk{Owner: "anonymous", Metadata: metadata})}
 		_, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"}, lease.WorkflowName, in)
 		require.NoError(t, err)
 		var lv lease.View

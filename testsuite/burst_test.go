@@ -3,6 +3,7 @@ package testsuite_test
 import (
 	"context"
 	"fmt"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"sort"
 	"sync"
 	"testing"
@@ -90,7 +91,7 @@ spec:
 			id := fmt.Sprintf("lease-burst-%02d", i)
 			run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
 				lease.WorkflowName, lease.Input{LeaseID: id, Pool: "burst", Principal: "ci",
-					TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2})
+					LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2}})
 			if !assert.NoError(t, err) {
 				return
 			}

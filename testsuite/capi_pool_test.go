@@ -3,6 +3,7 @@ package testsuite_test
 import (
 	"context"
 	"errors"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -107,7 +108,7 @@ spec:
 
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-capi", TaskQueue: "kobe"},
 		lease.WorkflowName, lease.Input{LeaseID: "lease-capi", Pool: "capi", Principal: "alice",
-			TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
+			LeaseTerms: poolspec.LeaseTerms{TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions}})
 	require.NoError(t, err)
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-capi"); return lv.Phase == api.LeaseBound },

@@ -3,6 +3,7 @@ package testsuite_test
 import (
 	"context"
 	"errors"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"testing"
 	"time"
 
@@ -60,7 +61,8 @@ spec:
 
 	const leaseID = "lease-recycled"
 	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leaseID, TaskQueue: "kobe"},
-		lease.WorkflowName, lease.Input{LeaseID: leaseID, Pool: "recycled", Principal: "alice", TTL: pol.TTL, MaxTTL: pol.MaxTTL})
+		lease.WorkflowName, lease.Input{LeaseID: leaseID, Pool: "recycled", Principal: "alice",
+			LeaseTerms: poolspec.LeaseTerms{TTL: pol.TTL, MaxTTL: pol.MaxTTL}})
 	require.NoError(t, err)
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, leaseID); return lv.Phase == api.LeaseBound }, 2*time.Minute, 20*time.Millisecond)

@@ -3,6 +3,7 @@ package testsuite_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -187,8 +188,8 @@ func TestLeaseExtendRespectsSleepAndExpiry(t *testing.T) {
 
 	t.Run("asleep", func(t *testing.T) {
 		const id = "lease-extend-asleep"
-		startBoundLease(t, ctx, tmp.Client, queue, lease.Input{LeaseID: id, Pool: "p", Principal: "anonymous", TTL: time.Hour,
-			MaxTTL: 3 * time.Hour, MaxExtensions: 2})
+		startBoundLease(t, ctx, tmp.Client, queue, lease.Input{LeaseID: id, Pool: "p", Principal: "anonymous",
+			LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 3 * time.Hour, MaxExtensions: 2}})
 		// The lease shows Bound a moment before it takes sleeps (not_ready until then): ask again.
 		var lv lease.View
 		require.Eventually(t, func() bool {
@@ -246,8 +247,8 @@ func TestLeaseExtendRespectsSleepAndExpiry(t *testing.T) {
 	t.Run("expiry during an extension", func(t *testing.T) {
 		const id = "lease-expire-extending"
 		const ttl = 8 * time.Second
-		lv := startBoundLease(t, ctx, tmp.Client, queue, lease.Input{LeaseID: id, Pool: "p", Principal: "alice", TTL: ttl,
-			MaxTTL: time.Hour, MaxExtensions: 2})
+		lv := startBoundLease(t, ctx, tmp.Client, queue, lease.Input{LeaseID: id, Pool: "p", Principal: "alice",
+			LeaseTerms: poolspec.LeaseTerms{TTL: ttl, MaxTTL: time.Hour, MaxExtensions: 2}})
 		// The extension starts 3 s before the expiry and its issuance takes 20 s.
 		cluster.set(id, 20*time.Second)
 		time.Sleep(time.Until(lv.ExpiresAt.Add(-3 * time.Second)))

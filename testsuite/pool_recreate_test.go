@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ spec:
 	startLease := func(id string) {
 		run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
 			lease.WorkflowName, lease.Input{LeaseID: id, Pool: "again", Principal: "alice",
-				TTL: time.Minute, MaxTTL: time.Hour, MaxExtensions: 1})
+				LeaseTerms: poolspec.LeaseTerms{TTL: time.Minute, MaxTTL: time.Hour, MaxExtensions: 1}})
 		require.NoError(t, err)
 		require.Eventually(t, func() bool { return leaseView(t, tmp.Client, id).Phase == api.LeaseBound },
 			2*time.Minute, 50*time.Millisecond, "lease %s binds", id)

@@ -230,7 +230,8 @@ spec:
 	views := map[string]lease.View{}
 	for id, owner := range map[string]string{"lease-alice": "alice", "lease-ci": "ci-bot"} {
 		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "sleepsched"},
-			lease.WorkflowName, lease.Input{LeaseID: id, Pool: "nightly", Principal: owner, TTL: 20 * time.Minute, MaxTTL: time.Hour})
+			lease.WorkflowName, lease.Input{LeaseID: id, Pool: "nightly", Principal: owner,
+				LeaseTerms: poolspec.LeaseTerms{TTL: 20 * time.Minute, MaxTTL: time.Hour}})
 		require.NoError(t, err)
 	}
 	for _, id := range []string{"lease-alice", "lease-ci"} {

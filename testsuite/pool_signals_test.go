@@ -3,6 +3,7 @@ package testsuite_test
 import (
 	"context"
 	"fmt"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"os"
 	"path/filepath"
 	"sync"
@@ -57,7 +58,7 @@ func memberWorkerWith(t *testing.T, c client.Client, queue string, o memberOptio
 			instance.MemberReport{InstanceID: in.Spec.ID, Placement: in.Placement}).Get(ctx, nil)
 	}, workflow.RegisterOptions{Name: instance.TeardownWorkflowName})
 	ok := func(name string, fn any) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	ok("RecordLease", func(context.Context, lease.Record) error { return nil })
+	ok("RecordLease", func(context.Context, lease.View) error { return nil })
 	ok("IssueLeaseCredentials", func(context.Context, lease.CredentialRequest) error { return nil })
 	ok("RevokeLeaseCredentials", func(context.Context, lease.CredentialRequest) error { return nil })
 	ok("RecordInstance", func(context.Context, instance.Record) error { return nil })
@@ -121,7 +122,7 @@ spec:
 			id := fmt.Sprintf("lease-%02d", i)
 			run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
 				lease.WorkflowName, lease.Input{LeaseID: id, Pool: "flood", Principal: "p",
-					TTL: time.Duration(1+i%3) * time.Second, MaxTTL: time.Hour, MaxExtensions: 2})
+					LeaseTerms: poolspec.LeaseTerms{TTL: time.Duration(1+i%3) * time.Second, MaxTTL: time.Hour, MaxExtensions: 2}})
 			if err != nil {
 				errs <- err
 				return
@@ -239,7 +240,8 @@ spec:
 		require.Less(t, i, 20, "the pool continues as new within 20 leases")
 		id := fmt.Sprintf("lease-%s-%d", name, i)
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
-			lease.WorkflowName, lease.Input{LeaseID: id, Pool: name, Principal: "p", TTL: time.Hour, MaxTTL: time.Hour})
+			lease.WorkflowName, lease.Input{LeaseID: id, Pool: name, Principal: "p",
+				LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: time.Hour}})
 		require.NoError(t, err)
 		require.Eventually(t, func() bool { return leaseView(t, c, id).Phase == api.LeaseBound }, time.Minute,
 			50*time.Millisecond, "%s is bound", id)

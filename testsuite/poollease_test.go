@@ -88,7 +88,7 @@ spec:
 	t0 := time.Now()
 	run, err := tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-abc", TaskQueue: "kobe"},
 		lease.WorkflowName, lease.Input{LeaseID: "lease-abc", Pool: "warm", Principal: "alice",
-			TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
+			LeaseTerms: poolspec.LeaseTerms{TTL: pol.TTL, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions}})
 	require.NoError(t, err)
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, "lease-abc"); return lv.Phase == api.LeaseBound },
@@ -152,7 +152,7 @@ spec:
 	// A short TTL, left alone: it expires on the durable timer and its instance is torn down.
 	run, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lease-short", TaskQueue: "kobe"},
 		lease.WorkflowName, lease.Input{LeaseID: "lease-short", Pool: "warm", Principal: "bob",
-			TTL: 3 * time.Second, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions})
+			LeaseTerms: poolspec.LeaseTerms{TTL: 3 * time.Second, MaxTTL: pol.MaxTTL, MaxExtensions: pol.MaxExtensions}})
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, &lv))
 	assert.Equal(t, api.LeaseExpired, lv.Phase)

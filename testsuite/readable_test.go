@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"testing"
 	"time"
 
@@ -40,7 +41,8 @@ func TestWorkflowInputsShowDurationsAsStrings(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, input("readable-doctor"), `"hold":"1m30s"`)
 	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "readable-lease", TaskQueue: "nobody"},
-		lease.WorkflowName, lease.Input{LeaseID: "readable-lease", Pool: "ci", TTL: time.Hour, MaxTTL: 4 * time.Hour})
+		lease.WorkflowName, lease.Input{LeaseID: "readable-lease", Pool: "ci",
+			LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 4 * time.Hour}})
 	require.NoError(t, err)
 	in := input("readable-lease")
 	assert.Contains(t, in, `"ttl":"1h0m0s"`)

@@ -85,8 +85,8 @@ spec:
 		pool.WorkflowName, pool.Snapshot{Policy: pol})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "rec").Ready == 1 }, 2*time.Minute, 100*time.Millisecond)
-	leaseRun, err := lease.Start(ctx, tmp.Client, "record-host", lease.Input{LeaseID: "lease-rec", Pool: "rec",
-		Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2, IdleTimeout: 10 * time.Minute}, true)
+	leaseRun, err := lease.Start(ctx, tmp.Client, "record-host", lease.Input{LeaseID: "lease-rec", Pool: "rec", Principal: "p",
+		LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 2}, IdleTimeout: 10 * time.Minute}, true)
 	require.NoError(t, err)
 	wait, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "lease-rec", UpdateName: lease.UpdateWaitBound,
 		WaitForStage: client.WorkflowUpdateStageCompleted})
@@ -112,8 +112,8 @@ spec:
 	}, 2*time.Minute, 100*time.Millisecond)
 	// A warm bind: the Update claim binds the member, prepared when it became Ready, and
 	// starts the lease's workflow; the lease is extended (no new credential) and released.
-	warm := lease.Input{LeaseID: "lease-rec-warm", Pool: "rec", Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour,
-		MaxExtensions: 1, SearchAttributes: true}
+	warm := lease.Input{LeaseID: "lease-rec-warm", Pool: "rec", Principal: "p",
+		LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 1}, SearchAttributes: true}
 	bind, err := tmp.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: pool.WorkflowID("rec"), UpdateID: warm.LeaseID,
 		UpdateName: pool.UpdateClaim, WaitForStage: client.WorkflowUpdateStageCompleted,
 		Args: []any{pool.BindRequest{Claim: pool.ClaimRequest{LeaseID: warm.LeaseID, At: time.Now()}, Lease: warm,

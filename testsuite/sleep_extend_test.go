@@ -3,6 +3,7 @@ package testsuite_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,7 +58,8 @@ spec:
 	const id = "lease-drowsy"
 	const ttl = 90 * time.Second
 	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"}, lease.WorkflowName,
-		lease.Input{LeaseID: id, Pool: "drowsy", Principal: "anonymous", TTL: ttl, MaxTTL: 10 * time.Minute, MaxExtensions: 2})
+		lease.Input{LeaseID: id, Pool: "drowsy", Principal: "anonymous",
+			LeaseTerms: poolspec.LeaseTerms{TTL: ttl, MaxTTL: 10 * time.Minute, MaxExtensions: 2}})
 	require.NoError(t, err)
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, id); return lv.Phase == api.LeaseBound }, time.Minute, 20*time.Millisecond)

@@ -3,6 +3,7 @@ package testsuite_test
 import (
 	"bufio"
 	"context"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,7 +56,8 @@ spec:
 	require.Eventually(t, func() bool { return poolStatus(t, tmp.Client, "sleepy").Ready == 1 }, 3*time.Minute, 200*time.Millisecond)
 	const id = "lease-sleepy"
 	_, err = tmp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
-		lease.WorkflowName, lease.Input{LeaseID: id, Pool: "sleepy", Principal: "alice", TTL: pol.TTL, MaxTTL: pol.MaxTTL})
+		lease.WorkflowName, lease.Input{LeaseID: id, Pool: "sleepy", Principal: "alice",
+			LeaseTerms: poolspec.LeaseTerms{TTL: pol.TTL, MaxTTL: pol.MaxTTL}})
 	require.NoError(t, err)
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, tmp.Client, id); return lv.Phase == api.LeaseBound }, time.Minute, 20*time.Millisecond)

@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,7 +66,8 @@ spec:
 	require.Eventually(t, func() bool { return poolStatus(t, c, "shortcerts").Ready >= 1 }, 3*time.Minute, 200*time.Millisecond)
 	const id = "lease-shortcerts"
 	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
-		lease.WorkflowName, lease.Input{LeaseID: id, Pool: "shortcerts", Principal: "alice", TTL: pol.TTL, MaxTTL: pol.MaxTTL})
+		lease.WorkflowName, lease.Input{LeaseID: id, Pool: "shortcerts", Principal: "alice",
+			LeaseTerms: pol.LeaseTerms(poolspec.LeaseAsk{Owner: "alice"})})
 	require.NoError(t, err)
 	var lv lease.View
 	require.Eventually(t, func() bool { lv = leaseView(t, c, id); return lv.Phase == api.LeaseBound }, 2*time.Minute, 20*time.Millisecond)
@@ -96,10 +98,10 @@ spec:
 	t.Logf("asleep; waiting until the serving certificate expires at %s", expiry.Serving.Format(time.RFC3339))
 	time.Sleep(time.Until(later(expiry.Serving, expiry.Client)) + time.Second)
 
-	// Woken as the API wakes it: the pool's resume timeout and certificate minimum.
+	// Woken as the API wakes it: a request that says nothing, bounded by the lease's terms (the
+	// pool's resume timeout and certificate minimum, granted at admission).
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: lease.UpdateWake,
-		Args:         []any{lease.WakeRequest{ResumeTimeout: pol.ResumeTimeout, CertificatesMinRemaining: instance.WakeCertificateMinimum(pol)}},
-		WaitForStage: client.WorkflowUpdateStageCompleted})
+		Args: []any{lease.WakeRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
 	lv = lease.View{}
 	require.NoError(t, h.Get(ctx, &lv))

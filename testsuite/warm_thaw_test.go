@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ spec:
 	}, time.Minute, 50*time.Millisecond, "2 Ready, both frozen (their freezes done)")
 
 	// The API's warm bind: an Update it stops waiting for (warmBindFor, shortened).
-	in := lease.Input{LeaseID: "lease-1", Pool: name, Principal: "p", TTL: time.Hour, MaxTTL: time.Hour}
+	in := lease.Input{LeaseID: "lease-1", Pool: name, Principal: "p", LeaseTerms: poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: time.Hour}}
 	uctx, ucancel := context.WithTimeout(ctx, 2*time.Second)
 	h, err := c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{WorkflowID: pool.WorkflowID(name), UpdateID: in.LeaseID,
 		UpdateName: pool.UpdateClaim, WaitForStage: client.WorkflowUpdateStageCompleted,

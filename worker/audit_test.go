@@ -37,7 +37,7 @@ func TestProjectionsAuditOrNothing(t *testing.T) {
 			require.NoError(t, s.UpsertLease(ctx, store.Lease{ID: "lease-1", Pool: "dev", Principal: "ann", Phase: "Pending", TTL: time.Hour}))
 			require.NoError(t, s.UpsertPool(ctx, store.Pool{Name: "old", Backend: "local"}))
 			require.NoError(t, s.UpsertInstance(ctx, store.Instance{ID: "dev-1", Pool: "dev", Backend: "local", Phase: "Creating"}))
-			bound := lease.Record{ID: "lease-1", Pool: "dev", Principal: "ann", Phase: "Bound", InstanceID: "dev-1",
+			bound := lease.View{ID: "lease-1", Pool: "dev", Principal: "ann", Phase: "Bound", InstanceID: "dev-1",
 				TTL: time.Hour, ExpiresAt: time.Now().Add(time.Hour)}
 			ready := instance.Record{ID: "dev-1", Pool: "dev", Backend: "local", Phase: "Ready"}
 

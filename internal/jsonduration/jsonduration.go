@@ -92,16 +92,17 @@ func fieldFor(fields map[string][]int, key string) ([]int, bool) {
 	return nil, false
 }
 
-// durationFields maps the JSON name of each exported time.Duration field of struct type t
-// (not of embedded or nested structs) to its index.
+// durationFields maps the JSON name of each exported time.Duration field of struct type t to
+// its index: its own fields and those of the structs it embeds without a JSON name, which
+// encoding/json writes as its own (leasestart.Input embeds poolspec.LeaseTerms). Fields of
+// named or pointer struct fields are not (they are their own payloads).
 func durationFields(t reflect.Type) map[string][]int {
 	out := map[string][]int{}
 	if t.Kind() != reflect.Struct {
 		return out
 	}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() || f.Type != durationType {
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Type != durationType || !flattened(t, f.Index) {
 			continue
 		}
 		name := f.Name
@@ -117,4 +118,20 @@ func durationFields(t reflect.Type) map[string][]int {
 		out[name] = f.Index
 	}
 	return out
+}
+
+// flattened says whether encoding/json writes the field at index of t among t's own: every
+// struct on its way is embedded by value and without a JSON name.
+func flattened(t reflect.Type, index []int) bool {
+	for _, i := range index[:len(index)-1] {
+		f := t.Field(i)
+		if !f.Anonymous || f.Type.Kind() != reflect.Struct {
+			return false
+		}
+		if n, _, _ := strings.Cut(f.Tag.Get("json"), ","); n != "" {
+			return false
+		}
+		t = f.Type
+	}
+	return true
 }

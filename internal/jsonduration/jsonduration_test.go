@@ -55,3 +55,42 @@ func TestDurationsAreWrittenAsStringsAndReadBothWays(t *testing.T) {
 	assert.ErrorContains(t, json.Unmarshal([]byte(`{"ttl":"soon"}`), &back), `"soon" is not a duration`)
 	require.NoError(t, json.Unmarshal([]byte(`null`), &back))
 }
+
+// terms is embedded by withTerms below: encoding/json writes its fields as withTerms's own,
+// and so are its durations written as strings; a named struct field is its own payload.
+type terms struct {
+	TTL    time.Duration `json:"ttl"`
+	MaxTTL time.Duration `json:"maxTtl,omitempty"`
+}
+
+type withTerms struct {
+	ID string `json:"id"`
+	terms
+	Idle  time.Duration `json:"idle"`
+	Named terms         `json:"named"`
+}
+
+func (w withTerms) MarshalJSON() ([]byte, error) {
+	type plain withTerms
+	return jsonduration.Marshal(plain(w))
+}
+
+func (w *withTerms) UnmarshalJSON(b []byte) error {
+	type plain withTerms
+	return jsonduration.Unmarshal(b, (*plain)(w))
+}
+
+func TestDurationsOfAnEmbeddedStructAreTheStructsOwn(t *testing.T) {
+	in := withTerms{ID: "x", terms: terms{TTL: time.Hour, MaxTTL: 2 * time.Hour}, Idle: time.Minute, Named: terms{TTL: time.Second}}
+	raw, err := json.Marshal(in)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"id":"x","ttl":"1h0m0s","maxTtl":"2h0m0s","idle":"1m0s","named":{"ttl":1000000000}}`, string(raw),
+		"the embedded struct's durations are flat strings; the named one is left to its own type")
+
+	var back withTerms
+	require.NoError(t, json.Unmarshal(raw, &back))
+	assert.Equal(t, in, back)
+	var old withTerms
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"x","ttl":3600000000000,"maxTtl":"2h0m0s"}`), &old))
+	assert.Equal(t, withTerms{ID: "x", terms: terms{TTL: time.Hour, MaxTTL: 2 * time.Hour}}, old)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"io"
 	"net"
 	"net/http"
@@ -435,8 +436,8 @@ func TestDevStartsDefaultPool(t *testing.T) {
 	// Lease one, release it: the lease metrics appear, and the lease can be found by its
 	// search attributes (what an operator filters on in the Web UI).
 	require.True(t, p.SearchAttributes, "kobe dev registers its search attributes")
-	in := lease.Input{LeaseID: "lease-metrics", Pool: "dev", Principal: "alice", TTL: 10 * time.Minute,
-		MaxTTL: time.Hour, MaxExtensions: 1}
+	in := lease.Input{LeaseID: "lease-metrics", Pool: "dev", Principal: "alice",
+		LeaseTerms: poolspec.LeaseTerms{TTL: 10 * time.Minute, MaxTTL: time.Hour, MaxExtensions: 1}}
 	_, err = lease.Start(ctx, p.Temporal, "kobe", in, true)
 	require.NoError(t, err)
 	var lv lease.View

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/api"
 	"github.com/kunobi-ninja/kobe/instance"
+	"github.com/kunobi-ninja/kobe/poolspec"
 )
 
 // WorkflowType is the registered name of the lease workflow.
@@ -19,23 +20,20 @@ const WorkflowType = "Lease"
 // WorkflowID is the workflow id of a lease (lease ids already start with "lease-").
 func WorkflowID(leaseID string) string { return leaseID }
 
-// Input starts a lease's workflow.
+// Input starts a lease's workflow. It is the lease's shape at its start: who holds it, its
+// pool, and the terms its pool granted it at admission (poolspec.LeaseTerms, embedded so that
+// their JSON names are the Input's own: ttl, maxTtl, maxExtensions, afterInactivity… as v0.1.0
+// wrote them).
 type Input struct {
-	LeaseID       string        `json:"leaseId"`
-	Pool          string        `json:"pool"`
-	Principal     string        `json:"principal"`
-	TTL           time.Duration `json:"ttl"`
-	MaxTTL        time.Duration `json:"maxTtl"`
-	MaxExtensions int           `json:"maxExtensions"`
-	Priority      int           `json:"priority"`
+	LeaseID   string `json:"leaseId"`
+	Pool      string `json:"pool"`
+	Principal string `json:"principal"`
+	poolspec.LeaseTerms
+	Priority int `json:"priority"`
 	// IdleTimeout, when set, ends a Bound lease (Expired, reason idle_timeout) that got no
-	// heartbeat signal for that long: a crashed CI job gives its cluster back early. Runs that
-	// predate it have it zero, so they replay unchanged.
+	// heartbeat signal for that long: a crashed CI job gives its cluster back early. The
+	// holder's, not its pool's. Runs that predate it have it zero, so they replay unchanged.
 	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
-	// AfterInactivity, when set, puts a Bound lease to sleep once no activity was seen of it
-	// for that long (its pool's spec.sleep.afterInactivity, unless an exclusion matched the
-	// lease when it was created; see autoSleep). Runs that predate it have it zero.
-	AfterInactivity time.Duration `json:"afterInactivity,omitempty"`
 	// SearchAttributes says the starter set KobePool/KobeOwner/KobePhase (they are registered
 	// on the namespace), so the lease keeps KobePhase current for the Web UI's filters.
 	SearchAttributes bool `json:"searchAttributes,omitempty"`
@@ -64,10 +62,17 @@ type Resume struct {
 	IssueFor time.Duration `json:"issueFor"`
 }
 
-// View answers QueryLease.
+// View is the lease as its workflow has it: what QueryLease answers (the API shows it,
+// api.Lease), what the lease's Updates and its workflow return, and what the workflow writes of
+// the lease's store row (lease.Row). It is lease.State's public part, and what a Bound lease
+// carries into its next run (Resume).
 type View struct {
-	ID         string         `json:"id"`
-	Pool       string         `json:"pool"`
+	ID   string `json:"id"`
+	Pool string `json:"pool"`
+	// Principal holds the lease and TTL is its granted TTL: the Input's, kept here so that the
+	// view is all the row needs. (The projection of v0.1.0 sent them as "principal" and "ttl".)
+	Principal  string         `json:"principal,omitempty"`
+	TTL        time.Duration  `json:"ttl,omitempty"`
 	Phase      api.LeasePhase `json:"phase"`
 	Reason     api.ReasonCode `json:"reason,omitempty"`
 	InstanceID string         `json:"instanceId,omitempty"`

@@ -2,6 +2,7 @@ package leasestart
 
 import (
 	"encoding/json"
+	"github.com/kunobi-ninja/kobe/poolspec"
 	"testing"
 	"time"
 
@@ -34,8 +35,9 @@ func TestAnInputStartedByAnOlderPoolDecodesTheSame(t *testing.T) {
 	at := time.Date(2026, 12, 6, 21, 26, 52, 977117296, time.UTC)
 	asg := Assignment{Seq: 2, InstanceID: "rec-1", Backend: "local", Endpoint: "https://127.0.0.1:63530",
 		Placement: instance.HostAssignment{HostID: "vm-1", TaskQueue: "record-host-host-vm-1"}, At: at, Prepared: true}
-	in := Input{LeaseID: "lease-1", Pool: "rec", Principal: "p", TTL: time.Hour, MaxTTL: 2 * time.Hour,
-		MaxExtensions: 1, IdleTimeout: 5 * time.Minute, SearchAttributes: true}
+	in := Input{LeaseID: "lease-1", Pool: "rec", Principal: "p",
+		LeaseTerms:  poolspec.LeaseTerms{TTL: time.Hour, MaxTTL: 2 * time.Hour, MaxExtensions: 1},
+		IdleTimeout: 5 * time.Minute, SearchAttributes: true}
 	old := oldPoolInput(t, in, asg)
 
 	var got Input

@@ -103,7 +103,7 @@ func runCrashScenarios(t *testing.T, v victim) {
 				id := fmt.Sprintf("lease-%s-%d", v, i)
 				run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kobe"},
 					lease.WorkflowName, lease.Input{LeaseID: id, Pool: crashPool, Principal: "crash-test",
-						TTL: 10 * time.Minute, MaxTTL: time.Hour, MaxExtensions: 2})
+						LeaseTerms: poolspec.LeaseTerms{TTL: 10 * time.Minute, MaxTTL: time.Hour, MaxExtensions: 2}})
 				require.NoError(t, err)
 				leaseIDs = append(leaseIDs, id)
 				runs[id] = run
