@@ -141,7 +141,14 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		storeDSN = cfg.DevStoreDSN()
 	}
 
-	st, err := store.Open(ctx, storeDSN)
+	// kobe dev owns its store and migrates it; a server and a worker share a store whose schema
+	// an operator upgrades (`kobe migrate up`), before the workers and the API are upgraded: they
+	// refuse a schema older or newer than the one they were built for.
+	openStore := store.OpenCurrent
+	if mode == config.ModeDev {
+		openStore = store.Open
+	}
+	st, err := openStore(ctx, storeDSN)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cmd/instance"
 	"github.com/kunobi-ninja/kobe/internal/cmd/lease"
 	"github.com/kunobi-ninja/kobe/internal/cmd/login"
+	"github.com/kunobi-ninja/kobe/internal/cmd/migrate"
 	"github.com/kunobi-ninja/kobe/internal/cmd/pool"
 	"github.com/kunobi-ninja/kobe/internal/cmd/run"
 	"github.com/kunobi-ninja/kobe/internal/cmd/serve"
@@ -78,6 +79,7 @@ context named by --context or the current one (kobe context), else ` + factory.D
 		serve.NewCmdDev(f, nil),
 		serve.NewCmdServer(f, nil),
 		serve.NewCmdWorker(f, nil),
+		migrate.NewCmdMigrate(f),
 	)
 	add("cli",
 		contextcmd.NewCmdContext(f),
