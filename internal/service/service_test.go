@@ -278,7 +278,7 @@ func TestStartFailsFastAndLeavesNothing(t *testing.T) {
 			"cannot connect"},
 		{"bad store scheme", func(c *config.Config) { c.Store = "mongodb://x" }, "unsupported scheme"},
 		{"store not migrated", func(c *config.Config) { c.Store = "sqlite://" + filepath.Join(t.TempDir(), "new.db") },
-			"has no schema yet (this kobe expects version 10): run `kobe migrate up --store sqlite://"},
+			"has no schema yet (this kobe expects version 11): run `kobe migrate up --store sqlite://"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -103,7 +103,7 @@ func TestMigrationsAreTheSameOnBothDrivers(t *testing.T) {
 	assert.Equal(t, pg, lite)
 	require.NotEmpty(t, pg)
 	assert.Equal(t, pg[len(pg)-1].Version, store.ExpectedSchemaVersion())
-	assert.Equal(t, store.Migration{Version: 10, Name: "0010_prepared_credentials.sql"}, pg[len(pg)-1],
+	assert.Equal(t, store.Migration{Version: 11, Name: "0011_sealing_key.sql"}, pg[len(pg)-1],
 		"the schema of this release (a new migration changes this line, the CHANGELOG and docs/production.md)")
 }
 
@@ -185,7 +185,7 @@ func TestOpenCurrentRefusesOlderAndNewerSchemas(t *testing.T) {
 			_, err := store.OpenCurrent(ctx, dsn)
 			var schemaErr *store.SchemaError
 			require.True(t, errors.As(err, &schemaErr), "refused: %v", err)
-			assert.Equal(t, "store "+shown+" has no schema yet (this kobe expects version 10): run `kobe migrate up --store "+shown+"` first", err.Error())
+			assert.Equal(t, "store "+shown+" has no schema yet (this kobe expects version 11): run `kobe migrate up --store "+shown+"` first", err.Error())
 			if name == "sqlite" {
 				_, err := os.Stat(strings.TrimPrefix(dsn, "sqlite://"))
 				assert.True(t, os.IsNotExist(err), "a refused SQLite store is not created")
@@ -196,7 +196,7 @@ func TestOpenCurrentRefusesOlderAndNewerSchemas(t *testing.T) {
 			_, err = store.OpenCurrent(ctx, dsn)
 			require.True(t, errors.As(err, &schemaErr), "refused: %v", err)
 			assert.Equal(t, 9, schemaErr.Status.Current)
-			assert.Equal(t, "store "+shown+": its schema is at version 9 and this kobe expects 10 (0010_prepared_credentials.sql pending): "+
+			assert.Equal(t, "store "+shown+": its schema is at version 9 and this kobe expects 11 (0010_prepared_credentials.sql, 0011_sealing_key.sql pending): "+
 				"run `kobe migrate up --store "+shown+"` first", err.Error())
 			assert.Len(t, versionRows(t, dsn), 8, "refusing changes nothing (0001 to 0009, there is no 0007)")
 
@@ -208,11 +208,11 @@ func TestOpenCurrentRefusesOlderAndNewerSchemas(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, s.Close())
 
-			// A newer kobe applied 0011.
-			_, err = dbtest.RawStoreSQL(t, dsn).Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (11, '0011_from_a_newer_kobe.sql', '2027-01-01T00:00:00Z')`)
+			// A newer kobe applied 0012.
+			_, err = dbtest.RawStoreSQL(t, dsn).Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (12, '0012_from_a_newer_kobe.sql', '2027-01-01T00:00:00Z')`)
 			require.NoError(t, err)
 			before := versionRows(t, dsn)
-			newer := "store " + shown + ": its schema is at version 11, newer than this kobe knows (up to 10; 0011_from_a_newer_kobe.sql applied by a newer kobe): " +
+			newer := "store " + shown + ": its schema is at version 12, newer than this kobe knows (up to 11; 0012_from_a_newer_kobe.sql applied by a newer kobe): " +
 				"run the kobe that migrated it, or a newer one (a schema is never migrated down: docs/production.md, \"Rollback\")"
 			_, err = store.OpenCurrent(ctx, dsn)
 			require.True(t, errors.As(err, &schemaErr), "refused: %v", err)
@@ -226,7 +226,7 @@ func TestOpenCurrentRefusesOlderAndNewerSchemas(t *testing.T) {
 			require.True(t, errors.As(err, &schemaErr), "and kobe migrate up: %v", err)
 			st, err := m.Status(ctx)
 			require.NoError(t, err)
-			assert.Equal(t, []store.AppliedMigration{{Version: 11, Name: "0011_from_a_newer_kobe.sql",
+			assert.Equal(t, []store.AppliedMigration{{Version: 12, Name: "0012_from_a_newer_kobe.sql",
 				AppliedAt: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}}, st.Unknown)
 			assert.Empty(t, st.Pending)
 			assert.Equal(t, before, versionRows(t, dsn), "left as it is")
@@ -235,8 +235,9 @@ func TestOpenCurrentRefusesOlderAndNewerSchemas(t *testing.T) {
 }
 
 // A store migrated by kobe v0.1.0's own runner is adopted as it is: at v0.1.0's schema (0001 to
-// 0009) the new runner sees 0010 pending and applies only it, keeping the rows the old runner
-// wrote and the data; at the schema of main before goose (0001 to 0010) it has nothing to do.
+// 0009) the new runner sees 0010 and 0011 pending and applies only them, keeping the rows the
+// old runner wrote and the data; at the schema of main before goose (0001 to 0010) it applies
+// only 0011.
 func TestAdoptsAStoreMigratedByTheOldRunner(t *testing.T) {
 	for name, newDSN := range dbtest.StoreDSNs() {
 		t.Run(name, func(t *testing.T) {
@@ -262,11 +263,12 @@ func TestAdoptsAStoreMigratedByTheOldRunner(t *testing.T) {
 			st, err := m.Status(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, 9, st.Current)
-			assert.Equal(t, []store.Migration{{Version: 10, Name: "0010_prepared_credentials.sql"}}, st.Pending)
+			newer := []store.Migration{{Version: 10, Name: "0010_prepared_credentials.sql"}, {Version: 11, Name: "0011_sealing_key.sql"}}
+			assert.Equal(t, newer, st.Pending)
 			assert.Empty(t, st.Unknown)
 			applied, err := m.Up(ctx)
 			require.NoError(t, err)
-			assert.Equal(t, []store.Migration{{Version: 10, Name: "0010_prepared_credentials.sql"}}, applied, "only the newer one")
+			assert.Equal(t, newer, applied, "only the newer ones")
 			rows := versionRows(t, dsn)
 			for v, row := range old {
 				assert.Equal(t, row, rows[v], "the old runner's row of %d is kept as it was", v)
@@ -292,11 +294,14 @@ func TestAdoptsAStoreMigratedByTheOldRunner(t *testing.T) {
 				m, err := store.OpenMigrator(ctx, dsn)
 				require.NoError(t, err)
 				defer m.Close()
-				require.NoError(t, m.Check(ctx), "up to date as it is")
 				applied, err := m.Up(ctx)
 				require.NoError(t, err)
-				assert.Empty(t, applied)
-				assert.Equal(t, old, versionRows(t, dsn))
+				assert.Equal(t, []store.Migration{{Version: 11, Name: "0011_sealing_key.sql"}}, applied, "only the newer one")
+				rows := versionRows(t, dsn)
+				for v, row := range old {
+					assert.Equal(t, row, rows[v], "the old runner's row of %d is kept as it was", v)
+				}
+				require.NoError(t, m.Check(ctx))
 			})
 		})
 	}

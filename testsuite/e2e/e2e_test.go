@@ -280,7 +280,7 @@ func TestBadConfigurationFailsWithOneLine(t *testing.T) {
 			"store postgres://kobe:xxxxx@127.0.0.1"},
 		{"unsupported store", []string{"server", "--store", "mysql://db/kobe"}, "unsupported scheme"},
 		{"store not migrated", []string{"server", "--store", fresh, "--api-address", "127.0.0.1:0"},
-			"store " + fresh + " has no schema yet (this kobe expects version 10): run `kobe migrate up --store " + fresh + "` first"},
+			"store " + fresh + " has no schema yet (this kobe expects version 11): run `kobe migrate up --store " + fresh + "` first"},
 		{"missing store", []string{"worker"}, "--store is required"},
 		{"api port in use", []string{"dev", "--ephemeral", "--no-default-pool", "--api-address", busy.Addr().String()}, "is already in use"},
 		{"temporal port in use", []string{"dev", "--ephemeral", "--no-default-pool", "--api-address", "127.0.0.1:0", "--temporal-port", fmt.Sprint(busy.Addr().(*net.TCPAddr).Port)},

@@ -76,14 +76,14 @@ func TestVersion(t *testing.T) {
 	out.Reset()
 	ios.SetStdoutTTY(true)
 	require.NoError(t, cmdtest.Run(NewCmdVersion(f, nil)))
-	assert.Equal(t, "kobe v0.1.0 expects schema version 10 (9 migrations, the last 0010_prepared_credentials.sql)\n", out.String())
+	assert.Equal(t, "kobe v0.1.0 expects schema version 11 (10 migrations, the last 0011_sealing_key.sql)\n", out.String())
 
 	out.Reset()
 	require.NoError(t, cmdtest.Run(NewCmdVersion(f, nil), "-o", "json"))
 	var v VersionView
 	require.NoError(t, json.Unmarshal([]byte(out.String()), &v))
-	assert.Equal(t, 10, v.SchemaVersion)
-	assert.Len(t, v.Migrations["postgres"], 9)
+	assert.Equal(t, 11, v.SchemaVersion)
+	assert.Len(t, v.Migrations["postgres"], 10)
 	assert.Equal(t, v.Migrations["postgres"], v.Migrations["sqlite"])
 }
 
@@ -101,27 +101,27 @@ func TestStatusAndUpOnRealStores(t *testing.T) {
 			require.NoError(t, cmdtest.Run(NewCmdStatus(f, nil), "--store", dsn))
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			assert.Equal(t, "Store    "+shown+" ("+name+")", lines[0])
-			assert.Equal(t, "Schema   none yet; this kobe expects version 10: kobe migrate up", lines[1])
+			assert.Equal(t, "Schema   none yet; this kobe expects version 11: kobe migrate up", lines[1])
 			assert.Regexp(t, `^VERSION +MIGRATION +STATE$`, lines[3])
 			assert.Regexp(t, `^1 +0001_init.sql +pending$`, lines[4])
-			assert.Len(t, lines, 4+9)
+			assert.Len(t, lines, 4+10)
 
 			out.Reset()
 			require.NoError(t, cmdtest.Run(NewCmdUp(f, nil), "--store", dsn))
 			lines = strings.Split(strings.TrimSpace(out.String()), "\n")
-			require.Len(t, lines, 10)
+			require.Len(t, lines, 11)
 			assert.Equal(t, "applied 0001_init.sql", lines[0])
-			assert.Equal(t, "applied 0010_prepared_credentials.sql", lines[8])
-			assert.Equal(t, "store "+shown+": schema version 10", lines[9])
+			assert.Equal(t, "applied 0011_sealing_key.sql", lines[9])
+			assert.Equal(t, "store "+shown+": schema version 11", lines[10])
 
 			out.Reset()
 			require.NoError(t, cmdtest.Run(NewCmdUp(f, nil), "--store", dsn))
-			assert.Equal(t, "store "+shown+": schema version 10, up to date: nothing to apply\n", out.String())
+			assert.Equal(t, "store "+shown+": schema version 11, up to date: nothing to apply\n", out.String())
 
 			out.Reset()
 			require.NoError(t, cmdtest.Run(NewCmdStatus(f, nil), "--store", dsn))
-			assert.Contains(t, out.String(), "Schema   version 10, up to date\n")
-			assert.Regexp(t, `\n10 +0010_prepared_credentials.sql +applied 20\d\d-`, out.String())
+			assert.Contains(t, out.String(), "Schema   version 11, up to date\n")
+			assert.Regexp(t, `\n11 +0011_sealing_key.sql +applied 20\d\d-`, out.String())
 
 			// Piped: the table alone, tab-separated; up prints only what it applied (nothing).
 			ios.SetStdoutTTY(false)
@@ -139,9 +139,9 @@ func TestStatusAndUpOnRealStores(t *testing.T) {
 			var st StatusView
 			require.NoError(t, json.Unmarshal([]byte(out.String()), &st))
 			assert.True(t, st.UpToDate)
-			assert.Equal(t, 10, st.Current)
+			assert.Equal(t, 11, st.Current)
 			assert.Equal(t, shown, st.Store)
-			assert.Len(t, st.Applied, 9)
+			assert.Len(t, st.Applied, 10)
 			assert.Empty(t, st.Pending)
 		})
 	}
@@ -153,16 +153,16 @@ func TestUpRefusesANewerSchema(t *testing.T) {
 	ios, _, out, _ := iostreams.Test()
 	f := &factory.Factory{IOStreams: ios}
 	require.NoError(t, cmdtest.Run(NewCmdUp(f, nil), "--store", dsn))
-	_, err := dbtest.RawStoreSQL(t, dsn).Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (11, '0011_next.sql', '2027-01-01T00:00:00Z')`)
+	_, err := dbtest.RawStoreSQL(t, dsn).Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (12, '0012_next.sql', '2027-01-01T00:00:00Z')`)
 	require.NoError(t, err)
 
 	err = cmdtest.Run(NewCmdUp(f, nil), "--store", dsn)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "its schema is at version 11, newer than this kobe knows (up to 10; 0011_next.sql applied by a newer kobe)")
+	assert.Contains(t, err.Error(), "its schema is at version 12, newer than this kobe knows (up to 11; 0012_next.sql applied by a newer kobe)")
 
 	ios.SetStdoutTTY(true)
 	out.Reset()
 	require.NoError(t, cmdtest.Run(NewCmdStatus(f, nil), "--store", dsn))
-	assert.Contains(t, out.String(), "Schema   version 11, newer than this kobe knows (up to 10): run the kobe that migrated it, or a newer one\n")
-	assert.Regexp(t, `\n11 +0011_next.sql +unknown \(applied 2027-01-01T00:00:00Z by a newer kobe\)\n`, out.String())
+	assert.Contains(t, out.String(), "Schema   version 12, newer than this kobe knows (up to 11): run the kobe that migrated it, or a newer one\n")
+	assert.Regexp(t, `\n12 +0012_next.sql +unknown \(applied 2027-01-01T00:00:00Z by a newer kobe\)\n`, out.String())
 }
