@@ -155,7 +155,7 @@ func TestDevModeServesEverything(t *testing.T) {
 	assert.Equal(t, "default", st.Temporal.Namespace)
 	assert.True(t, st.Store.Healthy)
 	assert.Equal(t, "sqlite", st.Store.Driver)
-	assert.Equal(t, 10, st.Store.SchemaVersion)
+	assert.Equal(t, store.ExpectedSchemaVersion(), st.Store.SchemaVersion)
 	assert.NotEmpty(t, st.Version)
 	assert.NotNil(t, st.Backends)
 
