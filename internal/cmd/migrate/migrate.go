@@ -27,7 +27,7 @@ func NewCmdMigrate(f *factory.Factory) *cobra.Command {
 		Short: "Upgrade the schema of kobe's store: status, up, version",
 		Long: `kobe server and kobe worker run only on a store whose schema is the one they were built
 for, and never change it: an operator upgrades it first with "kobe migrate up", then the
-workers, then the API servers (docs/deploy.md, "Upgrades"). kobe dev migrates its own store
+workers, then the API servers (docs/production.md, "Upgrades"). kobe dev migrates its own store
 when it starts.
 
 The store is --store, else KOBE_STORE: postgres://user@host:5432/kobe or sqlite:///path/kobe.db.`,
@@ -204,7 +204,7 @@ safe to run again (nothing pending: nothing done) and from several places at onc
 turns). A store whose schema is newer than this kobe knows is refused and left as it is.
 
 Run it before upgrading the workers and the API servers, and take a backup first: a migration
-is never undone (docs/deploy.md, "Upgrades" and "Backup and restore").`,
+is never undone (docs/production.md, "Upgrades" and "Backup and restore").`,
 		Example: `  kobe migrate up --store postgres://kobe@db:5432/kobe
   KOBE_STORE=sqlite:///var/lib/kobe/kobe.db kobe migrate up -o json`,
 		Args: cobra.NoArgs,
