@@ -81,7 +81,7 @@ func TestVersion(t *testing.T) {
 	out.Reset()
 	require.NoError(t, cmdtest.Run(NewCmdVersion(f, nil), "-o", "json"))
 	var v VersionView
-	require.NoError(t, json.Unmarshal([]byte(out.String()), &v))
+	require.NoError(t, json.Unmarshal(out.Bytes(), &v))
 	assert.Equal(t, 11, v.SchemaVersion)
 	assert.Len(t, v.Migrations["postgres"], 10)
 	assert.Equal(t, v.Migrations["postgres"], v.Migrations["sqlite"])
@@ -137,7 +137,7 @@ func TestStatusAndUpOnRealStores(t *testing.T) {
 			out.Reset()
 			require.NoError(t, cmdtest.Run(NewCmdStatus(f, nil), "--store", dsn, "-o", "json"))
 			var st StatusView
-			require.NoError(t, json.Unmarshal([]byte(out.String()), &st))
+			require.NoError(t, json.Unmarshal(out.Bytes(), &st))
 			assert.True(t, st.UpToDate)
 			assert.Equal(t, 11, st.Current)
 			assert.Equal(t, shown, st.Store)

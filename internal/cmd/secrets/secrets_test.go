@@ -112,7 +112,7 @@ func TestRotateOnRealStores(t *testing.T) {
 			out.Reset()
 			require.NoError(t, cmdtest.Run(NewCmdRotate(f, nil), "--store", dsn, "--secret-key-file", keyFile, "-o", "json"))
 			var view RotateView
-			require.NoError(t, json.Unmarshal([]byte(out.String()), &view))
+			require.NoError(t, json.Unmarshal(out.Bytes(), &view))
 			assert.Equal(t, RotateView{Key: ring.Fingerprint(), Current: 3}, view, "run again: nothing left to do")
 
 			// The old key can go: the new one alone opens everything.
