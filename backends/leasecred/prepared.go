@@ -91,3 +91,22 @@ func Prepared(ctx context.Context, st store.Store, box *secretbox.Box, instanceI
 	}
 	return OpenPrepared(box, instanceID, sealed)
 }
+
+// Reseal opens a sealed value of the store with box, whichever of its keys sealed it, and seals
+// it again with box's active key, bound to the same row (`kobe secrets rotate`).
+func Reseal(box *secretbox.Box, v store.SealedValue) ([]byte, error) {
+	var aad []byte
+	switch v.Kind {
+	case store.SealedLeaseCredential:
+		aad = kubeconfigAAD(v.ID)
+	case store.SealedPreparedCredential:
+		aad = preparedAAD(v.ID)
+	default:
+		return nil, fmt.Errorf("a sealed value of kind %q", v.Kind)
+	}
+	plain, err := box.Open(v.Sealed, aad)
+	if err != nil {
+		return nil, fmt.Errorf("%s of %s: %w", v.Kind, v.ID, err)
+	}
+	return box.Seal(plain, aad)
+}

@@ -199,7 +199,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 			c.addHostFlags(fs)
 		}
 		fs.StringVar(&c.Store, "store", c.Store, "kobe store DSN: postgres://user@host/db or sqlite:///path/kobe.db (required)")
-		fs.StringVar(&c.SecretKeyFile, "secret-key-file", c.SecretKeyFile, "file with the base64 key sealing lease kubeconfigs (shared by server and workers; created if missing)")
+		fs.StringVar(&c.SecretKeyFile, "secret-key-file", c.SecretKeyFile, "file with the base64 keys sealing lease kubeconfigs, one per line, the last sealing (shared by server and workers; made by \"kobe secrets init\"; kobe dev creates its own)")
 		fs.StringVar(&c.Temporal.Address, "temporal-address", c.Temporal.Address, "host:port of the Temporal frontend")
 		fs.StringVar(&c.Temporal.Namespace, "temporal-namespace", c.Temporal.Namespace, "Temporal namespace")
 		fs.StringVar(&c.Temporal.TaskQueue, "task-queue", c.Temporal.TaskQueue, "Temporal task queue of kobe workers")

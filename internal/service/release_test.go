@@ -98,6 +98,14 @@ func TestStartRefusesStateFromBeforeTheBaseline(t *testing.T) {
 		c.Store = dsn
 		c.Temporal.Address = fmt.Sprintf("127.0.0.1:%d", freePort(t)) // never dialled
 		c.APIAddress, c.MetricsAddress = "127.0.0.1:0", "127.0.0.1:0"
+		// Its schema lacks 0009 (kobe_release): a server and a worker ask for `kobe migrate up`
+		// first, and once it is run refuse the state it holds.
+		for _, mode := range []config.Mode{config.ModeServer, config.ModeWorker} {
+			_, err := service.Start(ctx, c, mode, zap.NewNop())
+			require.Error(t, err, mode)
+			assert.Contains(t, err.Error(), "0009_release.sql pending): run `kobe migrate up --store "+store.RedactDSN(dsn)+"` first", mode)
+		}
+		migrated(t, dsn)
 		for _, mode := range []config.Mode{config.ModeServer, config.ModeWorker} {
 			_, err := service.Start(ctx, c, mode, zap.NewNop())
 			require.Error(t, err, mode)

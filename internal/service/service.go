@@ -144,7 +144,14 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 		storeDSN = cfg.DevStoreDSN()
 	}
 
-	st, err := store.Open(ctx, storeDSN)
+	// kobe dev owns its store and migrates it; a server and a worker share a store whose schema
+	// an operator upgrades (`kobe migrate up`), before the workers and the API are upgraded: they
+	// refuse a schema older or newer than the one they were built for.
+	openStore := store.OpenCurrent
+	if mode == config.ModeDev {
+		openStore = store.Open
+	}
+	st, err := openStore(ctx, storeDSN)
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +246,11 @@ func Start(ctx context.Context, cfg config.Config, mode config.Mode, logger *zap
 				keyFile = filepath.Join(cfg.StateDir, "secret.key")
 			}
 			if keyFile != "" {
-				if p.secrets, err = secretbox.LoadOrCreateKeyFile(keyFile); err != nil {
+				if p.secrets, err = loadKeyFile(keyFile, mode); err != nil {
 					return nil, fmt.Errorf("--secret-key-file: %v", err)
+				}
+				if err := checkSealingKey(ctx, st, p.secrets, keyFile, logger); err != nil {
+					return nil, fmt.Errorf("--secret-key-file %v", err)
 				}
 			}
 		}
@@ -339,19 +349,30 @@ func (p *Process) startWorkers(cfg config.Config, mode config.Mode, c client.Cli
 	}
 	var secrets *secretbox.Box
 	var err error
+	keyFile := "an in-memory key (--ephemeral)"
 	switch {
 	case mode == config.ModeDev && cfg.Ephemeral:
 		secrets = secretbox.Random()
 	case cfg.SecretKeyFile != "":
-		if secrets, err = secretbox.LoadOrCreateKeyFile(cfg.SecretKeyFile); err != nil {
+		if secrets, err = loadKeyFile(cfg.SecretKeyFile, mode); err != nil {
 			return fmt.Errorf("--secret-key-file: %v", err)
 		}
+		keyFile = cfg.SecretKeyFile
 	case mode == config.ModeDev:
-		if secrets, err = secretbox.LoadOrCreateKeyFile(filepath.Join(stateDir, "secret.key")); err != nil {
+		keyFile = filepath.Join(stateDir, "secret.key")
+		if secrets, err = secretbox.LoadOrCreateKeyFile(keyFile); err != nil {
 			return fmt.Errorf("--state-dir: %v", err)
 		}
 	default:
 		logger.Warn("no --secret-key-file: this worker cannot hand out lease credentials")
+	}
+	if secrets != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := checkSealingKey(ctx, st, secrets, keyFile, logger)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("--secret-key-file %v", err)
+		}
 	}
 	p.secrets = secrets
 	h, err := worker.StartHost(worker.HostConfig{Schedules: true, OrphanGrace: cfg.OrphanGrace, Client: c, Store: st, Logger: logger.Named("activities"),
@@ -573,4 +594,13 @@ func (p *Process) startPoolResources(cfg config.Config, apiServer *server.Server
 		<-done
 	})
 	return nil
+}
+
+// loadKeyFile reads the sealing key ring of path. Only kobe dev creates one (in its own state
+// dir, or at --secret-key-file); a server and a worker need the file `kobe secrets init` made.
+func loadKeyFile(path string, mode config.Mode) (*secretbox.Box, error) {
+	if mode == config.ModeDev {
+		return secretbox.LoadOrCreateKeyFile(path)
+	}
+	return secretbox.LoadKeyFile(path)
 }

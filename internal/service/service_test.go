@@ -59,6 +59,19 @@ func start(t *testing.T, c config.Config, mode config.Mode) *service.Process {
 	return p
 }
 
+// migrated brings the store at dsn to this kobe's schema, as `kobe migrate up` does before a
+// server or a worker starts on it, and returns dsn.
+func migrated(t *testing.T, dsn string) string {
+	t.Helper()
+	ctx := context.Background()
+	m, err := store.OpenMigrator(ctx, dsn)
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	return dsn
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -143,7 +156,7 @@ func TestDevModeServesEverything(t *testing.T) {
 	assert.Equal(t, "default", st.Temporal.Namespace)
 	assert.True(t, st.Store.Healthy)
 	assert.Equal(t, "sqlite", st.Store.Driver)
-	assert.Equal(t, 10, st.Store.SchemaVersion)
+	assert.Equal(t, store.ExpectedSchemaVersion(), st.Store.SchemaVersion)
 	assert.NotEmpty(t, st.Version)
 	assert.NotNil(t, st.Backends)
 
@@ -211,7 +224,7 @@ func TestDoctorAPIValidatesInput(t *testing.T) {
 // Temporal, a PostgreSQL store, and separate server and worker processes (here: two Process values).
 func TestServerAndWorkerShareExternalTemporalAndPostgres(t *testing.T) {
 	tmp := testsuite.StartTemporal(t)
-	dsn := testsuite.PostgresDSN(t)
+	dsn := migrated(t, testsuite.PostgresDSN(t))
 
 	c := config.Default()
 	c.Store = dsn
@@ -249,7 +262,7 @@ func TestStartFailsFastAndLeavesNothing(t *testing.T) {
 	tmp := testsuite.StartTemporal(t)
 	apiPort := freePort(t)
 	base := config.Default()
-	base.Store = "sqlite://" + t.TempDir() + "/kobe.db"
+	base.Store = migrated(t, "sqlite://"+t.TempDir()+"/kobe.db")
 	base.Temporal.Address = tmp.Address
 	base.APIAddress = fmt.Sprintf("127.0.0.1:%d", apiPort)
 
@@ -265,6 +278,8 @@ func TestStartFailsFastAndLeavesNothing(t *testing.T) {
 		{"unreachable postgres", func(c *config.Config) { c.Store = fmt.Sprintf("postgres://kobe:secret@127.0.0.1:%d/kobe", closed) },
 			"cannot connect"},
 		{"bad store scheme", func(c *config.Config) { c.Store = "mongodb://x" }, "unsupported scheme"},
+		{"store not migrated", func(c *config.Config) { c.Store = "sqlite://" + filepath.Join(t.TempDir(), "new.db") },
+			"has no schema yet (this kobe expects version 12): run `kobe migrate up --store sqlite://"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,7 +87,7 @@ func TestServerServesHTTPSAndFollowsItsCertificateFiles(t *testing.T) {
 
 	tmp := testsuite.StartTemporal(t)
 	c := config.Default()
-	c.Store = "sqlite://" + filepath.Join(dir, "kobe.db")
+	c.Store = migrated(t, "sqlite://"+filepath.Join(dir, "kobe.db"))
 	c.Temporal.Address = tmp.Address
 	c.APIAddress = "127.0.0.1:0"
 	c.TLSCertFile, c.TLSKeyFile, c.MetricsTokenFile = certFile, keyFile, metricsToken

@@ -3,51 +3,66 @@ package store
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/kunobi-ninja/kobe/internal/buildinfo"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver (pure Go)
 )
 
-//go:embed migrations
-var migrations embed.FS
-
 // memoryDBs numbers in-memory SQLite databases so that two stores in one process stay apart.
 var memoryDBs atomic.Int64
 
-// Open connects to the store named by dsn (see ParseDSN), applies pending schema
-// migrations, and returns it. Errors never contain the DSN's password.
+// Open connects to the store named by dsn and brings its schema up to date (every pending
+// migration applied): what `kobe dev` does with the store it owns, and what tests do. A schema
+// newer than this kobe knows is refused (*SchemaError). A server and a worker share a store that
+// an operator migrates (`kobe migrate up`): they open it with OpenCurrent. Errors never contain
+// the DSN's password.
 func Open(ctx context.Context, dsn string) (Store, error) {
+	s, err := connect(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMigrator(s.db, s.driver, dsn)
+	if err == nil {
+		_, err = m.Up(ctx)
+	}
+	if err != nil {
+		_ = s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenCurrent connects to the store named by dsn and refuses it with a *SchemaError, which names
+// the command to run, unless its schema is exactly the one this kobe expects. It changes nothing
+// in the store (a SQLite file that does not exist is not created).
+func OpenCurrent(ctx context.Context, dsn string) (Store, error) {
+	m, err := OpenMigrator(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Check(ctx); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	return newSQLStore(m.db, m.driver), nil
+}
+
+// connect opens the database of dsn, leaving its schema as it is.
+func connect(ctx context.Context, dsn string) (*sqlStore, error) {
 	parsed, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
-	var s *sqlStore
-	switch parsed.Driver {
-	case "sqlite":
-		s, err = openSQLite(parsed.Path)
-	case "postgres":
-		s, err = openPostgres(ctx, parsed.URL)
+	if parsed.Driver == "sqlite" {
+		return openSQLite(parsed.Path)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := s.migrate(ctx); err != nil {
-		_ = s.db.Close()
-		return nil, fmt.Errorf("store %s: migrating schema: %s", RedactDSN(dsn), oneLine(RedactDSNError(err, dsn)))
-	}
-	return s, nil
+	return openPostgres(ctx, parsed.URL)
 }
 
 func openSQLite(path string) (*sqlStore, error) {
@@ -114,102 +129,6 @@ func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
 		return nil, fmt.Errorf("store %s: cannot connect: %s", RedactDSN(url), oneLine(RedactDSNError(err, url)))
 	}
 	return newSQLStore(db, "postgres"), nil
-}
-
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func (s *sqlStore) loadMigrations() ([]migration, error) {
-	dir := "migrations/" + s.driver
-	entries, err := fs.ReadDir(migrations, dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".sql") {
-			continue
-		}
-		num, _, ok := strings.Cut(name, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %s: name must start with a number and an underscore", name)
-		}
-		body, err := fs.ReadFile(migrations, dir+"/"+name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	return out, nil
-}
-
-// migrate applies each pending migration in its own transaction. On PostgreSQL an advisory
-// lock serialises concurrent starts (server and worker booting together); on SQLite the
-// immediate transaction does the same.
-func (s *sqlStore) migrate(ctx context.Context) error {
-	all, err := s.loadMigrations()
-	if err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`); err != nil {
-		return err
-	}
-	current, err := s.SchemaVersion(ctx)
-	if err != nil {
-		return err
-	}
-	if latest := all[len(all)-1].version; current > latest {
-		return fmt.Errorf("the store's schema is at version %d but this kobe knows only up to %d: upgrade kobe", current, latest)
-	}
-	for _, m := range all {
-		if err := s.applyMigration(ctx, m); err != nil {
-			return fmt.Errorf("%s: %w", m.name, err)
-		}
-	}
-	if current == 0 {
-		// A store this kobe created is of its release (kobe_release); one that had a schema
-		// before and no stamp was made by a kobe before v0.1.0 (see CheckRelease).
-		if _, err := s.exec(ctx, `INSERT INTO kobe_release (id, created, release, opened_at) VALUES (1, ?, ?, ?)
-			ON CONFLICT (id) DO NOTHING`, buildinfo.Get().Version, buildinfo.Get().Version, time.Now().UTC().Format(time.RFC3339)); err != nil {
-			return fmt.Errorf("recording the store's release: %w", err)
-		}
-	}
-	return nil
-}
-
-func (s *sqlStore) applyMigration(ctx context.Context, m migration) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if s.driver == "postgres" {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7353202)`); err != nil {
-			return err
-		}
-	}
-	var n int
-	if err := tx.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), m.version).Scan(&n); err != nil {
-		return err
-	}
-	if n > 0 {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
-		m.version, m.name, time.Now().UTC().Format(time.RFC3339)); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // oneLine folds a multi-line driver error (pgx lists one line per address tried) into one line,

@@ -66,8 +66,11 @@ func (s *sqlStore) inTx(ctx context.Context, fn func(t *sqlStore) error) error {
 	return s.wrap(tx.Commit())
 }
 
-func (s *sqlStore) rebind(q string) string {
-	if s.driver != "postgres" {
+func (s *sqlStore) rebind(q string) string { return rebindFor(s.driver, q) }
+
+// rebindFor turns the ? placeholders of q into PostgreSQL's $n when driver is postgres.
+func rebindFor(driver, q string) string {
+	if driver != "postgres" {
 		return q
 	}
 	var b strings.Builder

@@ -254,6 +254,19 @@ type Store interface {
 	// SchemaVersion is the highest migration applied.
 	SchemaVersion(ctx context.Context) (int, error)
 
+	// SealedValues lists every sealed value of the store (sealing.go), lease credentials first,
+	// each kind by id.
+	SealedValues(ctx context.Context) ([]SealedValue, error)
+	// ReplaceSealed writes resealed in place of v's sealed bytes, only if the row still holds
+	// them (a row rewritten or deleted meanwhile is left alone: false).
+	ReplaceSealed(ctx context.Context, v SealedValue, resealed []byte) (bool, error)
+	// SealingKey returns the fingerprint of the key recorded as the one that seals the store's
+	// values; ErrNotFound when none is recorded yet.
+	SealingKey(ctx context.Context) (string, error)
+	// RecordSealingKey records fingerprint in place of previous ("" when none is recorded). It
+	// returns false, changing nothing, when the record is no longer previous.
+	RecordSealingKey(ctx context.Context, previous, fingerprint string) (bool, error)
+
 	// Release is the release of kobe that created the store or last started on it
 	// (ErrNotFound: none since v0.1.0, which introduced it: the store was made before);
 	// StampRelease records release as the one that started on it last (and as its first, when

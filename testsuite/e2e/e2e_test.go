@@ -261,6 +261,11 @@ func TestBadConfigurationFailsWithOneLine(t *testing.T) {
 	defer busy.Close()
 	closed := freePort(t)
 	sqlite := "sqlite://" + filepath.Join(t.TempDir(), "kobe.db")
+	// A server starts only on a migrated store, as an operator leaves it.
+	migrate := exec.Command(kobeBin, "migrate", "up", "--store", sqlite)
+	out, err := migrate.CombinedOutput()
+	require.NoError(t, err, "kobe migrate up: %s", out)
+	fresh := "sqlite://" + filepath.Join(t.TempDir(), "fresh.db")
 	notPEM := filepath.Join(t.TempDir(), "not.pem")
 	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
 
@@ -274,6 +279,8 @@ func TestBadConfigurationFailsWithOneLine(t *testing.T) {
 		{"bad store dsn", []string{"worker", "--store", "postgres://kobe:pw@127.0.0.1:" + fmt.Sprint(closed) + "/kobe", "--metrics-address", "127.0.0.1:0"},
 			"store postgres://kobe:xxxxx@127.0.0.1"},
 		{"unsupported store", []string{"server", "--store", "mysql://db/kobe"}, "unsupported scheme"},
+		{"store not migrated", []string{"server", "--store", fresh, "--api-address", "127.0.0.1:0"},
+			"store " + fresh + " has no schema yet (this kobe expects version 12): run `kobe migrate up --store " + fresh + "` first"},
 		{"missing store", []string{"worker"}, "--store is required"},
 		{"api port in use", []string{"dev", "--ephemeral", "--no-default-pool", "--api-address", busy.Addr().String()}, "is already in use"},
 		{"temporal port in use", []string{"dev", "--ephemeral", "--no-default-pool", "--api-address", "127.0.0.1:0", "--temporal-port", fmt.Sprint(busy.Addr().(*net.TCPAddr).Port)},

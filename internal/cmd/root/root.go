@@ -13,8 +13,10 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cmd/instance"
 	"github.com/kunobi-ninja/kobe/internal/cmd/lease"
 	"github.com/kunobi-ninja/kobe/internal/cmd/login"
+	"github.com/kunobi-ninja/kobe/internal/cmd/migrate"
 	"github.com/kunobi-ninja/kobe/internal/cmd/pool"
 	"github.com/kunobi-ninja/kobe/internal/cmd/run"
+	"github.com/kunobi-ninja/kobe/internal/cmd/secrets"
 	"github.com/kunobi-ninja/kobe/internal/cmd/serve"
 	"github.com/kunobi-ninja/kobe/internal/cmd/status"
 	"github.com/kunobi-ninja/kobe/internal/cmd/token"
@@ -78,6 +80,8 @@ context named by --context or the current one (kobe context), else ` + factory.D
 		serve.NewCmdDev(f, nil),
 		serve.NewCmdServer(f, nil),
 		serve.NewCmdWorker(f, nil),
+		migrate.NewCmdMigrate(f),
+		secrets.NewCmdSecrets(f),
 	)
 	add("cli",
 		contextcmd.NewCmdContext(f),

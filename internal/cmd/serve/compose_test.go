@@ -13,8 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kunobi-ninja/kobe/internal/cmd/cmdtest"
 	"github.com/kunobi-ninja/kobe/internal/cmd/factory"
 	"github.com/kunobi-ninja/kobe/internal/cmd/iostreams"
+	"github.com/kunobi-ninja/kobe/internal/cmd/migrate"
+	"github.com/kunobi-ninja/kobe/internal/cmd/secrets"
 	"github.com/kunobi-ninja/kobe/internal/config"
 )
 
@@ -65,7 +68,7 @@ func TestComposeMatchesTheBinary(t *testing.T) {
 	var cf composeFile
 	require.NoError(t, yaml.Unmarshal(data, &cf))
 
-	for _, name := range []string{"postgresql", "temporal", "temporal-ui", "kobe-server", "kobe-worker"} {
+	for _, name := range []string{"postgresql", "temporal", "temporal-ui", "kobe-migrate", "kobe-secrets", "kobe-server", "kobe-worker"} {
 		require.Contains(t, cf.Services, name)
 	}
 	for name, svc := range cf.Services {
@@ -84,8 +87,40 @@ func TestComposeMatchesTheBinary(t *testing.T) {
 	}
 	require.Contains(t, cf.Services["temporal"].Ports[0], ":7233", "Temporal's gRPC port is published")
 	assert.Equal(t, "temporal:7233", cf.Services["temporal-ui"].Environment["TEMPORAL_ADDRESS"])
-	_, err = os.Stat(filepath.Join("..", "..", "..", cf.Services["kobe-server"].Build["dockerfile"]))
+	_, err = os.Stat(filepath.Join("..", "..", "..", cf.Services["kobe-migrate"].Build["dockerfile"]))
 	require.NoError(t, err, "the Dockerfile the compose file builds exists")
+
+	// The schema is migrated, by the same image, before the server and the worker start on it.
+	migrateSvc := cf.Services["kobe-migrate"]
+	require.Equal(t, []string{"migrate", "up"}, migrateSvc.Command)
+	assert.Equal(t, cf.Services["kobe-server"].Image, migrateSvc.Image)
+	for k, v := range migrateSvc.Environment {
+		t.Setenv(k, v)
+	}
+	var up *migrate.UpOptions
+	ios, _, _, _ := iostreams.Test()
+	require.NoError(t, cmdtest.Run(migrate.NewCmdUp(&factory.Factory{IOStreams: ios},
+		func(o *migrate.UpOptions) error { up = o; return nil })))
+	// The key file is made once, on the volume the server and the worker mount.
+	secretsSvc := cf.Services["kobe-secrets"]
+	require.Equal(t, []string{"secrets", "init"}, secretsSvc.Command)
+	for k, v := range secretsSvc.Environment {
+		t.Setenv(k, v)
+	}
+	var keyInit *secrets.InitOptions
+	require.NoError(t, cmdtest.Run(secrets.NewCmdInit(&factory.Factory{IOStreams: ios},
+		func(o *secrets.InitOptions) error { keyInit = o; return nil })))
+	for _, name := range []string{"kobe-server", "kobe-worker"} {
+		assert.Equal(t, keyInit.KeyFile, cf.Services[name].Environment["KOBE_SECRET_KEY_FILE"], "%s uses the key file kobe-secrets makes", name)
+		assert.Equal(t, secretsSvc.Volumes, cf.Services[name].Volumes, "%s mounts the volume of the key file", name)
+		assert.Equal(t, map[string]any{"condition": "service_completed_successfully"}, cf.Services[name].DependsOn["kobe-secrets"],
+			"%s starts once the key file exists", name)
+	}
+	for _, name := range []string{"kobe-server", "kobe-worker"} {
+		assert.Equal(t, cf.Services[name].Environment["KOBE_STORE"], up.Store, "%s uses the store kobe-migrate migrates", name)
+		assert.Equal(t, map[string]any{"condition": "service_completed_successfully"}, cf.Services[name].DependsOn["kobe-migrate"],
+			"%s starts once the schema is migrated", name)
+	}
 
 	modes := map[string]config.Mode{"server": config.ModeServer, "worker": config.ModeWorker}
 	for _, name := range []string{"kobe-server", "kobe-worker"} {
