@@ -179,7 +179,7 @@ func probeStartAndUpdates(ctx context.Context, c client.Client, namespace, probe
 		case errors.As(err, &denied):
 			updates.Value = "disabled"
 			updates.Detail = "a warm bind is an Update to the pool's workflow: every lease takes the slow path (a queued claim, " +
-				"seconds instead of milliseconds), and kobe extend and the pools' own Updates fail"
+				"seconds instead of milliseconds), and lease extend, sleep and wake fail"
 			inFlight.Value = "not probed: Updates are disabled"
 			return []api.TemporalSetting{eager, updates, inFlight}
 		case errors.As(err, &exhausted) && inFlightLimit.MatchString(err.Error()):
