@@ -202,11 +202,17 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 
 // StartDoctor calls POST /v1/doctor.
 func (c *Client) StartDoctor(ctx context.Context, hold time.Duration) (DoctorStarted, error) {
-	var out DoctorStarted
 	req := DoctorRequest{}
 	if hold > 0 {
 		req.Hold = hold.String()
 	}
+	return c.StartDoctorRequest(ctx, req)
+}
+
+// StartDoctorRequest calls POST /v1/doctor with every field of the request (TemporalSettings:
+// the answer lists the Temporal settings the bind depends on, which takes a few seconds more).
+func (c *Client) StartDoctorRequest(ctx context.Context, req DoctorRequest) (DoctorStarted, error) {
+	var out DoctorStarted
 	err := c.do(ctx, http.MethodPost, "/v1/doctor", req, &out)
 	return out, err
 }

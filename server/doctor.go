@@ -51,7 +51,16 @@ func (s *Server) handleDoctorStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, api.ReasonBackendError, "Could not start the doctor workflow", err.Error())
 		return
 	}
-	writeJSON(w, http.StatusAccepted, api.DoctorStarted{ID: id, StartMs: ms(time.Since(t0)), Status: "Running"})
+	started := api.DoctorStarted{ID: id, StartMs: ms(time.Since(t0)), Status: "Running"}
+	if req.TemporalSettings {
+		// While the workflow runs, read the Temporal settings the bind depends on
+		// (docs/deploy.md, "Temporal"): a warning here explains a slow bind that no hop's
+		// latency shows.
+		sctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+		started.Temporal = ReadTemporalSettings(sctx, s.Temporal, s.Namespace, s.TaskQueue, id)
+		cancel()
+	}
+	writeJSON(w, http.StatusAccepted, started)
 }
 
 func (s *Server) handleDoctorGet(w http.ResponseWriter, r *http.Request) {

@@ -54,7 +54,7 @@ func valueSets(t testing.TB) map[string]map[string]any {
 				"enabled":           true,
 				"clientCertificate": map[string]any{"cert": clientCert, "key": clientKey},
 				"ca":                map[string]any{"pem": apiCert},
-			}},
+			}, "apiKey": map[string]any{"value": "tcld-test-api-key"}},
 			"metricsToken": map[string]any{"enabled": true, "token": "scrape-me"},
 			"adminToken":   map[string]any{"token": "kobe_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG"},
 		}),
@@ -355,7 +355,7 @@ func TestEveryPodIsRestricted(t *testing.T) {
 }
 
 // TLS from values: the chart makes the kubernetes.io/tls Secret and mounts it; Temporal's mTLS
-// files and CA come from Secrets of their own; /metrics wants the token.
+// files, CA and API key come from Secrets of their own; /metrics wants the token.
 func TestTLSAndSecretsFromValues(t *testing.T) {
 	r := mustRender(t, valueSets(t)["tls from values, mTLS to Temporal, metrics token, policy"])
 	tlsSecret := r.mustFind(t, "Secret", "kobe-api-tls")
@@ -370,14 +370,18 @@ func TestTLSAndSecretsFromValues(t *testing.T) {
 		a := args(t, containers(podSpec(t, r.mustFind(t, "Deployment", d)))[0])
 		for _, want := range []string{"--temporal-tls-cert=/etc/kobe/temporal-client/tls.crt", "--temporal-tls-key=/etc/kobe/temporal-client/tls.key",
 			"--temporal-tls-ca=/etc/kobe/temporal-ca/ca.crt", "--temporal-tls-server-name=temporal-frontend.temporal.svc",
-			"--metrics-token-file=/etc/kobe/metrics-token/token"} {
+			"--temporal-api-key-file=/etc/kobe/temporal-api-key/api-key", "--metrics-token-file=/etc/kobe/metrics-token/token"} {
 			if !slices.Contains(a, want) {
 				t.Errorf("%s: args %q lack %q", d, a, want)
 			}
 		}
 	}
-	for _, name := range []string{"kobe-temporal-client", "kobe-temporal-ca", "kobe-metrics-token"} {
+	for _, name := range []string{"kobe-temporal-client", "kobe-temporal-ca", "kobe-temporal-api-key", "kobe-metrics-token"} {
 		r.mustFind(t, "Secret", name)
+	}
+	key, _, _ := unstructured.NestedString(r.mustFind(t, "Secret", "kobe-temporal-api-key").Object, "stringData", "api-key")
+	if key != "tcld-test-api-key" {
+		t.Errorf("the Temporal API key from values became %q", key)
 	}
 	a := args(t, containers(spec)[0])
 	if !slices.Contains(a, "--policy=/etc/kobe/policy/policy.yaml") {
@@ -387,6 +391,44 @@ func TestTLSAndSecretsFromValues(t *testing.T) {
 	token, _, _ := unstructured.NestedString(r.mustFind(t, "Secret", "kobe-admin-token").Object, "stringData", "token")
 	if token != "kobe_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG" {
 		t.Errorf("the admin token from values became %q", token)
+	}
+}
+
+// Temporal's API key from an existing Secret: mounted from that Secret's key, no Secret made;
+// and the settings that do not go together are refused, naming the values.
+func TestTemporalAPIKey(t *testing.T) {
+	r := mustRender(t, with(minimalValues(), map[string]any{"temporal": map[string]any{
+		"tls":    map[string]any{"enabled": true},
+		"apiKey": map[string]any{"existingSecret": "temporal-cloud", "existingSecretKey": "key"},
+	}}))
+	if r.find("Secret", "kobe-temporal-api-key") != nil {
+		t.Error("the chart made an API key Secret although an existing one is named")
+	}
+	for _, d := range []string{"kobe-api", "kobe-worker-default"} {
+		spec := podSpec(t, r.mustFind(t, "Deployment", d))
+		if got := secretOfVolume(spec, "temporal-api-key"); got != "temporal-cloud" {
+			t.Errorf("%s: the API key comes from %q", d, got)
+		}
+		if a := args(t, containers(spec)[0]); !slices.Contains(a, "--temporal-api-key-file=/etc/kobe/temporal-api-key/api-key") {
+			t.Errorf("%s: args %q lack the API key file", d, a)
+		}
+	}
+
+	for _, c := range []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"an API key without TLS", map[string]any{"apiKey": map[string]any{"value": "k"}}, "temporal.apiKey: an API key is sent only over TLS"},
+		{"both a value and a Secret", map[string]any{"tls": map[string]any{"enabled": true}, "apiKey": map[string]any{"value": "k", "existingSecret": "s"}}, "temporal.apiKey: set existingSecret or value, not both"},
+		{"a key of two lines", map[string]any{"tls": map[string]any{"enabled": true}, "apiKey": map[string]any{"value": "k\nk"}}, "value"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := render(t, with(minimalValues(), map[string]any{"temporal": c.values}))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v; want an error naming %q", err, c.want)
+			}
+		})
 	}
 }
 

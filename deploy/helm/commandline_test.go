@@ -52,13 +52,14 @@ func parseCommandLine(t *testing.T, what string, c map[string]any) *serve.Option
 	files := t.TempDir()
 	var cmdArgs []string
 	for _, a := range args(t, c) {
-		// A file the pod mounts becomes an empty file of the same name here.
+		// A file the pod mounts becomes a file of the same name here, holding one line (an
+		// API key file must not be empty; the others are only checked to exist).
 		if flag, path, ok := strings.Cut(a, "="); ok && strings.HasPrefix(path, "/etc/kobe/") {
 			local := filepath.Join(files, path)
 			if err := os.MkdirAll(filepath.Dir(local), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(local, nil, 0o600); err != nil {
+			if err := os.WriteFile(local, []byte("stand-in\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			a = flag + "=" + local

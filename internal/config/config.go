@@ -125,11 +125,33 @@ type TemporalConfig struct {
 	TLSKeyFile    string
 	TLSCAFile     string
 	TLSServerName string
+	// APIKeyFile holds an API key (Temporal Cloud) sent as a bearer token on every call; the
+	// file is re-read when it changes, so a rotated key needs no restart. It may be combined
+	// with mTLS; on its own it turns TLS on (with the system's CA bundle unless TLSCAFile).
+	APIKeyFile string
 }
 
 // TLSEnabled reports whether any TLS setting was given.
 func (t TemporalConfig) TLSEnabled() bool {
 	return t.TLSCertFile != "" || t.TLSKeyFile != "" || t.TLSCAFile != "" || t.TLSServerName != ""
+}
+
+// ReadAPIKeyFile reads a Temporal API key from path: the file's content without surrounding
+// whitespace (a Secret written by an editor often ends with a newline). An empty file is an
+// error: sending no key would fail later with a less clear "unauthorized".
+func ReadAPIKeyFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--temporal-api-key-file: %v", err)
+	}
+	key := strings.TrimSpace(string(b))
+	if key == "" {
+		return "", fmt.Errorf("--temporal-api-key-file %s: the file is empty", path)
+	}
+	if strings.ContainsAny(key, "\r\n") {
+		return "", fmt.Errorf("--temporal-api-key-file %s: holds more than one line; it must hold the API key only", path)
+	}
+	return key, nil
 }
 
 // Default returns the defaults documented in --help.
@@ -207,6 +229,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, mode Mode) {
 		fs.StringVar(&c.Temporal.TLSKeyFile, "temporal-tls-key", "", "client private key for mTLS to Temporal (PEM)")
 		fs.StringVar(&c.Temporal.TLSCAFile, "temporal-tls-ca", "", "CA bundle that signs the Temporal server certificate (PEM)")
 		fs.StringVar(&c.Temporal.TLSServerName, "temporal-tls-server-name", "", "server name to verify in the Temporal certificate")
+		fs.StringVar(&c.Temporal.APIKeyFile, "temporal-api-key-file", "", "file holding a Temporal API key (Temporal Cloud), sent as a bearer token; re-read when it changes; turns TLS on")
 	}
 }
 
@@ -390,6 +413,11 @@ func (c *Config) Validate(mode Mode) error {
 			}
 			if _, err := os.Stat(path); err != nil {
 				return fmt.Errorf("%s: %v", flag, err)
+			}
+		}
+		if c.Temporal.APIKeyFile != "" {
+			if _, err := ReadAPIKeyFile(c.Temporal.APIKeyFile); err != nil {
+				return err
 			}
 		}
 	default:

@@ -72,6 +72,45 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 	require.NoError(t, ok.Validate(ModeWorker))
 }
 
+func TestTemporalAPIKeyFileIsCheckedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	cases := map[string]struct {
+		path string
+		want string
+	}{
+		"missing":   {filepath.Join(dir, "absent"), "--temporal-api-key-file: open"},
+		"empty":     {write("empty", " \n"), "the file is empty"},
+		"two lines": {write("two", "key-one\nkey-two\n"), "more than one line"},
+		"directory": {dir, "--temporal-api-key-file"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := Default()
+			c.Store = "postgres://kobe@db:5432/kobe"
+			c.Temporal.APIKeyFile = tc.path
+			err := c.Validate(ModeWorker)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+
+	// An API key together with a client certificate is accepted: Temporal Cloud lets a
+	// namespace accept both, and the SDK sends both.
+	c := Default()
+	c.Store = "postgres://kobe@db:5432/kobe"
+	c.Temporal.APIKeyFile = write("key", "tcld-key\n")
+	c.Temporal.TLSCertFile, c.Temporal.TLSKeyFile = write("c.pem", "x"), write("k.pem", "x")
+	require.NoError(t, c.Validate(ModeServer))
+	key, err := ReadAPIKeyFile(c.Temporal.APIKeyFile)
+	require.NoError(t, err)
+	assert.Equal(t, "tcld-key", key, "the trailing newline is not part of the key")
+}
+
 func TestEnvironmentSetsFlagsButFlagsWin(t *testing.T) {
 	c := Default()
 	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
@@ -110,7 +149,7 @@ func TestFlagsPerMode(t *testing.T) {
 	for _, f := range []string{"state-dir", "api-address", "temporal-port", "ui-port", "ephemeral", "log-format", "log-level"} {
 		assert.True(t, has(ModeDev, f), f)
 	}
-	for _, f := range []string{"temporal-address", "temporal-namespace", "temporal-tls-cert", "temporal-tls-key", "temporal-tls-ca", "store", "api-address"} {
+	for _, f := range []string{"temporal-address", "temporal-namespace", "temporal-tls-cert", "temporal-tls-key", "temporal-tls-ca", "temporal-api-key-file", "store", "api-address"} {
 		assert.True(t, has(ModeServer, f), f)
 	}
 	assert.True(t, has(ModeWorker, "metrics-address"))

@@ -44,6 +44,10 @@ type TemporalOptions struct {
 	SearchAttributes map[string]enumspb.IndexedValueType
 	// Logger receives the server's logs; nil discards them.
 	Logger *zap.Logger
+	// DynamicConfigOverrides replace kobe's settings (dynamicConfig) key by key: tests start a
+	// Temporal configured as a production one may be (a setting at Temporal's default, or off)
+	// to check that kobe doctor names it.
+	DynamicConfigOverrides dynamicconfig.StaticClient
 }
 
 // Temporal is a running embedded Temporal server.
@@ -203,6 +207,9 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	}
 
 	dyn := dynamicConfig()
+	for k, v := range opts.DynamicConfigOverrides {
+		dyn[k] = v
+	}
 
 	srv, err := buildAndStart(
 		temporal.WithConfig(cfg),

@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -23,7 +22,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/access"
 	"github.com/kunobi-ninja/kobe/internal/config"
 	"github.com/kunobi-ninja/kobe/internal/devserver"
-	"github.com/kunobi-ninja/kobe/internal/logging"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/secretbox"
 	"github.com/kunobi-ninja/kobe/internal/store"
@@ -32,8 +30,6 @@ import (
 	"github.com/kunobi-ninja/kobe/poolspec"
 	"github.com/kunobi-ninja/kobe/server"
 	"github.com/kunobi-ninja/kobe/worker"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -447,63 +443,6 @@ func quiet(l *zap.Logger, level string) *zap.Logger {
 		return l
 	}
 	return l.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
-}
-
-func dialTemporal(ctx context.Context, tc config.TemporalConfig, addr, namespace, role string, timeout time.Duration, logger *zap.Logger, m *metrics.SDKCollector) (client.Client, error) {
-	host, _ := os.Hostname()
-	opts := client.Options{
-		HostPort:       addr,
-		Namespace:      namespace,
-		Identity:       fmt.Sprintf("kobe-%s@%s:%d", role, host, os.Getpid()),
-		Logger:         logging.NewSDKLogger(logger),
-		MetricsHandler: m.Handler(),
-	}
-	if tc.TLSEnabled() {
-		tlsCfg, err := temporalTLS(tc)
-		if err != nil {
-			return nil, err
-		}
-		opts.ConnectionOptions.TLS = tlsCfg
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := client.DialContext(dctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s: %s", addr, shortGRPCError(err))
-	}
-	_, err = c.WorkflowService().DescribeNamespace(dctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
-	if err != nil {
-		c.Close()
-		var nf *serviceerror.NamespaceNotFound
-		if errors.As(err, &nf) {
-			return nil, fmt.Errorf("Temporal at %s has no namespace %q (create it, or set --temporal-namespace)", addr, namespace)
-		}
-		return nil, fmt.Errorf("Temporal at %s: describing namespace %q: %s", addr, namespace, shortGRPCError(err))
-	}
-	return c, nil
-}
-
-func temporalTLS(tc config.TemporalConfig) (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: tc.TLSServerName, MinVersion: tls.VersionTLS12}
-	if tc.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(tc.TLSCertFile, tc.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--temporal-tls-cert/--temporal-tls-key: %v", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	if tc.TLSCAFile != "" {
-		pem, err := os.ReadFile(tc.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--temporal-tls-ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--temporal-tls-ca %s: no PEM certificates found", tc.TLSCAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	return cfg, nil
 }
 
 // shortGRPCError keeps the useful tail of gRPC's long connection errors on one line.

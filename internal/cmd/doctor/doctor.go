@@ -36,7 +36,10 @@ func NewCmdDoctor(f *factory.Factory, runF func(*Options) error) *cobra.Command 
 		Short: "Check the whole chain: CLI → API → Temporal → worker → store, with each hop's latency",
 		Long: `Start a diagnostic workflow through the API and report every hop it crosses:
 the API, Temporal, a worker running an activity, the store written by the worker and read
-back by the API. With --hold the workflow waits in a durable timer between two probes: kill
+back by the API. It also reads the Temporal settings kobe's bind depends on (task-queue
+partitions, Updates on and in flight per workflow, eager start, search attributes, retention;
+docs/deploy.md, "Temporal") and warns, naming the setting, about one that slows or breaks the
+bind; a warning does not fail the run. With --hold the workflow waits in a durable timer between two probes: kill
 and restart any kobe process meanwhile and the run still completes (the CLI keeps waiting,
 or pick it up again later with --id).`,
 		Example: `  kobe doctor
@@ -73,6 +76,9 @@ type Result struct {
 	Status string    `json:"status"`
 	Error  string    `json:"error,omitempty"`
 	Hops   []api.Hop `json:"hops"`
+	// Temporal lists the Temporal settings the bind depends on (not with --id: they are read
+	// when a run starts).
+	Temporal []api.TemporalSetting `json:"temporal,omitempty"`
 }
 
 func doctorRun(ctx context.Context, opts *Options) error {
@@ -92,13 +98,23 @@ func doctorRun(ctx context.Context, opts *Options) error {
 	res.Hops = append(res.Hops, api.Hop{Name: "cli → api", OK: true, LatencyMs: msOf(rtt), Detail: c.BaseURL})
 
 	if res.ID == "" {
-		started, err := c.StartDoctor(ctx, opts.Hold)
+		req := api.DoctorRequest{TemporalSettings: true}
+		if opts.Hold > 0 {
+			req.Hold = opts.Hold.String()
+		}
+		started, err := c.StartDoctorRequest(ctx, req)
 		if err != nil {
 			return err
 		}
-		res.ID = started.ID
+		res.ID, res.Temporal = started.ID, started.Temporal
 		res.Hops = append(res.Hops, api.Hop{Name: "api → temporal: start workflow", OK: true, LatencyMs: started.StartMs})
 		fmt.Fprintf(io.ErrOut, "started %s\n", res.ID)
+		// A setting that slows or breaks the bind is a warning, not a failure: the chain works.
+		for _, setting := range res.Temporal {
+			if !setting.OK {
+				fmt.Fprintf(io.ErrOut, "warning: Temporal setting %s = %s: %s\n", setting.Name, setting.Value, setting.Detail)
+			}
+		}
 	}
 
 	report, err := waitForReport(ctx, c, res.ID, opts)
@@ -187,6 +203,20 @@ func printTable(w interface{ Write([]byte) (int, error) }, res Result, totalMs f
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%s: %s (workflow ran %s)\n", res.ID, res.Status, fmtMs(totalMs))
+	if len(res.Temporal) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "TEMPORAL SETTING\tRESULT\tVALUE\n")
+	for _, s := range res.Temporal {
+		result := "ok"
+		if !s.OK {
+			result = "WARN"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, result, s.Value)
+	}
+	_ = tw.Flush()
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

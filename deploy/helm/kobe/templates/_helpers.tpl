@@ -95,6 +95,9 @@ seccompProfile:
 {{- define "kobe.temporalCASecret" -}}
 {{- default (include "kobe.child" (list . "temporal-ca")) .Values.temporal.tls.ca.existingSecret -}}
 {{- end -}}
+{{- define "kobe.temporalAPIKeySecret" -}}
+{{- default (include "kobe.child" (list . "temporal-api-key")) .Values.temporal.apiKey.existingSecret -}}
+{{- end -}}
 {{- define "kobe.metricsTokenSecret" -}}
 {{- default (include "kobe.child" (list . "metrics-token")) .Values.metricsToken.existingSecret -}}
 {{- end -}}
@@ -102,6 +105,9 @@ seccompProfile:
 {{- define "kobe.temporalMTLS" -}}
 {{- $c := .Values.temporal.tls.clientCertificate -}}
 {{- if and .Values.temporal.tls.enabled (or $c.existingSecret $c.cert) }}true{{ end -}}
+{{- end -}}
+{{- define "kobe.temporalAPIKey" -}}
+{{- if or .Values.temporal.apiKey.existingSecret .Values.temporal.apiKey.value }}true{{ end -}}
 {{- end -}}
 {{- define "kobe.temporalCA" -}}
 {{- $c := .Values.temporal.tls.ca -}}
@@ -148,6 +154,12 @@ failure names the values to set.
 {{- end -}}
 {{- if and (not .Values.temporal.tls.enabled) (or $ct.existingSecret $ct.cert .Values.temporal.tls.ca.existingSecret .Values.temporal.tls.ca.pem .Values.temporal.tls.serverName) -}}
 {{- fail "temporal.tls: a certificate, CA or server name is given but temporal.tls.enabled is false" -}}
+{{- end -}}
+{{- if and .Values.temporal.apiKey.existingSecret .Values.temporal.apiKey.value -}}
+{{- fail "temporal.apiKey: set existingSecret or value, not both" -}}
+{{- end -}}
+{{- if and (include "kobe.temporalAPIKey" .) (not .Values.temporal.tls.enabled) -}}
+{{- fail "temporal.apiKey: an API key is sent only over TLS: set temporal.tls.enabled=true" -}}
 {{- end -}}
 {{- if .Values.api.tls.enabled -}}
 {{- if and .Values.api.tls.existingSecret (or .Values.api.tls.cert .Values.api.tls.key) -}}
@@ -216,6 +228,9 @@ The settings the API, the workers and the migration share: the store DSN in the 
 {{- if include "kobe.temporalCA" . }}
 - --temporal-tls-ca=/etc/kobe/temporal-ca/ca.crt
 {{- end }}
+{{- if include "kobe.temporalAPIKey" . }}
+- --temporal-api-key-file=/etc/kobe/temporal-api-key/api-key
+{{- end }}
 - --secret-key-file=/etc/kobe/sealing/secret.key
 {{- if .Values.metricsToken.enabled }}
 - --metrics-token-file=/etc/kobe/metrics-token/token
@@ -236,6 +251,11 @@ The settings the API, the workers and the migration share: the store DSN in the 
 {{- if include "kobe.temporalCA" . }}
 - name: temporal-ca
   mountPath: /etc/kobe/temporal-ca
+  readOnly: true
+{{- end }}
+{{- if include "kobe.temporalAPIKey" . }}
+- name: temporal-api-key
+  mountPath: /etc/kobe/temporal-api-key
   readOnly: true
 {{- end }}
 {{- if .Values.metricsToken.enabled }}
@@ -275,6 +295,15 @@ The settings the API, the workers and the migration share: the store DSN in the 
     items:
       - key: {{ .Values.temporal.tls.ca.existingSecretKey }}
         path: ca.crt
+{{- end }}
+{{- if include "kobe.temporalAPIKey" . }}
+- name: temporal-api-key
+  secret:
+    secretName: {{ include "kobe.temporalAPIKeySecret" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.temporal.apiKey.existingSecretKey }}
+        path: api-key
 {{- end }}
 {{- if .Values.metricsToken.enabled }}
 - name: metrics-token
