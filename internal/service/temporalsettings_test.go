@@ -29,7 +29,7 @@ func startTemporalWith(t *testing.T, overrides dynamicconfig.StaticClient) strin
 
 func serverConfig(t *testing.T, temporalAddr string) config.Config {
 	c := config.Default()
-	c.Store = "sqlite://" + t.TempDir() + "/kobe.db"
+	c.Store = migrated(t, "sqlite://"+t.TempDir()+"/kobe.db")
 	c.Temporal.Address = temporalAddr
 	c.APIAddress = "127.0.0.1:0"
 	c.MetricsAddress = "127.0.0.1:0"
